@@ -1,0 +1,23 @@
+# pillm: closed-form (pseudoinverse) solves vs gradient training of Transformer FFN blocks.
+# Full reproduction: snakemake --cores all   (CPU smoke: add --configfile config/smoke.yaml)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/lm.smk"
+include: "workflow/rules/paper.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

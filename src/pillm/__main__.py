@@ -1,0 +1,128 @@
+"""Command line: one subcommand per Snakemake rule (``python -m pillm <command> ...``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--params is not valid JSON: {err}") from err
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pillm", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser(
+        "prepare-corpus", help="load a corpus (hub or local mirror) into split texts"
+    )
+    c.add_argument("--corpus", required=True)
+    c.add_argument("--params", type=_json, required=True, help="the config's data section (JSON)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("tokenize", help="tokenize split texts into .npy arrays")
+    c.add_argument("--corpus-dir", required=True)
+    c.add_argument("--params", type=_json, required=True, help="{tokenizer: ..., data: ...} (JSON)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("train-lm", help="train one LM variant/seed and evaluate it")
+    c.add_argument("--variant", required=True)
+    c.add_argument("--seed", type=int, required=True)
+    c.add_argument("--tokens-dir", required=True)
+    c.add_argument("--params", type=_json, required=True, help="{model, train} (JSON)")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("aggregate", help="collect run records into summary parquet files")
+    c.add_argument("--metrics", nargs="+", required=True)
+    c.add_argument("--curves", nargs="+", required=True)
+    c.add_argument("--params", type=_json, required=True, help="{variants, seeds} (JSON)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("tables", help="render LaTeX tables and numbers.tex")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--tokens-meta", required=True)
+    c.add_argument("--params", type=_json, required=True)
+    c.add_argument("--templates", required=True)
+    c.add_argument("--tables-dir", required=True)
+    c.add_argument("--numbers", required=True)
+
+    c = sub.add_parser("figure-curves", help="training-curve figure")
+    c.add_argument("--curves", required=True)
+    c.add_argument("--pdf", required=True)
+    c.add_argument("--png", required=True)
+
+    c = sub.add_parser("pdf", help="build the paper PDF with latexmk")
+    c.add_argument("--paper-dir", required=True)
+    c.add_argument("--build-dir", required=True)
+    c.add_argument("--out", required=True)
+
+    c = sub.add_parser("arxiv", help="pack the arXiv tarball from a built paper")
+    c.add_argument("--build-dir", required=True)
+    c.add_argument("--out", required=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "prepare-corpus":
+        from .corpus import prepare_corpus
+
+        d = args.params
+        prepare_corpus(
+            args.corpus, d["source"], d["local_dir"], d["heldout_fraction"], args.out_dir
+        )
+    elif args.command == "tokenize":
+        from .corpus import tokenize_corpus
+
+        t, d = args.params["tokenizer"], args.params["data"]
+        tokenize_corpus(
+            args.corpus_dir, t["kind"], t["vocab_size"], d["source"], d["local_dir"], args.out_dir
+        )
+    elif args.command == "train-lm":
+        from .train import run_lm
+
+        run_lm(args.variant, args.seed, args.params, args.tokens_dir, args.out_dir, args.device)
+    elif args.command == "aggregate":
+        from .aggregate import aggregate
+
+        aggregate(
+            args.metrics, args.curves, args.params["variants"], args.params["seeds"], args.out_dir
+        )
+    elif args.command == "tables":
+        from .tables import render_tables
+
+        render_tables(
+            args.summary_dir,
+            args.tokens_meta,
+            args.params,
+            args.templates,
+            args.tables_dir,
+            args.numbers,
+        )
+    elif args.command == "figure-curves":
+        from .figures import training_curves
+
+        training_curves(args.curves, args.pdf, args.png)
+    elif args.command == "pdf":
+        from .paper import TexMissing, build_pdf
+
+        try:
+            build_pdf(args.paper_dir, args.build_dir, args.out)
+        except TexMissing as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    elif args.command == "arxiv":
+        from .paper import pack_arxiv
+
+        pack_arxiv(args.build_dir, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

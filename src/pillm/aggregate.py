@@ -1,0 +1,63 @@
+"""Aggregate every run's tidy records into summary parquet files with one polars chain.
+
+Outputs (``results/summary``):
+- ``runs.parquet``: every metric row of every run, as written.
+- ``lm.parquet``: mean, std and n over seeds per (variant, metric) with the expected seed count,
+  so a missing seed shows up as ``n < n_expected`` instead of silently vanishing.
+- ``curves.parquet``: all training curves stacked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .records import atomic_path, read_records
+
+GROUP = ["experiment", "variant", "corpus", "tokenizer", "data_policy", "metric"]
+
+
+def summarise(runs: pl.DataFrame, variants: list[str], seeds: list[int]) -> pl.DataFrame:
+    """Mean/std/n over seeds per (variant, metric); the expected grid is a cross join."""
+    expected = pl.DataFrame({"variant": variants}).join(
+        pl.DataFrame({"seed": seeds}, schema={"seed": pl.Int64}), how="cross"
+    )
+    present = runs.select("variant", pl.col("seed").cast(pl.Int64)).unique()
+    missing = expected.join(present, on=["variant", "seed"], how="anti")
+    summary = (
+        runs.lazy()
+        .group_by(GROUP)  # one group per variant x metric; seeds are the replicates
+        .agg(
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").std().alias("std"),  # sample std (ddof=1); null for n = 1
+            pl.col("value").count().alias("n"),
+            pl.col("seed").sort().alias("seeds"),
+        )
+        .with_columns(pl.lit(len(seeds)).alias("n_expected"))
+        .sort(["experiment", "variant", "metric"])
+        .collect()
+    )
+    if missing.height:
+        print(f"warning: missing runs (variant, seed): {missing.rows()}")
+    return summary
+
+
+def write_parquet(df: pl.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp)
+
+
+def aggregate(
+    metrics_paths: list[str],
+    curve_paths: list[str],
+    variants: list[str],
+    seeds: list[int],
+    out_dir: str,
+) -> None:
+    out = Path(out_dir)
+    runs = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
+    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
+    write_parquet(runs, out / "runs.parquet")
+    write_parquet(curves, out / "curves.parquet")
+    write_parquet(summarise(runs, variants, seeds), out / "lm.parquet")

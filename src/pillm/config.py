@@ -1,0 +1,31 @@
+"""Config validation: stop before any job with a message that names the bad key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _key_path(err: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in err.absolute_path) or "<top level>"
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Raise ConfigError listing every violation of the schema, each with its dotted key."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  - {_key_path(e)}: {e.message}" for e in errors]
+        raise ConfigError(
+            f"invalid config (checked against {schema_path}):\n"
+            + "\n".join(lines)
+            + "\nFix these keys in your config file (see config/README.md)."
+        )

@@ -1,0 +1,54 @@
+"""Rule-level steps for data: write a corpus's splits, then its token arrays."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .data import SPLITS, load_corpus
+from .records import atomic_path, write_json, write_text
+from .tokenizer import build_tokenizer, encode
+
+
+def prepare_corpus(
+    name: str, source: str, local_dir: str, heldout_fraction: float, out_dir: str
+) -> None:
+    texts, meta = load_corpus(name, source, local_dir, heldout_fraction)
+    out = Path(out_dir)
+    for split in SPLITS:
+        write_text(out / f"{split}.txt", texts[split])
+    write_json(out / "meta.json", meta)
+
+
+def tokenize_corpus(
+    corpus_dir: str, kind: str, vocab_size: int, source: str, local_dir: str, out_dir: str
+) -> None:
+    corpus_dir, out = Path(corpus_dir), Path(out_dir)
+    meta = json.loads((corpus_dir / "meta.json").read_text())
+    texts = {s: (corpus_dir / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS}
+    t0 = time.perf_counter()
+    tok = build_tokenizer(kind, vocab_size, texts["train"], source, local_dir)
+    counts = {}
+    for split in SPLITS:
+        ids = encode(tok, texts[split])
+        counts[split] = int(len(ids))
+        with atomic_path(out / f"{split}.npy") as tmp, open(tmp, "wb") as fh:
+            np.save(fh, ids)
+    tok_path = out / "tokenizer.json"
+    with atomic_path(tok_path) as tmp:
+        tok.save(str(tmp))
+    name = "GPT-2 BPE" if kind == "gpt2" else f"BPE-{tok.get_vocab_size()} (trained on train split)"
+    write_json(
+        out / "meta.json",
+        {
+            **meta,
+            "tokenizer": name,
+            "tokenizer_kind": kind,
+            "vocab_size": tok.get_vocab_size(),
+            "tokens": counts,
+            "tokenize_seconds": time.perf_counter() - t0,
+        },
+    )

@@ -1,0 +1,114 @@
+"""Run records: tidy metrics rows with provenance, and atomic file writes.
+
+Every run writes one ``metrics.json``: a list of tidy rows (one metric per row) that carry the
+run's identity (experiment, variant, seed, corpus, data policy) and its provenance (config hash,
+git revision, device, library versions). Outputs are written to a temporary name and renamed, so
+a killed job never leaves a file that looks finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """Short stable hash of a config mapping (key order does not matter)."""
+    blob = json.dumps(cfg, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def git_revision() -> str:
+    """HEAD of the repository this package runs from, with ``-dirty`` if the tree has edits."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{rev}-dirty" if dirty else rev
+
+
+def provenance(device: str) -> dict[str, str]:
+    """Where and with what a run was made."""
+    import numpy
+    import torch
+
+    if device.startswith("cuda"):
+        device_name = torch.cuda.get_device_name(torch.device(device))
+    else:
+        device_name = (
+            f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+        )
+    return {
+        "git_rev": git_revision(),
+        "device": device,
+        "device_name": device_name,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "cuda": torch.version.cuda or "none",
+    }
+
+
+def tidy_records(
+    identity: Mapping[str, Any], metrics: Mapping[str, float], context: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """One row per metric: identity columns + ``metric``/``value`` + provenance context."""
+    rows = []
+    for name, value in metrics.items():
+        row = {**identity, "metric": name, "value": float(value), **context}
+        rows.append(row)
+    return rows
+
+
+def read_records(paths: list[str | os.PathLike]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for p in paths:
+        with open(p) as fh:
+            rows.extend(json.load(fh))
+    return rows

@@ -1,0 +1,170 @@
+"""LaTeX tables and ``numbers.tex`` rendered from the summaries with Jinja2.
+
+Templates use LaTeX-safe delimiters (``\\VAR{}``, ``\\BLOCK{}``, ``\\#{}``) and ``StrictUndefined``
+so a typo fails instead of printing nothing. Numbers are formatted here, in Python, never in the
+template or the manuscript.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import polars as pl
+
+from .records import write_text
+
+VARIANT_LABELS = {"baseline": "Baseline (AdamW)"}
+
+_TEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def tex_escape(text: Any) -> str:
+    return re.sub(r"[\\&%$#_{}~^]", lambda m: _TEX_ESCAPES[m.group()], str(text))
+
+
+def make_env(template_dir: str | Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir)),
+        block_start_string=r"\BLOCK{",
+        block_end_string="}",
+        variable_start_string=r"\VAR{",
+        variable_end_string="}",
+        comment_start_string=r"\#{",
+        comment_end_string="}",
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["tex"] = tex_escape
+    return env
+
+
+def fmt_num(x: float | None, digits: int = 1) -> str:
+    """Fixed digits with a LaTeX thousands separator; '--' for missing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "--"
+    return f"{x:,.{digits}f}".replace(",", "{,}")
+
+
+def fmt_pm(mean: float, std: float | None, digits: int = 1) -> str:
+    """'mean ± std' in math mode; std omitted when there is one seed (it is undefined)."""
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return fmt_num(mean, digits)
+    return f"{fmt_num(mean, digits)} $\\pm$ {fmt_num(std, digits)}"
+
+
+def metric_table(summary: pl.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """{variant: {metric: {mean, std, n, n_expected}}} from the lm summary."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in summary.iter_rows(named=True):
+        out.setdefault(row["variant"], {})[row["metric"]] = row
+    return out
+
+
+def lm_rows(summary: pl.DataFrame, variants: list[str]) -> list[dict[str, str]]:
+    m = metric_table(summary)
+    rows = []
+    for v in variants:
+        r = m[v]
+        rows.append(
+            {
+                "label": VARIANT_LABELS.get(v, v),
+                "params": fmt_num(r["params_total"]["mean"] / 1e6, 2),
+                "trainable": fmt_num(r["params_trainable"]["mean"] / 1e6, 2),
+                "time": fmt_pm(r["train_time_s"]["mean"], r["train_time_s"]["std"], 1),
+                "ppl": fmt_pm(r["test_ppl"]["mean"], r["test_ppl"]["std"], 1),
+                "acc": fmt_pm(100 * r["test_acc"]["mean"], _scale(r["test_acc"]["std"], 100), 1),
+                "bpb": fmt_pm(r["test_bpb"]["mean"], r["test_bpb"]["std"], 3),
+                "n": f"{r['test_ppl']['n']}/{r['test_ppl']['n_expected']}",
+            }
+        )
+    return rows
+
+
+def _scale(x: float | None, k: float) -> float | None:
+    return None if x is None else x * k
+
+
+def numbers(
+    summary: pl.DataFrame, runs: pl.DataFrame, tokens_meta: dict, params: dict
+) -> dict[str, str]:
+    """Macro name -> formatted value for numbers.tex."""
+    b = metric_table(summary)["baseline"]
+    model, train = params["model"], params["train"]
+    devices = sorted(set(runs["device_name"].to_list()))
+    return {
+        "ConfigName": tex_escape(params["name"]),
+        "DataPolicy": tex_escape(describe_policy(tokens_meta["policy"])),
+        "TokenizerName": tex_escape(tokens_meta["tokenizer"]),
+        "VocabSize": fmt_num(tokens_meta["vocab_size"], 0),
+        "TrainTokens": fmt_num(tokens_meta["tokens"]["train"], 0),
+        "ValidTokens": fmt_num(tokens_meta["tokens"]["valid"], 0),
+        "TestTokens": fmt_num(tokens_meta["tokens"]["test"], 0),
+        "ModelLayers": str(model["n_layer"]),
+        "ModelDim": str(model["d_model"]),
+        "ModelHeads": str(model["n_head"]),
+        "ContextLen": str(model["context"]),
+        "Epochs": str(train["epochs"]),
+        "BatchSize": str(train["batch_size"]),
+        "LearningRate": f"{train['lr']:g}",
+        "NumSeeds": str(b["test_ppl"]["n"]),
+        "BaselinePPL": fmt_num(b["test_ppl"]["mean"], 1),
+        "BaselinePPLStd": fmt_num(b["test_ppl"]["std"], 1),
+        "BaselineAcc": fmt_num(100 * b["test_acc"]["mean"], 1),
+        "BaselineAccStd": fmt_num(_scale(b["test_acc"]["std"], 100), 1),
+        "BaselineBPB": fmt_num(b["test_bpb"]["mean"], 3),
+        "BaselineParams": fmt_num(b["params_total"]["mean"] / 1e6, 2),
+        "BaselineNonEmbParams": fmt_num(b["params_non_embedding"]["mean"] / 1e6, 2),
+        "BaselineTrainTime": fmt_num(b["train_time_s"]["mean"], 1),
+        "BaselineTokensPerSec": fmt_num(b["tokens_per_s"]["mean"], 0),
+        "Device": tex_escape(" / ".join(devices)),
+    }
+
+
+def describe_policy(policy: str) -> str:
+    """Human wording of a data policy string written by ``data.load_corpus``."""
+    source, rest = policy.split(":", 1)
+    where = "offline mirror" if source == "local" else "Hugging Face hub"
+    return f"{where}; {rest.split(':', 1)[1]}"
+
+
+def render_tables(
+    summary_dir: str,
+    tokens_meta_path: str,
+    params: dict,
+    template_dir: str,
+    tables_dir: str,
+    numbers_path: str,
+) -> None:
+    summary_dir = Path(summary_dir)
+    summary = pl.read_parquet(summary_dir / "lm.parquet")
+    runs = pl.read_parquet(summary_dir / "runs.parquet")
+    tokens_meta = json.loads(Path(tokens_meta_path).read_text())
+    env = make_env(template_dir)
+    policy = tex_escape(describe_policy(tokens_meta["policy"]))
+    table = env.get_template("lm_main.tex.j2").render(
+        rows=lm_rows(summary, params["variants"]),
+        policy=policy,
+        tokenizer=tex_escape(tokens_meta["tokenizer"]),
+    )
+    write_text(Path(tables_dir) / "lm_main.tex", table)
+    macros = numbers(summary, runs, tokens_meta, params)
+    write_text(numbers_path, env.get_template("numbers.tex.j2").render(macros=macros))

@@ -1,0 +1,253 @@
+"""Gradient training of the GPT baseline: ``train(cfg, tokens_dir, out_dir) -> metrics``.
+
+AdamW (fused on CUDA) with linear warm-up and cosine decay; bf16 autocast on CUDA, float32 on
+CPU. The whole train split lives on the device and each epoch visits every non-overlapping
+window once in a seeded random order. Timing is honest: the clock is synchronised, and tokens/s
+excludes the first ``warmup_steps_timing`` steps (allocator and kernel warm-up).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .evaluate import evaluate_lm
+from .model import GPT, GPTConfig
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device: {name} was requested but no CUDA GPU is visible; use device: auto or cpu"
+        )
+    return name
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def load_tokens(tokens_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    tokens_dir = Path(tokens_dir)
+    meta = json.loads((tokens_dir / "meta.json").read_text())
+    arrays = {
+        s: torch.from_numpy(np.load(tokens_dir / f"{s}.npy").astype(np.int64))
+        for s in ("train", "valid", "test")
+    }
+    return arrays, meta
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int, min_frac: float) -> float:
+    """Linear warm-up to ``peak``, then cosine decay to ``min_frac * peak`` at ``total``."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: torch.nn.Module, cfg: dict, device: str) -> torch.optim.Optimizer:
+    # Decay matrices only (nanoGPT): biases, LayerNorm gains and nothing 1-D.
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg["weight_decay"]},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=device.startswith("cuda")
+    )
+
+
+def peak_memory_mb(device: str) -> float:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def train(
+    model_cfg: dict, train_cfg: dict, seed: int, tokens_dir: str | Path, device: str = "auto"
+) -> tuple[GPT, dict[str, float], list[dict[str, float]]]:
+    """Train a GPT on ``tokens_dir``; return the model, test metrics and the per-step curve."""
+    device = resolve_device(device)
+    seed_everything(seed)
+    arrays, meta = load_tokens(tokens_dir)
+    cfg = GPTConfig(vocab_size=meta["vocab_size"], **model_cfg)
+    model = GPT(cfg).to(device)
+    T, B = cfg.context, train_cfg["batch_size"]
+    on_cuda = device.startswith("cuda")
+    amp = torch.bfloat16 if on_cuda else None
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats()
+        torch.backends.cuda.matmul.allow_tf32 = True  # gradient training only; solves use float64
+
+    data = arrays["train"].to(device)
+    n_windows = (len(data) - 1) // T
+    if n_windows < B:
+        raise ValueError(f"train split has {n_windows} windows of {T} tokens < batch_size {B}")
+    steps_per_epoch = n_windows // B
+    total_steps = steps_per_epoch * train_cfg["epochs"]
+    if train_cfg.get("max_steps"):
+        total_steps = min(total_steps, train_cfg["max_steps"])
+    warmup = max(1, round(train_cfg["warmup_frac"] * total_steps))
+    opt = make_optimizer(model, train_cfg, device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    offsets = torch.arange(T + 1, device=device)
+
+    curve: list[dict[str, float]] = []
+    losses = []
+    step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg["warmup_steps_timing"]
+    if on_cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
+    model.train()
+    while step < total_steps:
+        order = torch.randperm(n_windows, generator=gen)[: steps_per_epoch * B].to(device) * T
+        for b in range(steps_per_epoch):
+            if step == timed_from:
+                if on_cuda:
+                    torch.cuda.synchronize()
+                t_start = time.perf_counter()
+            idx = order[b * B : (b + 1) * B, None] + offsets  # (B, T+1)
+            chunk = data[idx]
+            x, y = chunk[:, :-1], chunk[:, 1:]
+            lr = lr_at(step, total_steps, train_cfg["lr"], warmup, train_cfg["min_lr_frac"])
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with torch.autocast(device.split(":")[0], dtype=amp, enabled=amp is not None):
+                _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if train_cfg["grad_clip"] > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
+            opt.step()
+            losses.append(loss.detach())
+            curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
+            step += 1
+            bar.update(1)
+            if (
+                train_cfg["eval_every"]
+                and step % train_cfg["eval_every"] == 0
+                and step < total_steps
+            ):
+                val = evaluate_lm(
+                    model,
+                    arrays["valid"],
+                    T,
+                    train_cfg["eval_batch_size"],
+                    meta["bytes"]["valid"],
+                    amp,
+                )
+                curve[-1]["val_loss"] = val["loss"]
+            if step >= total_steps:
+                break
+    if on_cuda:
+        torch.cuda.synchronize()
+    t_end = time.perf_counter()
+    bar.close()
+    for row, loss in zip(curve, torch.stack(losses).float().cpu().tolist(), strict=True):
+        row["train_loss"] = loss
+    timed_steps = total_steps - timed_from
+    if t_start is not None and timed_steps > 0:
+        t_timed = t_end - t_start
+    tokens_per_s = timed_steps * B * T / t_timed if t_timed > 0 else float("nan")
+
+    val = evaluate_lm(
+        model, arrays["valid"], T, train_cfg["eval_batch_size"], meta["bytes"]["valid"], amp
+    )
+    curve[-1]["val_loss"] = val["loss"]
+    test = evaluate_lm(
+        model, arrays["test"], T, train_cfg["eval_batch_size"], meta["bytes"]["test"], amp
+    )
+    metrics = {
+        "test_loss": test["loss"],
+        "test_ppl": test["ppl"],
+        "test_acc": test["acc"],
+        "test_bpb": test["bpb"],
+        "val_loss": val["loss"],
+        "val_ppl": val["ppl"],
+        "params_total": model.num_params(),
+        "params_non_embedding": model.num_params(non_embedding=True),
+        "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "train_steps": total_steps,
+        "train_tokens": total_steps * B * T,
+        "train_time_s": t_end - t0,
+        "tokens_per_s": tokens_per_s,
+        "peak_memory_mb": peak_memory_mb(device),
+    }
+    return model, metrics, curve
+
+
+def save_checkpoint(
+    path: str | Path, model: GPT, model_cfg: dict, train_cfg: dict, step: int
+) -> None:
+    from .records import atomic_path
+
+    with atomic_path(path) as tmp:
+        torch.save(
+            {
+                "model_args": model.cfg.to_dict(),
+                "model_cfg": model_cfg,
+                "train_cfg": train_cfg,
+                "step": step,
+                "state_dict": model.state_dict(),
+            },
+            tmp,
+        )
+
+
+def write_curve(path: str | Path, curve: list[dict[str, float]], identity: dict[str, Any]) -> None:
+    """Per-step curve as parquet (pyarrow: available on the GPU side, unlike polars)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .records import atomic_path
+
+    cols = ["step", "tokens", "lr", "train_loss", "val_loss"]
+    table = pa.table({c: [row.get(c) for row in curve] for c in cols})
+    for key, value in identity.items():
+        table = table.append_column(key, pa.array([value] * len(curve)))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def run_lm(
+    variant: str, seed: int, params: dict[str, Any], tokens_dir: str, out_dir: str, device: str
+) -> None:
+    """One training run: checkpoint, curve parquet, then metrics.json last (the 'done' marker)."""
+    from .records import config_hash, provenance, tidy_records, write_json
+
+    out = Path(out_dir)
+    model, metrics, curve = train(params["model"], params["train"], seed, tokens_dir, device)
+    meta = json.loads((Path(tokens_dir) / "meta.json").read_text())
+    identity = {
+        "experiment": "lm",
+        "variant": variant,
+        "seed": seed,
+        "corpus": meta["corpus"],
+        "tokenizer": meta["tokenizer"],
+        "data_policy": meta["policy"],
+    }
+    save_checkpoint(
+        out / "model.pt", model, params["model"], params["train"], metrics["train_steps"]
+    )
+    write_curve(out / "curve.parquet", curve, identity)
+    context = {
+        "config_hash": config_hash(params),
+        **provenance(str(next(model.parameters()).device)),
+    }
+    write_json(out / "metrics.json", tidy_records(identity, metrics, context))
+    print(json.dumps({k: round(v, 4) for k, v in metrics.items()}), file=sys.stderr)

@@ -1,0 +1,45 @@
+import shutil
+import time
+
+import pytest
+
+from pillm.data import DataError, load_corpus, load_hub, split_tail
+
+
+def test_split_tail_keeps_every_line():
+    text = "".join(f"line {i}\n" for i in range(100))
+    head, tail = split_tail(text, 0.1)
+    assert head + tail == text
+    assert tail.count("\n") == 10
+
+
+def test_local_wikitext_policy_and_counts(shared_data):
+    texts, meta = load_corpus("wikitext2", "local", str(shared_data), 0.1)
+    assert "validation split minus 10% tail" in meta["policy"]
+    assert meta["lines"]["train"] + meta["lines"]["valid"] == 3760
+    assert meta["lines"]["test"] == 4358
+
+
+def test_corrupted_file_fails_with_checksum_error_naming_it(shared_data, tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "wikitext-2-v1").mkdir(parents=True)
+    shutil.copy(shared_data / "SHA256SUMS", mirror)
+    for name in ("validation.txt", "test.txt"):
+        shutil.copy(shared_data / "wikitext-2-v1" / name, mirror / "wikitext-2-v1")
+    with open(mirror / "wikitext-2-v1" / "test.txt", "a") as fh:
+        fh.write("tampered\n")
+    with pytest.raises(DataError, match=r"checksum mismatch for .*wikitext-2-v1/test\.txt"):
+        load_corpus("wikitext2", "local", str(mirror), 0.1)
+
+
+def test_missing_mirror_names_the_key(tmp_path):
+    with pytest.raises(DataError, match="data.local_dir"):
+        load_corpus("wikitext2", "local", str(tmp_path), 0.1)
+
+
+def test_offline_hub_fails_fast_pointing_at_local(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(DataError, match="data.source: local"):
+        load_hub("wikitext2")
+    assert time.perf_counter() - t0 < 10

@@ -1,0 +1,44 @@
+# Data: corpus splits (hub or checksummed local mirror), then token arrays.
+
+
+rule prepare_corpus:
+    input:
+        code=src("data", "corpus"),
+    output:
+        multiext("results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"),
+    params:
+        data=lambda w: as_json(config["data"]),
+        out_dir=subpath(output[0], parent=True),
+    log:
+        "results/logs/prepare_corpus/{corpus}.log",
+    shell:
+        "python -m pillm prepare-corpus --corpus {wildcards.corpus} --params {params.data:q}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule tokenize:
+    input:
+        corpus=multiext(
+            "results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"
+        ),
+        code=src("tokenizer", "data", "corpus"),
+    output:
+        multiext(
+            "results/tokens/{corpus}/",
+            "train.npy",
+            "valid.npy",
+            "test.npy",
+            "tokenizer.json",
+            "meta.json",
+        ),
+    params:
+        cfg=lambda w: as_json({"tokenizer": config["tokenizer"], "data": config["data"]}),
+        corpus_dir=lambda w, input: parent(input.corpus[0]),
+        out_dir=subpath(output[0], parent=True),
+    log:
+        "results/logs/tokenize/{corpus}.log",
+    benchmark:
+        "results/benchmarks/tokenize/{corpus}.tsv"
+    shell:
+        "python -m pillm tokenize --corpus-dir {params.corpus_dir} --params {params.cfg:q}"
+        " --out-dir {params.out_dir} > {log} 2>&1"

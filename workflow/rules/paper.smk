@@ -1,0 +1,109 @@
+# Paper: aggregate runs (polars) -> tables, numbers, figures -> PDF -> arXiv tarball.
+
+
+rule aggregate:
+    input:
+        metrics=lm_runs("metrics.json"),
+        curves=lm_runs("curve.parquet"),
+        code=src("aggregate"),
+    output:
+        runs="results/summary/runs.parquet",
+        lm="results/summary/lm.parquet",
+        curves="results/summary/curves.parquet",
+    params:
+        cfg=as_json({"variants": VARIANTS, "seeds": SEEDS}),
+        out_dir=subpath(output.runs, parent=True),
+    log:
+        "results/logs/aggregate.log",
+    shell:
+        "python -m pillm aggregate --metrics {input.metrics} --curves {input.curves}"
+        " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule tables:
+    input:
+        runs=rules.aggregate.output.runs,
+        lm=rules.aggregate.output.lm,
+        tokens_meta=f"results/tokens/{CORPUS}/meta.json",
+        templates=["paper/templates/lm_main.tex.j2", "paper/templates/numbers.tex.j2"],
+        code=src("tables"),
+    output:
+        table=report(
+            "paper/generated/tables/lm_main.tex",
+            caption="../report/lm_main.rst",
+            category="Tables",
+        ),
+        numbers="paper/generated/numbers.tex",
+    params:
+        cfg=lambda w: as_json(
+            {
+                "name": config["name"],
+                "model": config["model"],
+                "train": config["train"],
+                "variants": VARIANTS,
+            }
+        ),
+        summary_dir=lambda w, input: parent(input.runs),
+        template_dir=lambda w, input: parent(input.templates[0]),
+        tables_dir=subpath(output.table, parent=True),
+    log:
+        "results/logs/tables.log",
+    shell:
+        "python -m pillm tables --summary-dir {params.summary_dir}"
+        " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
+        " --templates {params.template_dir} --tables-dir {params.tables_dir}"
+        " --numbers {output.numbers} > {log} 2>&1"
+
+
+rule figure_curves:
+    input:
+        curves=rules.aggregate.output.curves,
+        code=src("figures"),
+    output:
+        pdf="paper/generated/figures/training_curves.pdf",
+        png=report(
+            "paper/generated/figures/training_curves.png",
+            caption="../report/training_curves.rst",
+            category="Figures",
+        ),
+    log:
+        "results/logs/figure_curves.log",
+    shell:
+        "python -m pillm figure-curves --curves {input.curves} --pdf {output.pdf}"
+        " --png {output.png} > {log} 2>&1"
+
+
+rule pdf:
+    input:
+        generated=[
+            rules.tables.output.table,
+            rules.tables.output.numbers,
+            rules.figure_curves.output.pdf,
+        ],
+        sources=["paper/main.tex", "paper/refs.bib", *sorted(glob.glob("paper/sections/*.tex"))],
+        code=src("paper"),
+    output:
+        pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
+        bbl="results/paper/build/main.bbl",
+    params:
+        build_dir=subpath(output.bbl, parent=True),
+    log:
+        "results/logs/pdf.log",
+    shell:
+        "python -m pillm pdf --paper-dir paper --build-dir {params.build_dir}"
+        " --out {output.pdf} > {log} 2>&1"
+
+
+rule arxiv:
+    input:
+        pdf=rules.pdf.output.pdf,
+        bbl=rules.pdf.output.bbl,
+        code=src("paper"),
+    output:
+        "results/paper/arxiv.tar.gz",
+    params:
+        build_dir=subpath(rules.pdf.output.bbl, parent=True),
+    log:
+        "results/logs/arxiv.log",
+    shell:
+        "python -m pillm arxiv --build-dir {params.build_dir} --out {output} > {log} 2>&1"
