@@ -13,8 +13,8 @@ SEEDS = config["lm"]["seeds"]
 
 
 def src(*modules):
-    """Source files a rule runs, as inputs: editing one reruns the rule (Snakemake
-    does not see imports)."""
+    """The package modules a job executes, listed as its inputs so that editing
+    one reruns the job (Snakemake does not follow imports)."""
     return [f"src/pillm/{m}.py" for m in ("__main__", "records", *modules)]
 
 

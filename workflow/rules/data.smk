@@ -5,12 +5,16 @@ rule prepare_corpus:
     input:
         code=src("data", "corpus"),
     output:
-        multiext("results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"),
+        multiext(
+            "results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"
+        ),
+    log:
+        "results/logs/prepare_corpus/{corpus}.log",
+    conda:
+        "../envs/pillm.yaml"
     params:
         data=lambda w: as_json(config["data"]),
         out_dir=subpath(output[0], parent=True),
-    log:
-        "results/logs/prepare_corpus/{corpus}.log",
     shell:
         "python -m pillm prepare-corpus --corpus {wildcards.corpus} --params {params.data:q}"
         " --out-dir {params.out_dir} > {log} 2>&1"
@@ -31,14 +35,18 @@ rule tokenize:
             "tokenizer.json",
             "meta.json",
         ),
-    params:
-        cfg=lambda w: as_json({"tokenizer": config["tokenizer"], "data": config["data"]}),
-        corpus_dir=lambda w, input: parent(input.corpus[0]),
-        out_dir=subpath(output[0], parent=True),
     log:
         "results/logs/tokenize/{corpus}.log",
     benchmark:
         "results/benchmarks/tokenize/{corpus}.tsv"
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=lambda w: as_json(
+            {"tokenizer": config["tokenizer"], "data": config["data"]}
+        ),
+        corpus_dir=lambda w, input: parent(input.corpus[0]),
+        out_dir=subpath(output[0], parent=True),
     shell:
         "python -m pillm tokenize --corpus-dir {params.corpus_dir} --params {params.cfg:q}"
         " --out-dir {params.out_dir} > {log} 2>&1"

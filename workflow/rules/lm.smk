@@ -4,25 +4,31 @@
 rule train_lm:
     input:
         tokens=multiext(
-            f"results/tokens/{CORPUS}/", "train.npy", "valid.npy", "test.npy", "meta.json"
+            f"results/tokens/{CORPUS}/",
+            "train.npy",
+            "valid.npy",
+            "test.npy",
+            "meta.json",
         ),
         code=src("model", "train", "evaluate"),
     output:
         metrics="results/lm/{variant}/seed{seed}/metrics.json",
         curve="results/lm/{variant}/seed{seed}/curve.parquet",
         checkpoint="results/lm/{variant}/seed{seed}/model.pt",
+    log:
+        "results/logs/train_lm/{variant}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train_lm/{variant}/seed{seed}.tsv"
+    conda:
+        "../envs/pillm.yaml"
+    threads: workflow.cores
+    resources:
+        gpu=1,
     params:
         cfg=lambda w: as_json({"model": config["model"], "train": config["train"]}),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
         device=config["device"],
-    threads: workflow.cores
-    resources:
-        gpu=1,
-    log:
-        "results/logs/train_lm/{variant}/seed{seed}.log",
-    benchmark:
-        "results/benchmarks/train_lm/{variant}/seed{seed}.tsv"
     shell:
         "python -m pillm train-lm --variant {wildcards.variant} --seed {wildcards.seed}"
         " --tokens-dir {params.tokens_dir} --params {params.cfg:q} --device {params.device}"

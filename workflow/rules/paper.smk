@@ -10,11 +10,13 @@ rule aggregate:
         runs="results/summary/runs.parquet",
         lm="results/summary/lm.parquet",
         curves="results/summary/curves.parquet",
+    log:
+        "results/logs/aggregate.log",
+    conda:
+        "../envs/pillm.yaml"
     params:
         cfg=as_json({"variants": VARIANTS, "seeds": SEEDS}),
         out_dir=subpath(output.runs, parent=True),
-    log:
-        "results/logs/aggregate.log",
     shell:
         "python -m pillm aggregate --metrics {input.metrics} --curves {input.curves}"
         " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
@@ -34,6 +36,10 @@ rule tables:
             category="Tables",
         ),
         numbers="paper/generated/numbers.tex",
+    log:
+        "results/logs/tables.log",
+    conda:
+        "../envs/pillm.yaml"
     params:
         cfg=lambda w: as_json(
             {
@@ -46,8 +52,6 @@ rule tables:
         summary_dir=lambda w, input: parent(input.runs),
         template_dir=lambda w, input: parent(input.templates[0]),
         tables_dir=subpath(output.table, parent=True),
-    log:
-        "results/logs/tables.log",
     shell:
         "python -m pillm tables --summary-dir {params.summary_dir}"
         " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
@@ -68,6 +72,8 @@ rule figure_curves:
         ),
     log:
         "results/logs/figure_curves.log",
+    conda:
+        "../envs/pillm.yaml"
     shell:
         "python -m pillm figure-curves --curves {input.curves} --pdf {output.pdf}"
         " --png {output.png} > {log} 2>&1"
@@ -80,15 +86,21 @@ rule pdf:
             rules.tables.output.numbers,
             rules.figure_curves.output.pdf,
         ],
-        sources=["paper/main.tex", "paper/refs.bib", *sorted(glob.glob("paper/sections/*.tex"))],
+        sources=[
+            "paper/main.tex",
+            "paper/refs.bib",
+            *sorted(glob.glob("paper/sections/*.tex")),
+        ],
         code=src("paper"),
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
         bbl="results/paper/build/main.bbl",
-    params:
-        build_dir=subpath(output.bbl, parent=True),
     log:
         "results/logs/pdf.log",
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        build_dir=subpath(output.bbl, parent=True),
     shell:
         "python -m pillm pdf --paper-dir paper --build-dir {params.build_dir}"
         " --out {output.pdf} > {log} 2>&1"
@@ -101,9 +113,11 @@ rule arxiv:
         code=src("paper"),
     output:
         "results/paper/arxiv.tar.gz",
-    params:
-        build_dir=subpath(rules.pdf.output.bbl, parent=True),
     log:
         "results/logs/arxiv.log",
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        build_dir=lambda w, input: parent(input.bbl),
     shell:
         "python -m pillm arxiv --build-dir {params.build_dir} --out {output} > {log} 2>&1"

@@ -1,0 +1,144 @@
+"""The smoke config end to end through the Snakefile, then incremental re-runs and failures.
+
+One pipeline run in a copy of the repository (beside a ``shared/data`` link, as in a fresh
+clone), then dry runs that check which rules a change reruns.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import REPO, SHARED_DATA
+
+pytestmark = pytest.mark.workflow
+SMOKE = ["--configfile", "config/smoke.yaml"]
+
+
+def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        ["snakemake", "--cores", "2", *args], cwd=workdir, capture_output=True, text=True,
+        env=env, timeout=1500,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def planned_rules(workdir: Path, *args: str) -> set[str]:
+    """Rules a dry run would execute, read from its 'Job stats' table."""
+    out = snakemake(workdir, "-n", *args).stdout
+    if "Nothing to be done" in out:
+        return set()
+    stats = out.split("Job stats:")[1].split("total")[0]
+    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+\s*$", stats, re.M)} - {"job"}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("clone")
+    (root / "shared").mkdir()
+    (root / "shared" / "data").symlink_to(SHARED_DATA)
+    repo = root / "main"
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+        text=True, check=True,
+    ).stdout.split()
+    for rel in files:
+        if (REPO / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, repo / rel)
+    snakemake(repo, *SMOKE)
+    return repo
+
+
+def test_table_perplexity_equals_metrics_json(workdir):
+    records = json.loads((workdir / "results/lm/baseline/seed0/metrics.json").read_text())
+    ppl = next(r["value"] for r in records if r["metric"] == "test_ppl")
+    assert next(r["data_policy"] for r in records).startswith("local:wikitext2")
+    table = (workdir / "paper/generated/tables/lm_main.tex").read_text()
+    row = next(line for line in table.splitlines() if line.strip().startswith("Baseline"))
+    cells = [c.strip() for c in row.rstrip("\\ ").split("&")]
+    assert cells[4] == f"{ppl:,.1f}".replace(",", "{,}")
+    numbers = (workdir / "paper/generated/numbers.tex").read_text()
+    assert f"\\newcommand{{\\BaselinePPL}}{{{cells[4]}}}" in numbers
+    assert (workdir / "paper/main.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_up_to_date_tree_has_nothing_to_do(workdir):
+    assert planned_rules(workdir, *SMOKE) == set()
+
+
+def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
+    from pillm.paper import compile_unpacked
+
+    tar = workdir / "results/paper/arxiv.tar.gz"
+    with tarfile.open(tar) as t:
+        names = t.getnames()
+    assert "main.bbl" in names and "generated/tables/lm_main.tex" in names
+    assert compile_unpacked(str(tar), str(tmp_path)).read_bytes().startswith(b"%PDF")
+
+
+def test_html_report_has_tables_and_figures(workdir):
+    snakemake(workdir, *SMOKE, "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="replace")
+    assert "lm_main.tex" in html and "training_curves.png" in html
+
+
+def test_config_change_reruns_training_and_downstream_only(workdir):
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())
+    cfg["train"]["lr"] = 2e-3
+    (workdir / "config/changed.yaml").write_text(yaml.safe_dump(cfg))
+    rules = planned_rules(workdir, "--configfile", "config/changed.yaml")
+    assert rules == {"train_lm", "aggregate", "tables", "figure_curves", "pdf", "arxiv", "all"}
+
+
+def test_template_change_reruns_only_tables_and_paper(workdir):
+    template = workdir / "paper/templates/lm_main.tex.j2"
+    template.write_text(template.read_text() + "\\#{ edited }\n")
+    assert planned_rules(workdir, *SMOKE) == {"tables", "pdf", "arxiv", "all"}
+
+
+def test_model_source_edit_reruns_training(workdir):
+    model = workdir / "src/pillm/model.py"
+    model.write_text(model.read_text() + "\n# edited\n")
+    rules = planned_rules(workdir, *SMOKE)
+    assert "train_lm" in rules
+    assert not rules & {"prepare_corpus", "tokenize"}
+
+
+def test_invalid_config_stops_before_any_job_naming_the_key(workdir):
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())
+    cfg["train"]["lr"] = -0.1
+    (workdir / "config/bad.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(workdir, "-n", "--configfile", "config/bad.yaml", check=False)
+    assert proc.returncode != 0
+    assert "train.lr" in proc.stdout + proc.stderr
+
+
+def test_missing_latex_names_the_install_and_still_builds_tables(workdir, tmp_path):
+    """Last: it leaves the PDF unbuilt. PATH keeps every tool but latexmk and pdflatex."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for exe in os.listdir(d):
+            if exe not in ("latexmk", "pdflatex") and not (bin_dir / exe).exists():
+                (bin_dir / exe).symlink_to(os.path.join(d, exe))
+    env = {**os.environ, "PATH": str(bin_dir)}
+    assert shutil.which("latexmk", path=env["PATH"]) is None
+    table = workdir / "paper/generated/tables/lm_main.tex"
+    before = table.stat().st_mtime
+    proc = snakemake(workdir, *SMOKE, "--forcerun", "tables", env=env, check=False)
+    assert proc.returncode != 0
+    log = (workdir / "results/logs/pdf.log").read_text()
+    assert "apt-get install texlive-latex-base" in log
+    assert table.stat().st_mtime > before
+    assert (workdir / "paper/generated/figures/training_curves.pdf").exists()
