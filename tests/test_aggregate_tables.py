@@ -24,11 +24,18 @@ def fake_runs(seeds=(0, 1, 2)) -> pl.DataFrame:
     for metric, values in METRICS.items():
         for seed, value in zip((0, 1, 2), values, strict=True):
             if seed in seeds:
-                rows.append({
-                    "experiment": "lm", "variant": "baseline", "seed": seed, "corpus": "wikitext2",
-                    "tokenizer": "GPT-2 BPE", "data_policy": "local:wikitext2:x", "metric": metric,
-                    "value": value,
-                })
+                rows.append(
+                    {
+                        "experiment": "lm",
+                        "variant": "baseline",
+                        "seed": seed,
+                        "corpus": "wikitext2",
+                        "tokenizer": "GPT-2 BPE",
+                        "data_policy": "local:wikitext2:x",
+                        "metric": metric,
+                        "value": value,
+                    }
+                )
     return pl.DataFrame(rows)
 
 

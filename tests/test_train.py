@@ -7,9 +7,18 @@ from pillm.train import lr_at, train
 
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.0}
 TRAIN = {
-    "epochs": 2, "batch_size": 8, "lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1,
-    "warmup_frac": 0.1, "min_lr_frac": 0.1, "grad_clip": 1.0, "max_steps": 0, "eval_every": 10,
-    "eval_batch_size": 16, "warmup_steps_timing": 2,
+    "epochs": 2,
+    "batch_size": 8,
+    "lr": 3e-3,
+    "betas": [0.9, 0.95],
+    "weight_decay": 0.1,
+    "warmup_frac": 0.1,
+    "min_lr_frac": 0.1,
+    "grad_clip": 1.0,
+    "max_steps": 0,
+    "eval_every": 10,
+    "eval_batch_size": 16,
+    "warmup_steps_timing": 2,
 }
 
 

@@ -23,11 +23,17 @@ SMOKE = ["--configfile", "config/smoke.yaml"]
 
 def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        ["snakemake", "--cores", "2", *args], cwd=workdir, capture_output=True, text=True,
-        env=env, timeout=1500,
+        ["snakemake", "--cores", "2", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -47,8 +53,11 @@ def workdir(tmp_path_factory) -> Path:
     (root / "shared" / "data").symlink_to(SHARED_DATA)
     repo = root / "main"
     files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-        text=True, check=True,
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     for rel in files:
         if (REPO / rel).is_file():

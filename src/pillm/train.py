@@ -109,6 +109,7 @@ def train(
     curve: list[dict[str, float]] = []
     losses = []
     step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg["warmup_steps_timing"]
+    t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
     if on_cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -152,6 +153,8 @@ def train(
                     amp,
                 )
                 curve[-1]["val_loss"] = val["loss"]
+                if t_start is not None:
+                    t_eval += time.perf_counter() - t_eval_start
             if step >= total_steps:
                 break
     if on_cuda:
@@ -162,7 +165,7 @@ def train(
         row["train_loss"] = loss
     timed_steps = total_steps - timed_from
     if t_start is not None and timed_steps > 0:
-        t_timed = t_end - t_start
+        t_timed = t_end - t_start - t_eval
     tokens_per_s = timed_steps * B * T / t_timed if t_timed > 0 else float("nan")
 
     val = evaluate_lm(
