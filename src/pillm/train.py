@@ -144,6 +144,9 @@ def train(
                 and step % train_cfg["eval_every"] == 0
                 and step < total_steps
             ):
+                if on_cuda:
+                    torch.cuda.synchronize()  # finish queued training work before the eval clock
+                t_eval_start = time.perf_counter()
                 val = evaluate_lm(
                     model,
                     arrays["valid"],
