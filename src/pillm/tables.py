@@ -126,6 +126,12 @@ def numbers(
         "BatchSize": str(train["batch_size"]),
         "LearningRate": f"{train['lr']:g}",
         "NumSeeds": str(b["test_ppl"]["n"]),
+        "SeedCount": f"{b['test_ppl']['n']} seed" + ("s" if b["test_ppl"]["n"] != 1 else ""),
+        "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["std"], 1),
+        "BaselineAccPM": fmt_pm(
+            100 * b["test_acc"]["mean"], _scale(b["test_acc"]["std"], 100), 1
+        ).replace(" $\\pm$", "\\% $\\pm$")
+        + "\\%",
         "BaselinePPL": fmt_num(b["test_ppl"]["mean"], 1),
         "BaselinePPLStd": fmt_num(b["test_ppl"]["std"], 1),
         "BaselineAcc": fmt_num(100 * b["test_acc"]["mean"], 1),
