@@ -50,7 +50,7 @@ def test_training_learns_and_is_deterministic_on_cpu(tokens_dir):
     assert m1["test_loss"] < 0.5 * np.log(64)  # far below uniform
     assert curve[-1]["train_loss"] < curve[0]["train_loss"]
     assert any("val_loss" in row for row in curve[:-1])
-    timing = {"train_time_s", "tokens_per_s", "peak_memory_mb"}
+    timing = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
     assert {k: v for k, v in m1.items() if k not in timing} == {
         k: v for k, v in m2.items() if k not in timing
     }

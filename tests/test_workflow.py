@@ -105,7 +105,16 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     cfg["train"]["lr"] = 2e-3
     (workdir / "config/changed.yaml").write_text(yaml.safe_dump(cfg))
     rules = planned_rules(workdir, "--configfile", "config/changed.yaml")
-    assert rules == {"train_lm", "aggregate", "tables", "figure_curves", "pdf", "arxiv", "all"}
+    assert rules == {
+        "run_lm",
+        "lm_extras",
+        "aggregate",
+        "tables",
+        "figure_curves",
+        "pdf",
+        "arxiv",
+        "all",
+    }
 
 
 def test_template_change_reruns_only_tables_and_paper(workdir):
@@ -118,7 +127,7 @@ def test_model_source_edit_reruns_training(workdir):
     model = workdir / "src/pillm/model.py"
     model.write_text(model.read_text() + "\n# edited\n")
     rules = planned_rules(workdir, *SMOKE)
-    assert "train_lm" in rules
+    assert "run_lm" in rules
     assert not rules & {"prepare_corpus", "tokenize"}
 
 

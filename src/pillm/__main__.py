@@ -30,17 +30,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--params", type=_json, required=True, help="{tokenizer: ..., data: ...} (JSON)")
     c.add_argument("--out-dir", required=True)
 
-    c = sub.add_parser("train-lm", help="train one LM variant/seed and evaluate it")
+    c = sub.add_parser("run-lm", help="build one LM variant/seed (train and/or solve), evaluate it")
     c.add_argument("--variant", required=True)
     c.add_argument("--seed", type=int, required=True)
     c.add_argument("--tokens-dir", required=True)
-    c.add_argument("--params", type=_json, required=True, help="{model, train} (JSON)")
+    c.add_argument("--deps", nargs="*", default=[], help="VARIANT=RUN_DIR of runs it builds on")
+    c.add_argument("--params", type=_json, required=True, help="{model, train, pil} (JSON)")
     c.add_argument("--device", default="auto")
     c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("lm-extras", help="LAMBADA last-word accuracy and generation samples")
+    c.add_argument("--run-dir", required=True)
+    c.add_argument("--tokens-dir", required=True)
+    c.add_argument("--params", type=_json, required=True, help="{data, lambada, samples} (JSON)")
+    c.add_argument("--device", default="auto")
 
     c = sub.add_parser("aggregate", help="collect run records into summary parquet files")
     c.add_argument("--metrics", nargs="+", required=True)
     c.add_argument("--curves", nargs="+", required=True)
+    c.add_argument("--solves", nargs="+", required=True)
+    c.add_argument("--samples", nargs="+", required=True)
     c.add_argument("--params", type=_json, required=True, help="{variants, seeds} (JSON)")
     c.add_argument("--out-dir", required=True)
 
@@ -84,15 +93,28 @@ def main(argv: list[str] | None = None) -> int:
         tokenize_corpus(
             args.corpus_dir, t["kind"], t["vocab_size"], d["source"], d["local_dir"], args.out_dir
         )
-    elif args.command == "train-lm":
-        from .train import run_lm
+    elif args.command == "run-lm":
+        from .strategies import run_variant
 
-        run_lm(args.variant, args.seed, args.params, args.tokens_dir, args.out_dir, args.device)
+        deps = dict(d.split("=", 1) for d in args.deps)
+        run_variant(
+            args.variant, args.seed, args.params, args.tokens_dir, deps, args.out_dir, args.device
+        )
+    elif args.command == "lm-extras":
+        from .extras import run_extras
+
+        run_extras(args.run_dir, args.tokens_dir, args.params, args.device)
     elif args.command == "aggregate":
         from .aggregate import aggregate
 
         aggregate(
-            args.metrics, args.curves, args.params["variants"], args.params["seeds"], args.out_dir
+            args.metrics,
+            args.curves,
+            args.solves,
+            args.samples,
+            args.params["variants"],
+            args.params["seeds"],
+            args.out_dir,
         )
     elif args.command == "tables":
         from .tables import render_tables

@@ -15,6 +15,7 @@ import polars as pl
 
 from .records import atomic_path, read_records
 
+IDENTITY = ("experiment", "variant", "seed", "corpus", "tokenizer", "data_policy")
 GROUP = ["experiment", "variant", "corpus", "tokenizer", "data_policy", "metric"]
 
 
@@ -48,16 +49,26 @@ def write_parquet(df: pl.DataFrame, path: Path) -> None:
         df.write_parquet(tmp)
 
 
+def stack_parquet(paths: list[str]) -> pl.DataFrame:
+    """All runs' per-run tables in one frame (rows of all-null placeholders dropped)."""
+    df = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    data_cols = [c for c in df.columns if c not in IDENTITY]
+    return df.filter(~pl.all_horizontal(pl.col(data_cols).is_null()))
+
+
 def aggregate(
     metrics_paths: list[str],
     curve_paths: list[str],
+    solve_paths: list[str],
+    sample_paths: list[str],
     variants: list[str],
     seeds: list[int],
     out_dir: str,
 ) -> None:
     out = Path(out_dir)
     runs = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
-    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
     write_parquet(runs, out / "runs.parquet")
-    write_parquet(curves, out / "curves.parquet")
+    write_parquet(stack_parquet(curve_paths), out / "curves.parquet")
+    write_parquet(stack_parquet(solve_paths), out / "solves.parquet")
+    write_parquet(pl.DataFrame(read_records(sample_paths)), out / "samples.parquet")
     write_parquet(summarise(runs, variants, seeds), out / "lm.parquet")

@@ -29,3 +29,16 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
             + "\n".join(lines)
             + "\nFix these keys in your config file (see config/README.md)."
         )
+
+
+def check_variant_dependencies(config: dict[str, Any]) -> None:
+    """Every variant a listed variant builds on must be listed too (its runs feed the tables)."""
+    from .variants import dependencies
+
+    listed = config["lm"]["variants"]
+    missing = sorted({d for v in listed for d in dependencies(v)} - set(listed))
+    if missing:
+        raise ConfigError(
+            f"lm.variants needs {missing}: listed variants build on them (src/pillm/variants.py). "
+            "Add them to lm.variants."
+        )

@@ -31,9 +31,9 @@ def tokenize_corpus(
     texts = {s: (corpus_dir / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS}
     t0 = time.perf_counter()
     tok = build_tokenizer(kind, vocab_size, texts["train"], source, local_dir)
-    counts = {}
+    counts, ids_by_split = {}, {}
     for split in SPLITS:
-        ids = encode(tok, texts[split])
+        ids = ids_by_split[split] = encode(tok, texts[split])
         counts[split] = int(len(ids))
         with atomic_path(out / f"{split}.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, ids)
@@ -49,6 +49,19 @@ def tokenize_corpus(
             "tokenizer_kind": kind,
             "vocab_size": tok.get_vocab_size(),
             "tokens": counts,
+            "unigram_test_loss": unigram_loss(
+                ids_by_split["train"], ids_by_split["test"], tok.get_vocab_size()
+            ),
             "tokenize_seconds": time.perf_counter() - t0,
         },
     )
+
+
+def unigram_loss(train_ids: np.ndarray, test_ids: np.ndarray, vocab_size: int) -> float:
+    """Mean NLL (nats) of test tokens 1.. under add-one-smoothed train-split unigram frequencies.
+
+    The floor of the loss-based contribution share: a model that ignores context entirely.
+    """
+    counts = np.bincount(train_ids.astype(np.int64), minlength=vocab_size) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[test_ids[1:].astype(np.int64)].mean())

@@ -112,3 +112,18 @@ def read_records(paths: list[str | os.PathLike]) -> list[dict[str, Any]]:
         with open(p) as fh:
             rows.extend(json.load(fh))
     return rows
+
+
+def write_rows_parquet(
+    path: str | os.PathLike, rows: list[dict[str, Any]], identity: Mapping[str, Any]
+) -> None:
+    """Rows (curves, sweeps) plus identity columns as parquet; pyarrow, so GPU hosts need no polars."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = sorted({k for row in rows for k in row})
+    table = pa.table({c: [row.get(c) for row in rows] for c in cols})
+    for key, value in identity.items():
+        table = table.append_column(key, pa.array([value] * len(rows)))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)

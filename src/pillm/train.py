@@ -77,22 +77,15 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def train(
-    model_cfg: dict, train_cfg: dict, seed: int, tokens_dir: str | Path, device: str = "auto"
-) -> tuple[GPT, dict[str, float], list[dict[str, float]]]:
-    """Train a GPT on ``tokens_dir``; return the model, test metrics and the per-step curve."""
-    device = resolve_device(device)
-    seed_everything(seed)
-    arrays, meta = load_tokens(tokens_dir)
-    cfg = GPTConfig(vocab_size=meta["vocab_size"], **model_cfg)
-    model = GPT(cfg).to(device)
-    T, B = cfg.context, train_cfg["batch_size"]
+def fit(
+    model: GPT, arrays: dict[str, torch.Tensor], meta: dict, train_cfg: dict, seed: int, device: str
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed)."""
+    T, B = model.cfg.context, train_cfg["batch_size"]
     on_cuda = device.startswith("cuda")
     amp = torch.bfloat16 if on_cuda else None
     if on_cuda:
-        torch.cuda.reset_peak_memory_stats()
         torch.backends.cuda.matmul.allow_tf32 = True  # gradient training only; solves use float64
-
     data = arrays["train"].to(device)
     n_windows = (len(data) - 1) // T
     if n_windows < B:
@@ -110,6 +103,7 @@ def train(
     losses = []
     step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg["warmup_steps_timing"]
     t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
+    eval_args = (T, train_cfg["eval_batch_size"], meta["bytes"]["valid"], amp)
     if on_cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -139,23 +133,12 @@ def train(
             curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
             step += 1
             bar.update(1)
-            if (
-                train_cfg["eval_every"]
-                and step % train_cfg["eval_every"] == 0
-                and step < total_steps
-            ):
+            every = train_cfg["eval_every"]
+            if every and step % every == 0 and step < total_steps:
                 if on_cuda:
                     torch.cuda.synchronize()  # finish queued training work before the eval clock
                 t_eval_start = time.perf_counter()
-                val = evaluate_lm(
-                    model,
-                    arrays["valid"],
-                    T,
-                    train_cfg["eval_batch_size"],
-                    meta["bytes"]["valid"],
-                    amp,
-                )
-                curve[-1]["val_loss"] = val["loss"]
+                curve[-1]["val_loss"] = evaluate_lm(model, arrays["valid"], *eval_args)["loss"]
                 if t_start is not None:
                     t_eval += time.perf_counter() - t_eval_start
             if step >= total_steps:
@@ -169,91 +152,55 @@ def train(
     timed_steps = total_steps - timed_from
     if t_start is not None and timed_steps > 0:
         t_timed = t_end - t_start - t_eval
-    tokens_per_s = timed_steps * B * T / t_timed if t_timed > 0 else float("nan")
-
-    val = evaluate_lm(
-        model, arrays["valid"], T, train_cfg["eval_batch_size"], meta["bytes"]["valid"], amp
-    )
-    curve[-1]["val_loss"] = val["loss"]
-    test = evaluate_lm(
-        model, arrays["test"], T, train_cfg["eval_batch_size"], meta["bytes"]["test"], amp
-    )
     metrics = {
+        "train_steps": total_steps,
+        "train_tokens": total_steps * B * T,
+        "grad_time_s": t_end - t0,
+        "tokens_per_s": timed_steps * B * T / t_timed if t_timed > 0 else float("nan"),
+    }
+    return metrics, curve
+
+
+def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str) -> dict:
+    """Test and held-out metrics plus parameter counts of a finished model."""
+    amp = torch.bfloat16 if device.startswith("cuda") else None
+    T = model.cfg.context
+    val = evaluate_lm(model, arrays["valid"], T, eval_batch_size, meta["bytes"]["valid"], amp)
+    test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp)
+    solved = sum(b.numel() for n, b in model.named_buffers() if n.endswith("w_out"))
+    fixed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("w_in", "b_in")))
+    return {
         "test_loss": test["loss"],
         "test_ppl": test["ppl"],
         "test_acc": test["acc"],
         "test_bpb": test["bpb"],
         "val_loss": val["loss"],
         "val_ppl": val["ppl"],
-        "params_total": model.num_params(),
-        "params_non_embedding": model.num_params(non_embedding=True),
-        "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "train_steps": total_steps,
-        "train_tokens": total_steps * B * T,
-        "train_time_s": t_end - t0,
-        "tokens_per_s": tokens_per_s,
+        "params_total": model.num_params() + solved,
+        "params_non_embedding": model.num_params(non_embedding=True) + solved,
+        "params_solved": solved,
+        "params_fixed_random": fixed,
         "peak_memory_mb": peak_memory_mb(device),
     }
+
+
+def train(
+    model_cfg: dict, train_cfg: dict, seed: int, tokens_dir: str | Path, device: str = "auto"
+) -> tuple[GPT, dict[str, float], list[dict[str, float]]]:
+    """Train a GPT on ``tokens_dir``; return the model, test metrics and the per-step curve."""
+    device = resolve_device(device)
+    seed_everything(seed)
+    arrays, meta = load_tokens(tokens_dir)
+    model = GPT(GPTConfig(vocab_size=meta["vocab_size"], **model_cfg)).to(device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    grad, curve = fit(model, arrays, meta, train_cfg, seed, device)
+    metrics = {
+        **lm_metrics(model, arrays, meta, train_cfg["eval_batch_size"], device),
+        **grad,
+        "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "solve_time_s": 0.0,
+        "train_time_s": grad["grad_time_s"],
+    }
+    curve[-1]["val_loss"] = metrics["val_loss"]
     return model, metrics, curve
-
-
-def save_checkpoint(
-    path: str | Path, model: GPT, model_cfg: dict, train_cfg: dict, step: int
-) -> None:
-    from .records import atomic_path
-
-    with atomic_path(path) as tmp:
-        torch.save(
-            {
-                "model_args": model.cfg.to_dict(),
-                "model_cfg": model_cfg,
-                "train_cfg": train_cfg,
-                "step": step,
-                "state_dict": model.state_dict(),
-            },
-            tmp,
-        )
-
-
-def write_curve(path: str | Path, curve: list[dict[str, float]], identity: dict[str, Any]) -> None:
-    """Per-step curve as parquet (pyarrow: available on the GPU side, unlike polars)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from .records import atomic_path
-
-    cols = ["step", "tokens", "lr", "train_loss", "val_loss"]
-    table = pa.table({c: [row.get(c) for row in curve] for c in cols})
-    for key, value in identity.items():
-        table = table.append_column(key, pa.array([value] * len(curve)))
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-
-
-def run_lm(
-    variant: str, seed: int, params: dict[str, Any], tokens_dir: str, out_dir: str, device: str
-) -> None:
-    """One training run: checkpoint, curve parquet, then metrics.json last (the 'done' marker)."""
-    from .records import config_hash, provenance, tidy_records, write_json
-
-    out = Path(out_dir)
-    model, metrics, curve = train(params["model"], params["train"], seed, tokens_dir, device)
-    meta = json.loads((Path(tokens_dir) / "meta.json").read_text())
-    identity = {
-        "experiment": "lm",
-        "variant": variant,
-        "seed": seed,
-        "corpus": meta["corpus"],
-        "tokenizer": meta["tokenizer"],
-        "data_policy": meta["policy"],
-    }
-    save_checkpoint(
-        out / "model.pt", model, params["model"], params["train"], metrics["train_steps"]
-    )
-    write_curve(out / "curve.parquet", curve, identity)
-    context = {
-        "config_hash": config_hash(params),
-        **provenance(str(next(model.parameters()).device)),
-    }
-    write_json(out / "metrics.json", tidy_records(identity, metrics, context))
-    print(json.dumps({k: round(v, 4) for k, v in metrics.items()}), file=sys.stderr)

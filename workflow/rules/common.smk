@@ -3,13 +3,20 @@ import glob
 import json
 import os
 
-from pillm.config import validate_config
+from pillm.config import check_variant_dependencies, validate_config
+from pillm.variants import VARIANTS, dependencies
 
 validate_config(config, "config/schema.yaml")
+check_variant_dependencies(config)
 
 CORPUS = config["data"]["corpus"]
-VARIANTS = config["lm"]["variants"]
+LM_VARIANTS = config["lm"]["variants"]
 SEEDS = config["lm"]["seeds"]
+
+
+wildcard_constraints:
+    variant="|".join(VARIANTS),
+    seed=r"\d+",
 
 
 def src(*modules):
@@ -25,7 +32,7 @@ def as_json(obj):
 def lm_runs(name):
     return expand(
         "results/lm/{variant}/seed{seed}/{name}",
-        variant=VARIANTS,
+        variant=LM_VARIANTS,
         seed=SEEDS,
         name=name,
     )
@@ -43,3 +50,20 @@ def all_targets():
 
 def parent(path):
     return os.path.dirname(path)
+
+
+def lm_run_inputs(wildcards):
+    """Runs a variant builds on (same seed): their metrics and checkpoints."""
+    deps = {}
+    for d in dependencies(wildcards.variant):
+        run = f"results/lm/{d}/seed{wildcards.seed}"
+        deps[f"dep_{d}"] = [f"{run}/metrics.json", f"{run}/model.pt"]
+    return deps
+
+
+def lm_params(variant):
+    """Config a run depends on: the solve settings only for variants that solve."""
+    cfg = {"model": config["model"], "train": config["train"]}
+    if VARIANTS[variant].solves:
+        cfg["pil"] = config["pil"]
+    return cfg

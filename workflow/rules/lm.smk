@@ -1,8 +1,10 @@
-# Language models: one job per (variant, seed); a GPU rule that also runs on CPU.
+# Language models: one job per (variant, seed), gradient-trained and/or closed-form solved.
+# A GPU rule that also runs on CPU (device: auto).
 
 
-rule train_lm:
+rule run_lm:
     input:
+        unpack(lm_run_inputs),
         tokens=multiext(
             f"results/tokens/{CORPUS}/",
             "train.npy",
@@ -10,26 +12,71 @@ rule train_lm:
             "test.npy",
             "meta.json",
         ),
-        code=src("model", "train", "evaluate"),
+        code=src(
+            "model",
+            "train",
+            "evaluate",
+            "pil",
+            "ridge",
+            "checkpoint",
+            "strategies",
+            "variants",
+        ),
     output:
         metrics="results/lm/{variant}/seed{seed}/metrics.json",
         curve="results/lm/{variant}/seed{seed}/curve.parquet",
+        solve="results/lm/{variant}/seed{seed}/solve.parquet",
         checkpoint="results/lm/{variant}/seed{seed}/model.pt",
     log:
-        "results/logs/train_lm/{variant}/seed{seed}.log",
+        "results/logs/run_lm/{variant}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/train_lm/{variant}/seed{seed}.tsv"
+        "results/benchmarks/run_lm/{variant}/seed{seed}.tsv"
     conda:
         "../envs/pillm.yaml"
     threads: workflow.cores
     resources:
         gpu=1,
     params:
-        cfg=lambda w: as_json({"model": config["model"], "train": config["train"]}),
+        cfg=lambda w: as_json(lm_params(w.variant)),
+        deps=lambda w: " ".join(
+            f"{d}=results/lm/{d}/seed{w.seed}" for d in dependencies(w.variant)
+        ),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
         device=config["device"],
     shell:
-        "python -m pillm train-lm --variant {wildcards.variant} --seed {wildcards.seed}"
-        " --tokens-dir {params.tokens_dir} --params {params.cfg:q} --device {params.device}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m pillm run-lm --variant {wildcards.variant} --seed {wildcards.seed}"
+        " --tokens-dir {params.tokens_dir} --deps {params.deps} --params {params.cfg:q}"
+        " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule lm_extras:
+    input:
+        metrics="results/lm/{variant}/seed{seed}/metrics.json",
+        checkpoint="results/lm/{variant}/seed{seed}/model.pt",
+        tokens=f"results/tokens/{CORPUS}/tokenizer.json",
+        code=src("lambada", "extras", "checkpoint", "model", "pil", "data"),
+    output:
+        extras="results/lm/{variant}/seed{seed}/extras.json",
+        samples="results/lm/{variant}/seed{seed}/samples.json",
+    log:
+        "results/logs/lm_extras/{variant}/seed{seed}.log",
+    conda:
+        "../envs/pillm.yaml"
+    threads: workflow.cores
+    resources:
+        gpu=1,
+    params:
+        cfg=as_json(
+            {
+                "data": config["data"],
+                "lambada": config["lambada"],
+                "samples": config["samples"],
+            }
+        ),
+        run_dir=lambda w, input: parent(input.metrics),
+        tokens_dir=lambda w, input: parent(input.tokens),
+        device=config["device"],
+    shell:
+        "python -m pillm lm-extras --run-dir {params.run_dir} --tokens-dir {params.tokens_dir}"
+        " --params {params.cfg:q} --device {params.device} > {log} 2>&1"

@@ -3,8 +3,10 @@
 
 rule aggregate:
     input:
-        metrics=lm_runs("metrics.json"),
+        metrics=lm_runs("metrics.json") + lm_runs("extras.json"),
         curves=lm_runs("curve.parquet"),
+        solves=lm_runs("solve.parquet"),
+        samples=lm_runs("samples.json"),
         code=src("aggregate"),
     output:
         runs="results/summary/runs.parquet",
@@ -15,10 +17,11 @@ rule aggregate:
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json({"variants": VARIANTS, "seeds": SEEDS}),
+        cfg=as_json({"variants": LM_VARIANTS, "seeds": SEEDS}),
         out_dir=subpath(output.runs, parent=True),
     shell:
         "python -m pillm aggregate --metrics {input.metrics} --curves {input.curves}"
+        " --solves {input.solves} --samples {input.samples}"
         " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -46,7 +49,7 @@ rule tables:
                 "name": config["name"],
                 "model": config["model"],
                 "train": config["train"],
-                "variants": VARIANTS,
+                "variants": LM_VARIANTS,
             }
         ),
         summary_dir=lambda w, input: parent(input.runs),

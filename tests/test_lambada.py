@@ -1,0 +1,133 @@
+import math
+import shutil
+
+import pytest
+import torch
+from tokenizers import Tokenizer, pre_tokenizers
+from tokenizers.models import WordLevel
+
+from pillm import data
+from pillm.data import DataError
+from pillm.lambada import generate_samples, lambada_accuracy, load_lambada
+from pillm.model import GPT, GPTConfig
+
+V = 32  # w0..w30 and [UNK]
+MARGIN = 20.0  # logit of the forced next token; all others 0
+
+
+def toy_tokenizer() -> Tokenizer:
+    """One token per word w0..w30 (id = number); '-' splits a word into two tokens."""
+    vocab = {f"w{i}": i for i in range(31)} | {"[UNK]": 31}
+    tok = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split("-", behavior="removed")]
+    )
+    return tok
+
+
+def tiny_gpt(seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=V, context=32, n_layer=1, d_model=32, n_head=2))
+
+
+class NextPlusOne(torch.nn.Module):
+    """A real GPT (its length check included) whose logits are forced to 'next = current + 1'."""
+
+    def __init__(self):
+        super().__init__()
+        self.gpt = tiny_gpt()
+        self.cfg = self.gpt.cfg
+        self.max_len = 0
+
+    def forward(self, idx):
+        logits, _ = self.gpt(idx)  # asserts T <= context
+        self.max_len = max(self.max_len, idx.shape[1])
+        forced = MARGIN * torch.nn.functional.one_hot((idx + 1) % V, V).float()
+        return forced + 0 * logits, None
+
+
+# NLL of a token the forced model predicts / does not predict.
+NLL_HIT = math.log1p((V - 1) * math.exp(-MARGIN))
+NLL_MISS = math.log(math.exp(MARGIN) + V - 1)
+
+
+def test_accuracy_and_nll_are_exact():
+    passages = [
+        "w1 w2 w3 w4",  # right
+        "w5 w6 w7-w8",  # right, two target tokens
+        "w5 w6 w7-w9",  # first target token right, second wrong: wrong
+        "w1 w2 w3 w10",  # wrong
+        "w9 w10",  # right, one-token context
+    ]
+    model = NextPlusOne().train()
+    out = lambada_accuracy(model, toy_tokenizer(), passages, batch_size=2)
+    assert out["lambada_acc"] == 3 / 5
+    assert out["lambada_n"] == 5
+    # 7 target tokens: 5 predicted, 2 not.
+    assert math.isclose(out["lambada_target_nll"], (5 * NLL_HIT + 2 * NLL_MISS) / 7, rel_tol=1e-5)
+    assert model.training  # previous mode restored
+
+
+def test_left_truncation_keeps_the_end_and_fits_the_context():
+    words = [f"w{i % 20}" for i in range(40)]  # 40 tokens > context 32; ends "w18 w19"
+    wrong = words[:-1] + ["w3"]
+    model = NextPlusOne()
+    out = lambada_accuracy(model, toy_tokenizer(), [" ".join(words), " ".join(wrong)])
+    assert out["lambada_acc"] == 1 / 2
+    assert model.max_len == 31  # context + target = 32 tokens; the model reads all but the last
+
+
+def test_padding_does_not_change_the_result():
+    rng = torch.Generator().manual_seed(1)
+    passages = []
+    for _ in range(13):
+        n = int(torch.randint(2, 45, (1,), generator=rng))
+        ids = torch.randint(0, 31, (n,), generator=rng).tolist()
+        passages.append(" ".join(f"w{i}" for i in ids))
+    model, tok = tiny_gpt(seed=3), toy_tokenizer()
+    one = lambada_accuracy(model, tok, passages, batch_size=1)
+    many = lambada_accuracy(model, tok, passages, batch_size=8)
+    assert one["lambada_acc"] == many["lambada_acc"]
+    assert one["lambada_n"] == many["lambada_n"] == 13
+    assert math.isclose(one["lambada_target_nll"], many["lambada_target_nll"], rel_tol=1e-6)
+
+
+def test_real_mirror_loads(shared_data):
+    passages = load_lambada("local", str(shared_data))
+    assert len(passages) == 5153
+    assert all(isinstance(p, str) and " " in p for p in passages)
+    assert load_lambada("local", str(shared_data), max_examples=3) == passages[:3]
+
+
+def test_tampered_copy_is_rejected(shared_data, tmp_path):
+    shutil.copy(shared_data / "SHA256SUMS", tmp_path / "SHA256SUMS")
+    (tmp_path / "lambada").mkdir()
+    copy = tmp_path / "lambada" / "lambada_test.jsonl"
+    shutil.copy(shared_data / "lambada" / "lambada_test.jsonl", copy)
+    copy.chmod(0o644)  # the mirror is read-only
+    with open(copy, "ab") as fh:
+        fh.write(b"\n")
+    with pytest.raises(DataError, match="lambada_test.jsonl"):
+        load_lambada("local", str(tmp_path))
+
+
+def test_hub_unreachable_points_at_local(monkeypatch):
+    monkeypatch.setattr(data, "hub_reachable", lambda *a, **k: False)
+    with pytest.raises(DataError, match="data.source: local"):
+        load_lambada("hub", "unused")
+
+
+def test_generate_samples_is_seeded():
+    model, tok = tiny_gpt(seed=5), toy_tokenizer()
+    prompts = ["w1 w2 w3", "w7"]
+    a = generate_samples(model, tok, prompts, max_new_tokens=40, seed=11)
+    b = generate_samples(model, tok, prompts, max_new_tokens=40, seed=11)
+    c = generate_samples(model, tok, prompts, max_new_tokens=40, seed=12)
+    assert a == b
+    assert a != c
+    assert [s["prompt"] for s in a] == prompts
+    for s in a:
+        assert isinstance(s["continuation"], str)
+        assert len(s["continuation"].split()) == 40  # one word per token; past the context too
+    # A prompt's sample does not depend on the other prompts.
+    assert generate_samples(model, tok, prompts[1:], 40, seed=11) == a[1:]
