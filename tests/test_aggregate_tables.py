@@ -5,7 +5,8 @@ import polars as pl
 import pytest
 
 from pillm.aggregate import summarise
-from pillm.tables import fmt_pm, lm_rows, make_env, tex_escape
+from pillm.lm_report import LMReport, paired
+from pillm.tables import LM_TABLES, fmt_pm, make_env, tex_escape
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "lm_main.tex"
@@ -14,8 +15,13 @@ METRICS = {
     "test_acc": [0.20, 0.21, 0.22],
     "test_bpb": [1.5, 1.6, 1.7],
     "train_time_s": [10.0, 12.0, 14.0],
+    "test_loss": [4.6, 4.7, 4.8],
     "params_total": [3.2e6] * 3,
     "params_trainable": [3.2e6] * 3,
+    "params_solved": [0.0] * 3,
+    "grad_time_s": [10.0, 12.0, 14.0],
+    "solve_time_s": [0.0] * 3,
+    "lambada_acc": [0.05, 0.06, 0.07],
 }
 
 
@@ -62,12 +68,30 @@ def test_formatting_and_escape():
 
 
 def test_lm_table_matches_golden_file():
-    s = summarise(fake_runs(), ["baseline"], [0, 1, 2])
+    runs = fake_runs()
+    rep = LMReport(summarise(runs, ["baseline"], [0, 1, 2]), runs, ["baseline"], unigram_loss=6.0)
+    label, colspec, header = LM_TABLES["lm_main"]
     env = make_env(REPO / "paper" / "templates")
-    tex = env.get_template("lm_main.tex.j2").render(
-        rows=lm_rows(s, ["baseline"]), policy="offline mirror", tokenizer="GPT-2 BPE"
+    tex = env.get_template("table.tex.j2").render(
+        caption="Caption.", label=label, colspec=colspec, header=header, rows=rep.main_rows()
     )
     assert tex == GOLDEN.read_text()
+
+
+def test_loss_share_and_ratio_of_the_full_model_are_one():
+    runs = fake_runs()
+    rep = LMReport(summarise(runs, ["baseline"], [0, 1, 2]), runs, ["baseline"], unigram_loss=6.0)
+    assert rep.share("baseline") == (pytest.approx(1.0), pytest.approx(0.0))
+    assert rep.ratio("baseline")[0] == pytest.approx(1.0)
+
+
+def test_paired_t_test_detects_a_consistent_shift_only():
+    a = {0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}
+    diffs, p = paired({s: v - 0.5 + 0.01 * s**2 for s, v in a.items()}, a)
+    assert all(d < 0 for d in diffs) and p < 0.01
+    _, p_noise = paired({0: 1.1, 1: 1.9, 2: 3.1, 3: 3.9}, a)
+    assert p_noise > 0.5
+    assert paired({0: 1.0}, {0: 2.0})[1] is None  # one seed: no test
 
 
 def test_template_typo_fails_loudly(tmp_path):

@@ -74,9 +74,9 @@ def test_table_perplexity_equals_metrics_json(workdir):
     table = (workdir / "paper/generated/tables/lm_main.tex").read_text()
     row = next(line for line in table.splitlines() if line.strip().startswith("Baseline"))
     cells = [c.strip() for c in row.rstrip("\\ ").split("&")]
-    assert cells[4] == f"{ppl:,.1f}".replace(",", "{,}")
+    assert cells[5] == f"{ppl:,.1f}".replace(",", "{,}")
     numbers = (workdir / "paper/generated/numbers.tex").read_text()
-    assert f"\\newcommand{{\\BaselinePPL}}{{{cells[4]}}}" in numbers
+    assert f"\\newcommand{{\\BaselinePPL}}{{{cells[5]}}}" in numbers
     assert (workdir / "paper/main.pdf").read_bytes().startswith(b"%PDF")
 
 
@@ -118,7 +118,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
 
 
 def test_template_change_reruns_only_tables_and_paper(workdir):
-    template = workdir / "paper/templates/lm_main.tex.j2"
+    template = workdir / "paper/templates/table.tex.j2"
     template.write_text(template.read_text() + "\\#{ edited }\n")
     assert planned_rules(workdir, *SMOKE) == {"tables", "pdf", "arxiv", "all"}
 

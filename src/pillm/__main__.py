@@ -66,6 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--pdf", required=True)
     c.add_argument("--png", required=True)
 
+    c = sub.add_parser("figure-lambda", help="λ-sweep figure of the PIL solves")
+    c.add_argument("--solves", required=True)
+    c.add_argument("--pdf", required=True)
+    c.add_argument("--png", required=True)
+
+    c = sub.add_parser("figure-width", help="feature-width figure of the refitted FFNs")
+    c.add_argument("--summary", required=True)
+    c.add_argument("--pdf", required=True)
+    c.add_argument("--png", required=True)
+
     c = sub.add_parser("pdf", help="build the paper PDF with latexmk")
     c.add_argument("--paper-dir", required=True)
     c.add_argument("--build-dir", required=True)
@@ -131,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         from .figures import training_curves
 
         training_curves(args.curves, args.pdf, args.png)
+    elif args.command == "figure-lambda":
+        from .figures import lambda_sweep
+
+        lambda_sweep(args.solves, args.pdf, args.png)
+    elif args.command == "figure-width":
+        from .figures import feature_width
+
+        feature_width(args.summary, args.pdf, args.png)
     elif args.command == "pdf":
         from .paper import TexMissing, build_pdf
 

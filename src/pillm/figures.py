@@ -37,3 +37,56 @@ def training_curves(curves_path: str, pdf: str, png: str) -> None:
     ax.set(xlabel="training tokens", ylabel="cross-entropy (nats/token)", title="")
     ax.legend(title="train loss (line) / validation (dots)", fontsize=7, title_fontsize=7)
     save(fig, pdf, png)
+
+
+def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
+    """Held-out MSE of each layer's ridge solve along the λ grid (first seed), per variant."""
+    df = pl.read_parquet(solves_path)
+    df = df.filter(pl.col("seed") == df["seed"].min())
+    df = df.with_columns(
+        (pl.col("val_mse") / pl.col("val_mse").min().over("variant", "layer")).alias("rel_mse")
+    ).filter(pl.col("rel_mse").is_finite())  # an all-zero target (residual) has nothing to show
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    sns.lineplot(
+        data=df.to_pandas(),
+        x="lambda_rel",
+        y="rel_mse",
+        hue="variant",
+        style="layer",
+        markers=True,
+        ax=ax,
+    )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel=r"$\lambda$ / mean diag$(H^\top H)$",
+        ylabel="held-out MSE / best",
+    )
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, pdf, png)
+
+
+def feature_width(summary_path: str, pdf: str, png: str) -> None:
+    """Test perplexity of FFNs refitted with random features of each width, against the baseline."""
+    from .lm_report import FEATURE_VARIANTS
+
+    s = pl.read_parquet(summary_path).filter(pl.col("metric") == "test_ppl")
+    base = s.filter(pl.col("variant") == "baseline")["mean"]
+    df = s.filter(pl.col("variant").is_in(FEATURE_VARIANTS)).to_pandas()
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(4.5, 3.0))
+    sns.barplot(
+        data=df,
+        x="variant",
+        y="mean",
+        order=[v for v in FEATURE_VARIANTS if v in set(df["variant"])],
+        color="C0",
+        ax=ax,
+    )
+    if len(base):
+        ax.axhline(base[0], color="k", ls="--", lw=1, label="baseline (trained FFN)")
+        ax.legend(fontsize=7)
+    lo = min(df["mean"].min(), base[0] if len(base) else df["mean"].min())
+    ax.set(ylim=(0.95 * lo, None), xlabel="random features (refit)", ylabel="test perplexity")
+    save(fig, pdf, png)

@@ -18,8 +18,6 @@ import polars as pl
 
 from .records import write_text
 
-VARIANT_LABELS = {"baseline": "Baseline (AdamW)"}
-
 _TEX_ESCAPES = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -79,26 +77,6 @@ def metric_table(summary: pl.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def lm_rows(summary: pl.DataFrame, variants: list[str]) -> list[dict[str, str]]:
-    m = metric_table(summary)
-    rows = []
-    for v in variants:
-        r = m[v]
-        rows.append(
-            {
-                "label": VARIANT_LABELS.get(v, v),
-                "params": fmt_num(r["params_total"]["mean"] / 1e6, 2),
-                "trainable": fmt_num(r["params_trainable"]["mean"] / 1e6, 2),
-                "time": fmt_pm(r["train_time_s"]["mean"], r["train_time_s"]["std"], 1),
-                "ppl": fmt_pm(r["test_ppl"]["mean"], r["test_ppl"]["std"], 1),
-                "acc": fmt_pm(100 * r["test_acc"]["mean"], _scale(r["test_acc"]["std"], 100), 1),
-                "bpb": fmt_pm(r["test_bpb"]["mean"], r["test_bpb"]["std"], 3),
-                "n": f"{r['test_ppl']['n']}/{r['test_ppl']['n_expected']}",
-            }
-        )
-    return rows
-
-
 def _scale(x: float | None, k: float) -> float | None:
     return None if x is None else x * k
 
@@ -152,6 +130,82 @@ def describe_policy(policy: str) -> str:
     return f"{where}; {rest.split(':', 1)[1]}"
 
 
+LM_TABLES = {  # name -> (label, column spec, header)
+    "lm_main": (
+        "tab:main",
+        "lrrrrrrrrr",
+        [
+            "Model",
+            "Trainable (M)",
+            "Solved (M)",
+            "Grad. (s)",
+            "Solve (s)",
+            "PPL $\\downarrow$",
+            "Acc (\\%) $\\uparrow$",
+            "BPB $\\downarrow$",
+            "LAMBADA (\\%)",
+            "$n$",
+        ],
+    ),
+    "lm_contribution": (
+        "tab:contribution",
+        "lrrr",
+        [
+            "Model",
+            "PPL",
+            "$\\mathrm{PPL}_{\\mathrm{full}}/\\mathrm{PPL}$ (\\%)",
+            "Loss share (\\%)",
+        ],
+    ),
+    "lm_features": (
+        "tab:features",
+        "lrrrrr",
+        [
+            "PIL features",
+            "Solved (M)",
+            "PPL",
+            "$\\Delta$PPL vs.\\ baseline",
+            "Solve (s)",
+            "$\\kappa_{\\max}$",
+        ],
+    ),
+    "lm_strategies": ("tab:strategies", "lrrr", ["Strategy", "PPL", "Acc (\\%)", "Total time (s)"]),
+    "lm_targets": (
+        "tab:targets",
+        "llrrr",
+        [
+            "PIL target",
+            "Reference",
+            "PPL",
+            "$\\Delta\\mathcal{L}$ vs.\\ ref.\\ (nats)",
+            "$p$ (paired $t$)",
+        ],
+    ),
+}
+
+
+def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
+    seeds = f"mean $\\pm$ sample std over {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+    return {
+        "lm_main": f"All LM variants on WikiText-2 ({tokenizer}; {policy}); {seeds}. Trainable: "
+        "parameters updated by gradient (including the run a variant starts from); Solved: output "
+        "weights set by ridge regression. Grad./Solve: wall time of the gradient phases and of the "
+        "closed-form solves. LAMBADA: last-word accuracy. $n$: runs present / expected.",
+        "lm_contribution": "Contribution analysis. The seed outline's measure is the perplexity "
+        "ratio; the loss share is $(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L})/"
+        "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$ with an add-one unigram model "
+        f"of the train split as the floor; both per seed, {seeds}.",
+        "lm_features": "Single vs.\\ Bi-PIL features, fitted to the trained baseline FFNs "
+        "(``refit''). Two independent Gaussian projections of width $4d$ are distributed like one "
+        f"of width $8d$; the last row is that control. $\\Delta$PPL paired by seed; {seeds}.",
+        "lm_strategies": f"PIL training strategies (seed Table 4); {seeds}. Total time includes "
+        "the gradient training of the model a strategy starts from.",
+        "lm_targets": "PIL targets against the model they start from, paired by seed. "
+        "$\\Delta\\mathcal{L}<0$ means the solved FFNs lower the test loss; $p$: two-sided paired "
+        f"$t$-test over seeds ('--' with fewer than two seeds); {seeds}.",
+    }
+
+
 def render_tables(
     summary_dir: str,
     tokens_meta_path: str,
@@ -160,17 +214,32 @@ def render_tables(
     tables_dir: str,
     numbers_path: str,
 ) -> None:
+    from .lm_report import LMReport, lm_numbers
+
     summary_dir = Path(summary_dir)
     summary = pl.read_parquet(summary_dir / "lm.parquet")
     runs = pl.read_parquet(summary_dir / "runs.parquet")
     tokens_meta = json.loads(Path(tokens_meta_path).read_text())
     env = make_env(template_dir)
-    policy = tex_escape(describe_policy(tokens_meta["policy"]))
-    table = env.get_template("lm_main.tex.j2").render(
-        rows=lm_rows(summary, params["variants"]),
-        policy=policy,
-        tokenizer=tex_escape(tokens_meta["tokenizer"]),
+    rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
+    n_seeds = len(params["seeds"])
+    captions = lm_captions(
+        tex_escape(tokens_meta["tokenizer"]),
+        tex_escape(describe_policy(tokens_meta["policy"])),
+        n_seeds,
     )
-    write_text(Path(tables_dir) / "lm_main.tex", table)
-    macros = numbers(summary, runs, tokens_meta, params)
+    rows = {
+        "lm_main": rep.main_rows(),
+        "lm_contribution": rep.contribution_rows(),
+        "lm_features": rep.feature_rows(),
+        "lm_strategies": rep.strategy_rows(),
+        "lm_targets": rep.target_rows(),
+    }
+    template = env.get_template("table.tex.j2")
+    for name, (label, colspec, header) in LM_TABLES.items():
+        tex = template.render(
+            caption=captions[name], label=label, colspec=colspec, header=header, rows=rows[name]
+        )
+        write_text(Path(tables_dir) / f"{name}.tex", tex)
+    macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
     write_text(numbers_path, env.get_template("numbers.tex.j2").render(macros=macros))

@@ -12,6 +12,8 @@ rule aggregate:
         runs="results/summary/runs.parquet",
         lm="results/summary/lm.parquet",
         curves="results/summary/curves.parquet",
+        solves="results/summary/solves.parquet",
+        samples="results/summary/samples.parquet",
     log:
         "results/logs/aggregate.log",
     conda:
@@ -30,13 +32,17 @@ rule tables:
         runs=rules.aggregate.output.runs,
         lm=rules.aggregate.output.lm,
         tokens_meta=f"results/tokens/{CORPUS}/meta.json",
-        templates=["paper/templates/lm_main.tex.j2", "paper/templates/numbers.tex.j2"],
-        code=src("tables"),
+        templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
+        code=src("tables", "lm_report", "variants"),
     output:
         table=report(
             "paper/generated/tables/lm_main.tex",
             caption="../report/lm_main.rst",
             category="Tables",
+        ),
+        more=expand(
+            "paper/generated/tables/{name}.tex",
+            name=["lm_contribution", "lm_features", "lm_strategies", "lm_targets"],
         ),
         numbers="paper/generated/numbers.tex",
     log:
@@ -50,6 +56,7 @@ rule tables:
                 "model": config["model"],
                 "train": config["train"],
                 "variants": LM_VARIANTS,
+                "seeds": SEEDS,
             }
         ),
         summary_dir=lambda w, input: parent(input.runs),
@@ -82,12 +89,55 @@ rule figure_curves:
         " --png {output.png} > {log} 2>&1"
 
 
+rule figure_lambda:
+    input:
+        solves=rules.aggregate.output.solves,
+        code=src("figures"),
+    output:
+        pdf="paper/generated/figures/pil_lambda.pdf",
+        png=report(
+            "paper/generated/figures/pil_lambda.png",
+            caption="../report/pil_lambda.rst",
+            category="Figures",
+        ),
+    log:
+        "results/logs/figure_lambda.log",
+    conda:
+        "../envs/pillm.yaml"
+    shell:
+        "python -m pillm figure-lambda --solves {input.solves} --pdf {output.pdf}"
+        " --png {output.png} > {log} 2>&1"
+
+
+rule figure_width:
+    input:
+        summary=rules.aggregate.output.lm,
+        code=src("figures", "lm_report"),
+    output:
+        pdf="paper/generated/figures/pil_width.pdf",
+        png=report(
+            "paper/generated/figures/pil_width.png",
+            caption="../report/pil_width.rst",
+            category="Figures",
+        ),
+    log:
+        "results/logs/figure_width.log",
+    conda:
+        "../envs/pillm.yaml"
+    shell:
+        "python -m pillm figure-width --summary {input.summary} --pdf {output.pdf}"
+        " --png {output.png} > {log} 2>&1"
+
+
 rule pdf:
     input:
         generated=[
             rules.tables.output.table,
+            rules.tables.output.more,
             rules.tables.output.numbers,
             rules.figure_curves.output.pdf,
+            rules.figure_lambda.output.pdf,
+            rules.figure_width.output.pdf,
         ],
         sources=[
             "paper/main.tex",

@@ -1,0 +1,72 @@
+import torch
+
+from pillm.checkpoint import load_checkpoint, save_checkpoint
+from pillm.model import GPT, GPTConfig
+from pillm.pil import (
+    FEATURES,
+    PILFFN,
+    attach_pil,
+    frozen_copy,
+    make_distill_target,
+    solve_all_layers,
+    target_residual,
+)
+
+CFG = {"lambdas": [1e-10, 1e-6, 1e-2], "kappa_max": 1e10, "batch_size": 16, "max_tokens": 0}
+
+
+def tiny(use_ffn=False) -> GPT:
+    torch.manual_seed(0)
+    return GPT(
+        GPTConfig(vocab_size=50, context=16, n_layer=2, d_model=16, n_head=2, use_ffn=use_ffn)
+    )
+
+
+def tokens(n=3000, seed=1):
+    return torch.randint(0, 50, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def test_feature_widths_and_seeded_determinism():
+    for n_proj, mult in FEATURES.values():
+        ffn = PILFFN(16, n_proj, mult * 16, seed=3)
+        assert ffn.features(torch.randn(5, 16)).shape == (5, n_proj * mult * 16 + 1)
+    a, b = PILFFN(16, 2, 64, seed=3), PILFFN(16, 2, 64, seed=3)
+    torch.testing.assert_close(a.w_in, b.w_in)
+    assert not torch.equal(a.w_in, PILFFN(16, 2, 64, seed=4).w_in)
+    assert sum(p.numel() for p in a.parameters()) == 0  # nothing a gradient step could touch
+
+
+def test_distilling_an_identical_pil_teacher_recovers_it_exactly():
+    teacher = tiny()
+    attach_pil(teacher, "single", seed=0)
+    for block in teacher.blocks:
+        block.mlp.w_out.normal_(0, 0.3)
+    teacher = frozen_copy(teacher)
+    student = tiny()
+    attach_pil(student, "single", seed=0)  # same random features as the teacher
+    solves = solve_all_layers(
+        student, make_distill_target(teacher), tokens(), tokens(seed=2), CFG, "cpu"
+    )
+    assert [s.solver for s in solves] == ["cholesky", "cholesky"]
+    x = tokens(16, seed=3)[None]
+    torch.testing.assert_close(student(x)[0], teacher(x)[0], atol=1e-4, rtol=1e-4)
+
+
+def test_residual_target_leaves_the_attention_only_model_unchanged():
+    base = tiny()
+    model = frozen_copy(base)
+    attach_pil(model, "bi", seed=0)
+    solve_all_layers(model, target_residual, tokens(), tokens(seed=2), CFG, "cpu")
+    x = tokens(16, seed=3)[None]
+    torch.testing.assert_close(model(x)[0], base(x)[0])
+
+
+def test_checkpoint_round_trip_rebuilds_a_solved_model(tmp_path):
+    model = tiny()
+    attach_pil(model, "bi", seed=5)
+    for block in model.blocks:
+        block.mlp.w_out.normal_()
+    save_checkpoint(tmp_path / "m.pt", model, {"pil_features": "bi", "pil_seed": 5})
+    loaded = load_checkpoint(tmp_path / "m.pt")
+    x = tokens(16)[None]
+    torch.testing.assert_close(loaded(x)[0], model.eval()(x)[0])
