@@ -68,7 +68,7 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def test_table_perplexity_equals_metrics_json(workdir):
-    records = json.loads((workdir / "results/lm/baseline/seed0/metrics.json").read_text())
+    records = json.loads((workdir / "results/smoke/lm/baseline/seed0/metrics.json").read_text())
     ppl = next(r["value"] for r in records if r["metric"] == "test_ppl")
     assert next(r["data_policy"] for r in records).startswith("local:wikitext2")
     table = (workdir / "paper/generated/tables/lm_main.tex").read_text()
@@ -87,7 +87,7 @@ def test_up_to_date_tree_has_nothing_to_do(workdir):
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     from pillm.paper import compile_unpacked
 
-    tar = workdir / "results/paper/arxiv.tar.gz"
+    tar = workdir / "results/smoke/paper/arxiv.tar.gz"
     with tarfile.open(tar) as t:
         names = t.getnames()
     assert "main.bbl" in names and "generated/tables/lm_main.tex" in names
@@ -156,7 +156,7 @@ def test_missing_latex_names_the_install_and_still_builds_tables(workdir, tmp_pa
     before = table.stat().st_mtime
     proc = snakemake(workdir, *SMOKE, "--forcerun", "tables", env=env, check=False)
     assert proc.returncode != 0
-    log = (workdir / "results/logs/pdf.log").read_text()
+    log = (workdir / "results/smoke/logs/pdf.log").read_text()
     assert "apt-get install texlive-latex-base" in log
     assert table.stat().st_mtime > before
     assert (workdir / "paper/generated/figures/training_curves.pdf").exists()

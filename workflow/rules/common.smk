@@ -10,6 +10,14 @@ validate_config(config, "config/schema.yaml")
 check_variant_dependencies(config)
 
 CORPUS = config["data"]["corpus"]
+RESULTS = f"results/{config['name']}"  # one tree per config: smoke and paper runs never clobber
+
+
+def res(path):
+    """Path under this config's results tree."""
+    return f"{RESULTS}/{path}"
+
+
 LM_VARIANTS = config["lm"]["variants"]
 SEEDS = config["lm"]["seeds"]
 
@@ -31,7 +39,7 @@ def as_json(obj):
 
 def lm_runs(name):
     return expand(
-        "results/lm/{variant}/seed{seed}/{name}",
+        res("lm/{variant}/seed{seed}/{name}"),
         variant=LM_VARIANTS,
         seed=SEEDS,
         name=name,
@@ -44,7 +52,7 @@ def all_targets():
         "paper/generated/tables/lm_main.tex",
         "paper/generated/figures/training_curves.pdf",
         "paper/main.pdf",
-        "results/paper/arxiv.tar.gz",
+        res("paper/arxiv.tar.gz"),
     ]
 
 
@@ -56,7 +64,7 @@ def lm_run_inputs(wildcards):
     """Runs a variant builds on (same seed): their metrics and checkpoints."""
     deps = {}
     for d in dependencies(wildcards.variant):
-        run = f"results/lm/{d}/seed{wildcards.seed}"
+        run = res(f"lm/{d}/seed{wildcards.seed}")
         deps[f"dep_{d}"] = [f"{run}/metrics.json", f"{run}/model.pt"]
     return deps
 

@@ -6,10 +6,10 @@ rule prepare_corpus:
         code=src("data", "corpus"),
     output:
         multiext(
-            "results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"
+            res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
         ),
     log:
-        "results/logs/prepare_corpus/{corpus}.log",
+        res("logs/prepare_corpus/{corpus}.log"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -23,12 +23,12 @@ rule prepare_corpus:
 rule tokenize:
     input:
         corpus=multiext(
-            "results/data/{corpus}/", "train.txt", "valid.txt", "test.txt", "meta.json"
+            res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
         ),
         code=src("tokenizer", "data", "corpus"),
     output:
         multiext(
-            "results/tokens/{corpus}/",
+            res("tokens/{corpus}/"),
             "train.npy",
             "valid.npy",
             "test.npy",
@@ -36,9 +36,9 @@ rule tokenize:
             "meta.json",
         ),
     log:
-        "results/logs/tokenize/{corpus}.log",
+        res("logs/tokenize/{corpus}.log"),
     benchmark:
-        "results/benchmarks/tokenize/{corpus}.tsv"
+        res("benchmarks/tokenize/{corpus}.tsv")
     conda:
         "../envs/pillm.yaml"
     params:

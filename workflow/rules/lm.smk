@@ -6,7 +6,7 @@ rule run_lm:
     input:
         unpack(lm_run_inputs),
         tokens=multiext(
-            f"results/tokens/{CORPUS}/",
+            res(f"tokens/{CORPUS}/"),
             "train.npy",
             "valid.npy",
             "test.npy",
@@ -23,23 +23,23 @@ rule run_lm:
             "variants",
         ),
     output:
-        metrics="results/lm/{variant}/seed{seed}/metrics.json",
-        curve="results/lm/{variant}/seed{seed}/curve.parquet",
-        solve="results/lm/{variant}/seed{seed}/solve.parquet",
-        checkpoint="results/lm/{variant}/seed{seed}/model.pt",
+        metrics=res("lm/{variant}/seed{seed}/metrics.json"),
+        curve=res("lm/{variant}/seed{seed}/curve.parquet"),
+        solve=res("lm/{variant}/seed{seed}/solve.parquet"),
+        checkpoint=res("lm/{variant}/seed{seed}/model.pt"),
     log:
-        "results/logs/run_lm/{variant}/seed{seed}.log",
+        res("logs/run_lm/{variant}/seed{seed}.log"),
     benchmark:
-        "results/benchmarks/run_lm/{variant}/seed{seed}.tsv"
+        res("benchmarks/run_lm/{variant}/seed{seed}.tsv")
     conda:
         "../envs/pillm.yaml"
-    threads: workflow.cores
+    threads: min(4, workflow.cores)
     resources:
         gpu=1,
     params:
         cfg=lambda w: as_json(lm_params(w.variant)),
         deps=lambda w: " ".join(
-            f"{d}=results/lm/{d}/seed{w.seed}" for d in dependencies(w.variant)
+            f"{d}={res(f'lm/{d}/seed{w.seed}')}" for d in dependencies(w.variant)
         ),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
@@ -52,18 +52,18 @@ rule run_lm:
 
 rule lm_extras:
     input:
-        metrics="results/lm/{variant}/seed{seed}/metrics.json",
-        checkpoint="results/lm/{variant}/seed{seed}/model.pt",
-        tokens=f"results/tokens/{CORPUS}/tokenizer.json",
+        metrics=res("lm/{variant}/seed{seed}/metrics.json"),
+        checkpoint=res("lm/{variant}/seed{seed}/model.pt"),
+        tokens=res(f"tokens/{CORPUS}/tokenizer.json"),
         code=src("lambada", "extras", "checkpoint", "model", "pil", "data"),
     output:
-        extras="results/lm/{variant}/seed{seed}/extras.json",
-        samples="results/lm/{variant}/seed{seed}/samples.json",
+        extras=res("lm/{variant}/seed{seed}/extras.json"),
+        samples=res("lm/{variant}/seed{seed}/samples.json"),
     log:
-        "results/logs/lm_extras/{variant}/seed{seed}.log",
+        res("logs/lm_extras/{variant}/seed{seed}.log"),
     conda:
         "../envs/pillm.yaml"
-    threads: workflow.cores
+    threads: min(4, workflow.cores)
     resources:
         gpu=1,
     params:

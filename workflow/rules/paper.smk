@@ -9,13 +9,13 @@ rule aggregate:
         samples=lm_runs("samples.json"),
         code=src("aggregate"),
     output:
-        runs="results/summary/runs.parquet",
-        lm="results/summary/lm.parquet",
-        curves="results/summary/curves.parquet",
-        solves="results/summary/solves.parquet",
-        samples="results/summary/samples.parquet",
+        runs=res("summary/runs.parquet"),
+        lm=res("summary/lm.parquet"),
+        curves=res("summary/curves.parquet"),
+        solves=res("summary/solves.parquet"),
+        samples=res("summary/samples.parquet"),
     log:
-        "results/logs/aggregate.log",
+        res("logs/aggregate.log"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -31,7 +31,7 @@ rule tables:
     input:
         runs=rules.aggregate.output.runs,
         lm=rules.aggregate.output.lm,
-        tokens_meta=f"results/tokens/{CORPUS}/meta.json",
+        tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
         code=src("tables", "lm_report", "variants"),
     output:
@@ -46,7 +46,7 @@ rule tables:
         ),
         numbers="paper/generated/numbers.tex",
     log:
-        "results/logs/tables.log",
+        res("logs/tables.log"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -81,7 +81,7 @@ rule figure_curves:
             category="Figures",
         ),
     log:
-        "results/logs/figure_curves.log",
+        res("logs/figure_curves.log"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -101,7 +101,7 @@ rule figure_lambda:
             category="Figures",
         ),
     log:
-        "results/logs/figure_lambda.log",
+        res("logs/figure_lambda.log"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -121,7 +121,7 @@ rule figure_width:
             category="Figures",
         ),
     log:
-        "results/logs/figure_width.log",
+        res("logs/figure_width.log"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -147,9 +147,9 @@ rule pdf:
         code=src("paper"),
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
-        bbl="results/paper/build/main.bbl",
+        bbl=res("paper/build/main.bbl"),
     log:
-        "results/logs/pdf.log",
+        res("logs/pdf.log"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -165,9 +165,9 @@ rule arxiv:
         bbl=rules.pdf.output.bbl,
         code=src("paper"),
     output:
-        "results/paper/arxiv.tar.gz",
+        res("paper/arxiv.tar.gz"),
     log:
-        "results/logs/arxiv.log",
+        res("logs/arxiv.log"),
     conda:
         "../envs/pillm.yaml"
     params:
