@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The GPU part of the paper config on a GPU host without network access.
+# Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and .gpu/data/ (the
+# mirror files the GPU rules read). Writes results (no checkpoints or token arrays) to $OUT.
+set -u
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+PY=$(command -v python3)
+SITE=/tmp/pillm_site
+mkdir -p "$SITE" /tmp/pillm_bin
+# Unzip rather than pip install: pip stalled for minutes on the offline host.
+for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
+printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
+export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"
+printf 'data:\n  local_dir: .gpu/data\n' >/tmp/gpu_data.yaml
+t0=$(date +%s.%N)
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake --omit-from aggregate --cores 16 \
+  --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
+  >"$OUT/snakemake.log" 2>&1
+echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
+tail -4 "$OUT/snakemake.log"
+tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='*.npy' --exclude='results/paper/data' results/paper
