@@ -146,6 +146,7 @@ class LayerSolve:
     fallback: str | None
     seconds: float
     curve: dict[float, float]  # λ_rel -> held-out MSE
+    gram_seconds: float = 0.0  # streaming features + float64 Gram (train and held-out rows)
     step: float = 1.0  # functional-gradient step size (1 for other targets)
 
 
@@ -169,6 +170,8 @@ def solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device) -
     t0 = time.perf_counter()
     tr = gram_for_layer(model, layer, target, train_tokens, cfg, device)
     va = gram_for_layer(model, layer, target, valid_tokens, cfg, device)
+    sync()
+    t_gram = time.perf_counter() - t0
     scale = (torch.trace(tr.hth) / tr.hth.shape[0]).item()  # λ relative to the mean feature energy
     lams = [lr * scale for lr in cfg["lambdas"]]
     sol, curve = select_lambda(tr, va, lams, kappa_max=cfg["kappa_max"])
@@ -183,6 +186,7 @@ def solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device) -
         sol.fallback_reason,
         time.perf_counter() - t0,
         {lr: curve[lam] for lr, lam in zip(cfg["lambdas"], lams, strict=True)},
+        gram_seconds=t_gram,
     )
 
 
