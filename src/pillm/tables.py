@@ -59,7 +59,8 @@ def fmt_num(x: float | None, digits: int = 1) -> str:
     """Fixed digits with a LaTeX thousands separator; '--' for missing."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "--"
-    return f"{x:,.{digits}f}".replace(",", "{,}")
+    text = f"{x:,.{digits}f}".replace(",", "{,}")
+    return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
 
 def fmt_pm(mean: float, std: float | None, digits: int = 1) -> str:
