@@ -107,9 +107,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny shapes (CPU check)")
     ap.add_argument("--tokens", type=int, nargs=2, default=[232_000, 928_000])
     ap.add_argument("--out", default=None, help="also write the figures as JSON here")
+    ap.add_argument(
+        "--batch-size", type=int, default=0, help="override pil.batch_size (sequences per chunk)"
+    )
     args = ap.parse_args()
     cfg = yaml.safe_load(Path(args.config).read_text())
     model_cfg, pil_cfg = dict(cfg["model"]), dict(cfg["pil"], max_tokens=0)
+    if args.batch_size:
+        pil_cfg["batch_size"] = args.batch_size
     vocab = 50257
     if args.quick:
         model_cfg |= {"n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}

@@ -132,6 +132,7 @@ def describe_policy(policy: str) -> str:
 
 
 LM_TABLES = {  # name -> (label, column spec, header)
+    "lm_samples": ("tab:samples", "lp{0.62\\linewidth}", ["Model", "Continuation (first seed)"]),
     "lm_main": (
         "tab:main",
         "lrrrrrrrrr",
@@ -201,10 +202,28 @@ def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
         f"of width $8d$; the last row is that control. $\\Delta$PPL paired by seed; {seeds}.",
         "lm_strategies": f"PIL training strategies (seed Table 4); {seeds}. Total time includes "
         "the gradient training of the model a strategy starts from.",
+        "lm_samples": "Generation samples: top-$k$ ($k=40$, temperature 0.8) continuations of the "
+        "first configured prompt by each variant's first-seed model, decoded as is.",
         "lm_targets": "PIL targets against the model they start from, paired by seed. "
         "$\\Delta\\mathcal{L}<0$ means the solved FFNs lower the test loss; $p$: two-sided paired "
         f"$t$-test over seeds ('--' with fewer than two seeds); {seeds}.",
     }
+
+
+def sample_rows(
+    samples: pl.DataFrame, variants: list[str], max_chars: int = 160
+) -> list[list[str]]:
+    """One continuation per variant: first seed, first prompt, escaped and cut to a line or two."""
+    from .variants import VARIANTS
+
+    first = samples.sort("seed").group_by("variant", maintain_order=True).first()
+    text = dict(zip(first["variant"], first["continuation"], strict=True))
+    prompt = first["prompt"][0] if first.height else ""
+    rows = []
+    for v in variants:
+        cont = " ".join(text.get(v, "").split())[:max_chars]
+        rows.append([VARIANTS[v].label, f"\\textit{{{tex_escape(prompt)}}} {tex_escape(cont)}"])
+    return rows
 
 
 def render_tables(
@@ -220,6 +239,7 @@ def render_tables(
     summary_dir = Path(summary_dir)
     summary = pl.read_parquet(summary_dir / "lm.parquet")
     runs = pl.read_parquet(summary_dir / "runs.parquet")
+    samples = pl.read_parquet(summary_dir / "samples.parquet")
     tokens_meta = json.loads(Path(tokens_meta_path).read_text())
     env = make_env(template_dir)
     rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
@@ -235,6 +255,7 @@ def render_tables(
         "lm_features": rep.feature_rows(),
         "lm_strategies": rep.strategy_rows(),
         "lm_targets": rep.target_rows(),
+        "lm_samples": sample_rows(samples, params["variants"]),
     }
     template = env.get_template("table.tex.j2")
     for name, (label, colspec, header) in LM_TABLES.items():

@@ -31,6 +31,7 @@ rule tables:
     input:
         runs=rules.aggregate.output.runs,
         lm=rules.aggregate.output.lm,
+        samples=rules.aggregate.output.samples,
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
         code=src("tables", "lm_report", "variants"),
@@ -42,7 +43,13 @@ rule tables:
         ),
         more=expand(
             "paper/generated/tables/{name}.tex",
-            name=["lm_contribution", "lm_features", "lm_strategies", "lm_targets"],
+            name=[
+                "lm_contribution",
+                "lm_features",
+                "lm_strategies",
+                "lm_targets",
+                "lm_samples",
+            ],
         ),
         numbers="paper/generated/numbers.tex",
     log:
