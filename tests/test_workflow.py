@@ -111,6 +111,8 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "aggregate",
         "tables",
         "figure_curves",
+        "figure_lambda",
+        "figure_width",
         "pdf",
         "arxiv",
         "all",

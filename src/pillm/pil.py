@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .model import GPT
-from .ridge import GramStats, ridge_path, select_lambda
+from .ridge import GramStats, select_lambda
 
 FEATURES: dict[
     str, tuple[int, int]
@@ -235,10 +235,3 @@ def frozen_copy(model: GPT) -> GPT:
     for p in teacher.parameters():
         p.requires_grad_(False)
     return teacher
-
-
-def lambda_path_mse(train: GramStats, valid: GramStats, lams: list[float]) -> list[float]:
-    """Held-out MSE along a λ path (used by the sweep figure)."""
-    from .ridge import heldout_sse
-
-    return [heldout_sse(w, valid).sum().item() / max(1, valid.n) for w in ridge_path(train, lams)]

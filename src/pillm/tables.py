@@ -203,7 +203,8 @@ def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
         "lm_strategies": f"PIL training strategies (seed Table 4); {seeds}. Total time includes "
         "the gradient training of the model a strategy starts from.",
         "lm_samples": "Generation samples: top-$k$ ($k=40$, temperature 0.8) continuations of the "
-        "first configured prompt by each variant's first-seed model, decoded as is.",
+        "first configured prompt by each variant's first-seed model, decoded as is (characters "
+        "outside printable ASCII shown as ?).",
         "lm_targets": "PIL targets against the model they start from, paired by seed. "
         "$\\Delta\\mathcal{L}<0$ means the solved FFNs lower the test loss; $p$: two-sided paired "
         f"$t$-test over seeds ('--' with fewer than two seeds); {seeds}.",
@@ -222,6 +223,8 @@ def sample_rows(
     rows = []
     for v in variants:
         cont = " ".join(text.get(v, "").split())[:max_chars]
+        # Byte-level BPE can decode partial UTF-8 (U+FFFD); pdflatex cannot set arbitrary Unicode.
+        cont = "".join(c if 32 <= ord(c) < 127 else "?" for c in cont)
         rows.append([VARIANTS[v].label, f"\\textit{{{tex_escape(prompt)}}} {tex_escape(cont)}"])
     return rows
 
