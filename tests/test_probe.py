@@ -1,0 +1,257 @@
+"""FFN linearity probe: locating, capture, probing, replacement — tiny random models only."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn as nn
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPT2Model,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+from pillm.model import GPT, GPTConfig
+from pillm.probe import (
+    SplitFFN,
+    accumulate_ffn_stats,
+    capture_ffn_io,
+    default_low_rank,
+    ffn_modules,
+    linear_replacement,
+    low_rank_replacement,
+    model_family,
+    probe_model,
+    swap_ffns,
+)
+
+D, V = 32, 100
+FAMILIES = ["pillm", "gpt2", "gpt_neox", "llama", "bert"]
+
+
+def _model(family: str, init: float = 0.02, head: bool = True) -> nn.Module:
+    """2 layers, hidden 32, FFN 64 (pillm: 128), vocab 100, 64 positions; ``init`` = weight std."""
+    torch.manual_seed(0)
+    common = dict(vocab_size=V, initializer_range=init, bos_token_id=0, eos_token_id=0)
+    hf = dict(hidden_size=D, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    hf.update(common, max_position_embeddings=64)
+    if family == "pillm":
+        m = GPT(GPTConfig(vocab_size=V, context=64, n_layer=2, d_model=D, n_head=4))
+        with torch.no_grad():  # GPT has no init knob: scale W1 to get large pre-activations
+            for block in m.blocks:
+                block.mlp.fc.weight.mul_(init / 0.02)
+        return m
+    if family == "gpt2":
+        cfg = GPT2Config(n_positions=64, n_embd=D, n_layer=2, n_head=4, n_inner=64, **common)
+        return (GPT2LMHeadModel if head else GPT2Model)(cfg)
+    if family == "gpt_neox":
+        return GPTNeoXForCausalLM(GPTNeoXConfig(**hf))
+    if family == "llama":
+        return LlamaForCausalLM(LlamaConfig(num_key_value_heads=2, **hf))
+    return (BertForMaskedLM if head else BertModel)(BertConfig(**hf))
+
+
+def _batches(n: int, b: int = 4, t: int = 32, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, V, (b, t), generator=g) for _ in range(n)]
+
+
+def _run(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    with torch.no_grad():
+        if isinstance(model, GPT):
+            model(ids)
+        else:
+            model(input_ids=ids, attention_mask=mask)
+
+
+def _n_hooks(model: nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+CASES = [(f, True) for f in FAMILIES] + [("gpt2", False), ("bert", False)]
+
+
+@pytest.mark.parametrize(("family", "head"), CASES)
+def test_ffn_located_and_capture_is_exact(family, head):
+    model = _model(family, head=head).eval()
+    mods = ffn_modules(model)
+    assert len(mods) == 2 and model_family(model) == family
+    if family == "bert":
+        assert isinstance(mods[0][1], SplitFFN) and "output.dense" in mods[0][0]
+    ids = _batches(1, b=3, t=10)[0]
+    with capture_ffn_io(model) as cap:
+        _run(model, ids)
+        rows = cap.pop()
+    assert sorted(rows) == [0, 1] and cap.pop() == {}
+    for i, (_, ffn) in enumerate(mods):
+        x, y = rows[i]
+        assert x.shape == (30, D) and y.shape == (30, D)
+        with torch.no_grad():
+            torch.testing.assert_close(ffn(x), y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_capture_drops_padding(family):
+    model = _model(family).eval()
+    ids = _batches(1, b=2, t=8)[0]
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[0, 5:] = 0
+    with capture_ffn_io(model, layers=[1], attention_mask=mask) as cap:
+        _run(model, ids, None if family == "pillm" else mask)
+        x, y = cap.pop()[1]
+    assert x.shape == (13, D) and y.shape == (13, D)
+
+
+def test_probe_accepts_masked_dict_and_tuple_batches():
+    model = _model("gpt2")
+    ids = _batches(4, b=2, t=8)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 6:] = 0
+    dicts = [{"input_ids": x, "attention_mask": mask} for x in ids]
+    res = probe_model(model, dicts, holdout_every=2, rank=0)
+    assert res[0]["n_train_rows"] == res[0]["n_heldout_rows"] == 2 * 14
+    res2 = probe_model(model, [(x, mask) for x in ids], holdout_every=2, rank=0)
+    assert res2[1]["r2_lin"] == res[1]["r2_lin"]
+
+
+def test_hooks_removed_on_exit_and_on_exception():
+    model = _model("bert")
+    with capture_ffn_io(model):
+        assert _n_hooks(model) == 4
+    assert _n_hooks(model) == 0
+    with pytest.raises(RuntimeError, match="boom"), capture_ffn_io(model, layers=[0]):
+        raise RuntimeError("boom")
+    assert _n_hooks(model) == 0
+
+
+def test_unknown_family_raises():
+    opt_like = nn.Module()
+    opt_like.config = SimpleNamespace(model_type="opt")
+    with pytest.raises(ValueError, match="opt"):
+        ffn_modules(opt_like)
+    with pytest.raises(ValueError, match="None"):
+        model_family(nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_linear_block_scores_one_nonlinear_block_less(family):
+    model = _model(family, init=0.3)
+    lin = nn.Linear(D, D)
+    with swap_ffns(model, {0: lin}):
+        res = probe_model(model, _batches(6), holdout_every=3, rank=0)
+        with capture_ffn_io(model, layers=[0]) as cap:
+            _run(model, _batches(1, seed=9)[0])
+            x, y = cap.pop()[0]
+    assert [r["layer"] for r in res] == [0, 1]
+    assert res[0]["r2_lin"] == pytest.approx(1.0, abs=1e-6)
+    assert res[1]["r2_lin"] < 0.95  # GELU / SwiGLU with O(1) pre-activations
+    r0 = res[0]
+    assert (r0["d_in"], r0["d_out"], r0["n_train_rows"], r0["n_heldout_rows"]) == (D, D, 512, 256)
+    # LN-fed blocks: [X, 1] is singular, so the exact fit is ridge.py's min-norm eigh path.
+    assert r0["W"].shape == (D + 1, D) and r0["lam"] == 0.0
+    assert r0["solver"] == ("cholesky" if family == "llama" else "eigh")
+    # LayerNorm rows make [X, 1] collinear, so W is identifiable only as a function on the data.
+    torch.testing.assert_close(linear_replacement(r0["W"])(x), y, atol=1e-4, rtol=0)
+    assert r0["r2_feature_median"] == pytest.approx(1.0, abs=1e-6)
+    assert 1.0 <= r0["effective_rank"] <= D
+
+
+def test_min_norm_fit_has_no_component_along_layernorm_null_direction():
+    # ln_2 has gamma = 1, beta = 0 at init, so every FFN input row sums to 0: the augmented
+    # null vector is (1, ..., 1, 0). A tiny ridge would leave noise / lam in W along it.
+    model = _model("pillm", init=0.3)
+    (r,) = probe_model(model, _batches(6), holdout_every=3, rank=0, layers=[0])
+    w = r["W"]
+    assert w[:-1].sum(0).abs().max() < 1e-5 * w.abs().max()  # float32 rows: ~1e-7
+    assert 0.5 < r["r2_lin"] < 1
+
+
+def test_stats_size_independent_of_rows():
+    model = _model("pillm", init=0.3)
+    shapes, r2 = [], []
+    for n in (2, 6):
+        stats = accumulate_ffn_stats(model, _batches(n), holdout_every=2)
+        tr, va = stats[1]
+        shapes.append([(t.hth.shape, t.hty.shape, t.yty.shape) for t in (tr, va)])
+        assert tr.n == va.n == n // 2 * 128
+        r2.append(probe_model(model, _batches(n), holdout_every=2, rank=0)[1]["r2_lin"])
+    assert shapes[0] == shapes[1] == [((D + 1, D + 1), (D + 1, D), (D,))] * 2
+    assert 0.5 < r2[0] < 1 and 0.5 < r2[1] < 1 and abs(r2[0] - r2[1]) < 0.1
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_swap_restores_even_on_exception(family):
+    model = _model(family)
+    before = [(n, id(m)) for n, m in model.named_modules()]
+    with pytest.raises(KeyError), swap_ffns(model, {0: nn.Linear(D, D), 1: nn.Identity()}):
+        assert [n for n, _ in ffn_modules(model)] != [n for n, _ in before]
+        raise KeyError("inside")
+    assert [(n, id(m)) for n, m in model.named_modules()] == before
+    with pytest.raises(IndexError), swap_ffns(model, {5: nn.Identity()}):
+        pass
+    assert [(n, id(m)) for n, m in model.named_modules()] == before
+
+
+def test_linear_and_low_rank_replacements():
+    g = torch.Generator().manual_seed(1)
+    W = torch.randn(D + 1, 48, generator=g, dtype=torch.float64)
+    x = torch.randn(5, D, generator=g, dtype=torch.float64)
+    lin = linear_replacement(W, dtype=torch.float64)
+    torch.testing.assert_close(lin(x), x @ W[:-1] + W[-1])
+
+    k = default_low_rank(D, 48)
+    assert k == D * 48 // (8 * (D + 48)) == 2
+    low = low_rank_replacement(W)
+    assert low.down.out_features == k and low.num_params() == k * (D + 48) + 48
+    assert sum(p.numel() for p in low.parameters()) == low.num_params()
+    u, s, vh = torch.linalg.svd(W[:-1])
+    expect = x @ (u[:, :k] * s[:k] @ vh[:k]) + W[-1]
+    torch.testing.assert_close(low(x.float()).double(), expect, atol=1e-4, rtol=1e-4)
+    full = low_rank_replacement(W, rank=D, dtype=torch.float64)
+    torch.testing.assert_close(full(x), lin(x))
+    with pytest.raises(ValueError):
+        low_rank_replacement(W, rank=D + 1)
+
+
+class _Bilinear(nn.Module):
+    """y = (u1·(x-μ)) (u2·(x-μ)) v + x A: exactly bilinear in a 2-d subspace plus linear."""
+
+    def __init__(self, mu, u, g):
+        super().__init__()
+        self.mu, self.u = mu, u
+        self.v = torch.randn(D, generator=g, dtype=torch.float64)
+        self.a = 0.1 * torch.randn(D, D, generator=g, dtype=torch.float64)
+
+    def forward(self, x):
+        z = (x.double() - self.mu) @ self.u
+        return ((z[..., :1] * z[..., 1:]) * self.v + x.double() @ self.a).to(x.dtype)
+
+
+def test_bilinear_probe_recovers_subspace_product():
+    model = _model("pillm")
+    batches, hold = _batches(8), 4
+    with capture_ffn_io(model, layers=[0]) as cap, torch.no_grad():
+        for b, ids in enumerate(batches):
+            if (b + 1) % hold:
+                model(ids)
+        x = cap.pop()[0][0].double()
+    mu = x.mean(0)
+    _, vec = torch.linalg.eigh(torch.cov(x.T))
+    # The top-2 principal directions of the train rows lie in the probe's top-16 subspace.
+    bil = _Bilinear(mu, vec[:, -2:], torch.Generator().manual_seed(2))
+    with swap_ffns(model, {0: bil}):
+        res = probe_model(model, batches, holdout_every=hold, rank=16, layers=[0])
+    (r,) = res
+    assert r["bilinear_rank"] == 16 and r["bilinear_features"] == D + 1 + 136
+    assert r["r2_lin"] < 0.9 and r["bilinear_solver"] == "eigh"  # LN-fed: singular Gram
+    assert r["r2_bilinear"] == pytest.approx(1.0, abs=1e-6)
+    assert r["bilinear_gain"] == pytest.approx(r["r2_bilinear"] - r["r2_lin"])
+    with pytest.raises(TypeError):
+        probe_model(model, iter(batches), rank=16)
