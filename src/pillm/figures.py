@@ -68,25 +68,40 @@ def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
 
 
 def feature_width(summary_path: str, pdf: str, png: str) -> None:
-    """Test perplexity of FFNs refitted with random features of each width, against the baseline."""
-    from .lm_report import FEATURE_VARIANTS
+    """Test perplexity of the baseline with its FFNs refitted by random features of each width."""
+    from .lm_report import WIDTH_SWEEP
 
     s = pl.read_parquet(summary_path).filter(pl.col("metric") == "test_ppl")
-    base = s.filter(pl.col("variant") == "baseline")["mean"]
-    df = s.filter(pl.col("variant").is_in(FEATURE_VARIANTS)).to_pandas()
+    ppl = {r["variant"]: r for r in s.iter_rows(named=True)}
+    sweep = [(w, ppl[v]) for v, w in WIDTH_SWEEP.items() if v in ppl]
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(4.5, 3.0))
-    sns.barplot(
-        data=df,
-        x="variant",
-        y="mean",
-        order=[v for v in FEATURE_VARIANTS if v in set(df["variant"])],
-        color="C0",
-        ax=ax,
+    if sweep:
+        ax.errorbar(
+            [w for w, _ in sweep],
+            [r["mean"] for _, r in sweep],
+            yerr=[r["std"] or 0.0 for _, r in sweep],
+            marker="o",
+            capsize=3,
+            label="single projection",
+        )
+    if "refit" in ppl:
+        ax.errorbar(
+            [8],
+            [ppl["refit"]["mean"]],
+            yerr=[ppl["refit"]["std"] or 0.0],
+            marker="s",
+            ls="none",
+            capsize=3,
+            label="Bi-PIL (2 x 4d)",
+        )
+    if "baseline" in ppl:
+        ax.axhline(
+            ppl["baseline"]["mean"], color="k", ls="--", lw=1, label="baseline (trained FFN)"
+        )
+    ax.set(
+        xscale="log", xlabel="random features per FFN (multiples of d)", ylabel="test perplexity"
     )
-    if len(base):
-        ax.axhline(base[0], color="k", ls="--", lw=1, label="baseline (trained FFN)")
-        ax.legend(fontsize=7)
-    lo = min(df["mean"].min(), base[0] if len(base) else df["mean"].min())
-    ax.set(ylim=(0.95 * lo, None), xlabel="random features (refit)", ylabel="test perplexity")
+    ax.set_xticks([1, 2, 4, 8, 16], labels=["1", "2", "4", "8", "16"])
+    ax.legend(fontsize=7)
     save(fig, pdf, png)

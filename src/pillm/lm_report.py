@@ -8,6 +8,7 @@ the paired t-test says whether a difference is distinguishable from seed noise.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import polars as pl
@@ -19,6 +20,13 @@ from .variants import VARIANTS
 TARGET_VARIANTS = ["attn_then_pil", "attn_then_tp", "attn_then_distill", "attn_then_fgrad"]
 STRATEGY_VARIANTS = ["pil_then_attn", "attn_then_pil", "attn_then_tp", "pil_pure"]
 FEATURE_VARIANTS = ["refit_single", "refit", "refit_single8d"]
+WIDTH_SWEEP = {  # single-projection refits: variant -> feature width in units of d
+    "refit_single1d": 1,
+    "refit_single2d": 2,
+    "refit_single": 4,
+    "refit_single8d": 8,
+    "refit_single16d": 16,
+}
 FEATURE_WIDTH = {
     "refit_single": "$4d$ (1 proj.)",
     "refit": "$2{\\times}4d$ (Bi-PIL)",
@@ -203,10 +211,13 @@ def _s(x: float | None) -> float | None:
     return None if x is None else 100 * x
 
 
+NUMBER_WORDS = {"1": "One", "2": "Two", "4": "Four", "8": "Eight", "16": "Sixteen"}
+
+
 def macro_name(variant: str) -> str:
-    """refit_single8d -> RefitSingleEightd: LaTeX macro names take letters only."""
-    digits = {"4": "Four", "8": "Eight"}
-    return "".join(digits.get(c, c) for c in variant.title().replace("_", ""))
+    """refit_single16d -> RefitSingleSixteenD: LaTeX macro names take letters only."""
+    name = variant.title().replace("_", "")
+    return re.sub(r"\d+", lambda m: NUMBER_WORDS[m.group()], name)
 
 
 def lm_numbers(rep: LMReport) -> dict[str, str]:

@@ -36,6 +36,10 @@ FEATURES: dict[
     "single": (1, 4),
     "bi": (2, 4),
     "single8d": (1, 8),
+    # width sweep (single projection): 1d, 2d and 16d next to single (4d) and single8d
+    "single1d": (1, 1),
+    "single2d": (1, 2),
+    "single16d": (1, 16),
 }
 
 

@@ -59,6 +59,14 @@ VARIANTS: dict[str, Variant] = {
         features="single8d",
     ),
 }
+for _mult in (1, 2, 16):  # the feature-width sweep of the refit (single projection)
+    VARIANTS[f"refit_single{_mult}d"] = Variant(
+        f"Refit (single, ${_mult}d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features=f"single{_mult}d",
+    )
 
 
 def dependencies(name: str) -> list[str]:
