@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
-from .tables import fmt_num, fmt_pm
+from .tables import fmt_num, fmt_pm, metric_table
 from .variants import VARIANTS
 
 TARGET_VARIANTS = ["attn_then_pil", "attn_then_tp", "attn_then_distill", "attn_then_fgrad"]
@@ -70,9 +70,7 @@ class LMReport:
     ):
         self.variants = variants
         self.unigram = unigram_loss
-        self.m: dict[str, dict[str, dict[str, Any]]] = {}
-        for row in summary.iter_rows(named=True):
-            self.m.setdefault(row["variant"], {})[row["metric"]] = row
+        self.m: dict[str, dict[str, dict[str, Any]]] = metric_table(summary)
         self.loss = per_seed(runs, "test_loss")
         self.ppl = per_seed(runs, "test_ppl")
 
