@@ -13,9 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .records import atomic_path, read_records
+from .records import IDENTITY, atomic_path, read_records
 
-IDENTITY = ("experiment", "variant", "seed", "corpus", "tokenizer", "data_policy")
 GROUP = ["experiment", "variant", "corpus", "tokenizer", "data_policy", "metric"]
 
 

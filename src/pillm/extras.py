@@ -10,10 +10,8 @@ from tokenizers import Tokenizer
 
 from .checkpoint import load_checkpoint
 from .lambada import generate_samples, lambada_accuracy, load_lambada
-from .records import tidy_records, write_json
+from .records import IDENTITY, tidy_records, write_json
 from .train import resolve_device
-
-IDENTITY = ("experiment", "variant", "seed", "corpus", "tokenizer", "data_policy")
 
 
 def run_extras(run_dir: str, tokens_dir: str, params: dict[str, Any], device: str) -> None:

@@ -95,6 +95,10 @@ def provenance(device: str) -> dict[str, str]:
     }
 
 
+# The columns that identify a run in every tidy row (the rest is metric, value and provenance).
+IDENTITY = ("experiment", "variant", "seed", "corpus", "tokenizer", "data_policy")
+
+
 def tidy_records(
     identity: Mapping[str, Any], metrics: Mapping[str, float], context: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
