@@ -14,6 +14,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/lm.smk"
+include: "workflow/rules/probe.smk"
 include: "workflow/rules/paper.smk"
 
 

@@ -15,11 +15,15 @@ export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"
 timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"
-printf 'data:\n  local_dir: .gpu/data\n' >/tmp/gpu_data.yaml
+# Probe only the pipeline's own models here: MiniLM and SmolLM2 (>64 MiB) stay on the CPU side.
+printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake --omit-from aggregate --cores 16 \
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake --omit-from aggregate probe_aggregate --cores 16 \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 tail -4 "$OUT/snakemake.log"
+timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
+  --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
+  --out "$OUT/bench_probe.json" 2>&1 | tee "$OUT/bench_probe.txt"
 tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='*.npy' --exclude='results/paper/data' results/paper

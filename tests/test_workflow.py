@@ -84,6 +84,39 @@ def test_up_to_date_tree_has_nothing_to_do(workdir):
     assert planned_rules(workdir, *SMOKE) == set()
 
 
+def test_probe_every_model_and_corpus_into_the_paper(workdir):
+    import polars as pl
+
+    probe = pl.read_parquet(workdir / "results/smoke/summary/probe.parquet")
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["probe"]
+    jobs = set(probe.select("model", "corpus").unique().iter_rows())
+    assert jobs == {(m, c) for m in ["pillm-s0", "minilm", "smollm2"] for c in cfg["corpora"]}
+    assert probe.group_by("model").agg(pl.col("layer").n_unique())["layer"].sort().to_list() == [
+        2, 6, 30,
+    ]  # fmt: skip
+    swapped = probe.filter(pl.col("delta_linear").is_not_null())["corpus"].unique().to_list()
+    assert swapped == cfg["swap_corpora"]
+    smol = probe.filter(pl.col("model") == "smollm2", pl.col("corpus") == "wikitext2")
+    lo = smol["r2_lin"].min()
+    numbers = (workdir / "paper/generated/probe_numbers.tex").read_text()
+    assert f"\\newcommand{{\\ProbeSmolLMRlinMin}}{{{lo:.3f}}}" in numbers
+    for name in ["r2_depth", "bilinear", "feature_median", "corpora", "gradient"]:
+        assert (workdir / f"paper/generated/figures/probe_{name}.pdf").stat().st_size > 1000
+
+
+def test_probe_code_edit_reruns_probes_not_training(workdir):
+    study = workdir / "src/pillm/probe_study.py"
+    text, st = study.read_text(), study.stat()
+    study.write_text(text + "\n# edited\n")
+    try:
+        rules = planned_rules(workdir, *SMOKE)
+    finally:  # restore content and mtime: later tests expect an up-to-date tree
+        study.write_text(text)
+        os.utime(study, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert {"probe", "probe_aggregate", "probe_tables", "pdf"} <= rules
+    assert not rules & {"run_lm", "lm_extras", "aggregate", "tables"}
+
+
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     from pillm.paper import compile_unpacked
 
@@ -113,10 +146,17 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "figure_curves",
         "figure_lambda",
         "figure_width",
+        "probe",  # the baseline changed, so its probe jobs (and only theirs) rerun
+        "probe_aggregate",
+        "probe_tables",
+        "probe_figures",
         "pdf",
         "arxiv",
         "all",
     }
+    out = snakemake(workdir, "-n", "--configfile", "config/changed.yaml").stdout
+    probe_jobs = re.findall(r"output: (results/smoke/probe/[^/]+)/", out)
+    assert probe_jobs and {p.rsplit("/", 1)[1] for p in probe_jobs} == {"pillm-s0"}
 
 
 def test_template_change_reruns_only_tables_and_paper(workdir):

@@ -45,6 +45,34 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--params", type=_json, required=True, help="{data, lambada, samples} (JSON)")
     c.add_argument("--device", default="auto")
 
+    c = sub.add_parser("probe", help="R²_lin probe of one model's FFN blocks on one corpus")
+    c.add_argument("--model", required=True, help="pillm-s<seed>, minilm, smollm2 or a hub name")
+    c.add_argument("--corpus", required=True)
+    c.add_argument("--corpus-dir", required=True, help="prepare_corpus output (test/valid text)")
+    c.add_argument("--params", type=_json, required=True, help="the config's probe section")
+    c.add_argument("--checkpoint", help="pillm models: the baseline's model.pt")
+    c.add_argument("--tokenizer", help="pillm models: the tokenizer.json it was trained with")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("probe-aggregate", help="stack every probe job into summary parquet")
+    c.add_argument("--blocks", nargs="+", required=True)
+    c.add_argument("--gradients", nargs="+", required=True)
+    c.add_argument("--metrics", nargs="+", required=True)
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("probe-tables", help="probe tables and probe_numbers.tex")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--params", type=_json, required=True)
+    c.add_argument("--templates", required=True)
+    c.add_argument("--tables-dir", required=True)
+    c.add_argument("--numbers", required=True)
+
+    c = sub.add_parser("probe-figures", help="probe figures (pdf + png)")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--out-dir", required=True)
+
     c = sub.add_parser("aggregate", help="collect run records into summary parquet files")
     c.add_argument("--metrics", nargs="+", required=True)
     c.add_argument("--curves", nargs="+", required=True)
@@ -114,6 +142,37 @@ def main(argv: list[str] | None = None) -> int:
         from .extras import run_extras
 
         run_extras(args.run_dir, args.tokens_dir, args.params, args.device)
+    elif args.command == "probe":
+        import torch
+
+        from .probe_study import probe_job
+
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
+        probe_job(
+            args.model,
+            args.corpus,
+            args.corpus_dir,
+            args.params,
+            args.device,
+            args.out_dir,
+            args.checkpoint,
+            args.tokenizer,
+        )
+    elif args.command == "probe-aggregate":
+        from .aggregate import aggregate_probe
+
+        aggregate_probe(args.blocks, args.gradients, args.metrics, args.out_dir)
+    elif args.command == "probe-tables":
+        from .probe_report import render_probe_tables
+
+        render_probe_tables(
+            args.summary_dir, args.params, args.templates, args.tables_dir, args.numbers
+        )
+    elif args.command == "probe-figures":
+        from .probe_figures import probe_figures
+
+        probe_figures(args.summary_dir, args.out_dir)
     elif args.command == "aggregate":
         from .aggregate import aggregate
 

@@ -71,3 +71,23 @@ def aggregate(
     write_parquet(stack_parquet(solve_paths), out / "solves.parquet")
     write_parquet(pl.DataFrame(read_records(sample_paths)), out / "samples.parquet")
     write_parquet(summarise(runs, variants, seeds), out / "lm.parquet")
+
+
+def aggregate_probe(
+    block_paths: list[str], gradient_paths: list[str], metrics_paths: list[str], out_dir: str
+) -> None:
+    """Probe jobs -> ``probe.parquet`` (one row per model x corpus x block), ``probe_gradient``
+    (gradient-trained map curves) and ``probe_jobs`` (one row per job: cost and provenance)."""
+    out = Path(out_dir)
+    blocks = pl.concat([pl.read_parquet(p) for p in block_paths], how="diagonal_relaxed")
+    blocks = blocks.with_columns(pl.col("seed").cast(pl.Int64)).sort("model", "corpus", "layer")
+    write_parquet(blocks, out / "probe.parquet")
+    grads = pl.concat([pl.read_parquet(p) for p in gradient_paths], how="diagonal_relaxed")
+    write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")
+    records = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
+    jobs = records.pivot(
+        on="metric",
+        index=["variant", "corpus", "model_group", "model_label", "device", "device_name"],
+        values="value",
+    ).rename({"variant": "model"})
+    write_parquet(jobs.sort("model", "corpus"), out / "probe_jobs.parquet")

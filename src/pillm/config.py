@@ -42,3 +42,18 @@ def check_variant_dependencies(config: dict[str, Any]) -> None:
             f"lm.variants needs {missing}: listed variants build on them (src/pillm/variants.py). "
             "Add them to lm.variants."
         )
+
+
+def check_probe_models(config: dict[str, Any]) -> None:
+    """probe.models names models the probe rule knows how to load."""
+    from .pretrained import PYPI_MODELS
+
+    probe = config["probe"]
+    known = {"pillm", *PYPI_MODELS, *probe["hub_models"]}
+    if unknown := sorted(set(probe["models"]) - known):
+        raise ConfigError(
+            f"probe.models: unknown {unknown}; known: {sorted(known)} (pillm = this config's "
+            "baseline; hub ids go under probe.hub_models)."
+        )
+    if clash := sorted({"pillm", *PYPI_MODELS} & set(probe["hub_models"])):
+        raise ConfigError(f"probe.hub_models: {clash} are reserved model names; rename them.")

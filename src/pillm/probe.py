@@ -280,7 +280,8 @@ def probe_model(
     default p·eps) cannot drop the LN null direction of half-precision rows. Keys: layer, name,
     r2_lin, r2_feature_median, effective_rank (of W's d_in x d_out linear part), n_train_rows,
     n_heldout_rows, d_in, d_out, lam, ridge (lam / mean diag of HᵀH), solver, kappa, W ((d_in +
-    1, d_out) float64 CPU, last row = bias) and, None when rank = 0, r2_bilinear, bilinear_gain,
+    1, d_out) float64 CPU, last row = bias), heldout (the held-out ``GramStats`` of [X, 1] -> Y, to
+    score any other linear map on the same rows) and, None when rank = 0, r2_bilinear, bilinear_gain,
     bilinear_rank (capped at the numerically nonzero principal directions), bilinear_features,
     bilinear_solver.
     """
@@ -300,7 +301,7 @@ def probe_model(
                 effective_rank=effective_rank(sol.weight[:d_in]),
                 n_train_rows=tr.n, n_heldout_rows=va.n, d_in=d_in, d_out=d_out,
                 lam=sol.lam, ridge=ridge, solver=sol.solver, kappa=sol.kappa,
-                W=sol.weight.cpu(), r2_bilinear=None, bilinear_gain=None, bilinear_rank=None,
+                W=sol.weight.cpu(), heldout=va, r2_bilinear=None, bilinear_gain=None, bilinear_rank=None,
                 bilinear_features=None, bilinear_solver=None,
             )
         )  # fmt: skip

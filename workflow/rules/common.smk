@@ -3,11 +3,12 @@ import glob
 import json
 import os
 
-from pillm.config import check_variant_dependencies, validate_config
+from pillm.config import check_probe_models, check_variant_dependencies, validate_config
 from pillm.variants import VARIANTS, dependencies
 
 validate_config(config, "config/schema.yaml")
 check_variant_dependencies(config)
+check_probe_models(config)
 
 CORPUS = config["data"]["corpus"]
 RESULTS = f"results/{config['name']}"  # one tree per config: smoke and paper runs never clobber
@@ -25,6 +26,8 @@ SEEDS = config["lm"]["seeds"]
 wildcard_constraints:
     variant="|".join(VARIANTS),
     seed=r"\d+",
+    corpus="wikitext2|ptb|tinyshakespeare",
+    model=r"[A-Za-z0-9_-]+",
 
 
 def src(*modules):
@@ -46,10 +49,43 @@ def lm_runs(name):
     )
 
 
+PROBE = config["probe"]
+
+
+def probe_model_names():
+    """probe.models with pillm expanded to this config's baseline of every seed."""
+    names = []
+    for m in PROBE["models"]:
+        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
+    return names
+
+
+def probe_jobs(name):
+    return expand(
+        res("probe/{model}/{corpus}/{name}"),
+        model=probe_model_names(),
+        corpus=PROBE["corpora"],
+        name=name,
+    )
+
+
+def probe_inputs(wildcards):
+    """The pipeline's own models need their checkpoint and the tokenizer they were trained with."""
+    if not wildcards.model.startswith("pillm-s"):
+        return {}
+    run = res(f"lm/baseline/seed{wildcards.model.removeprefix('pillm-s')}")
+    return {
+        "checkpoint": f"{run}/model.pt",
+        "run_metrics": f"{run}/metrics.json",
+        "tokenizer": res(f"tokens/{CORPUS}/tokenizer.json"),
+    }
+
+
 def all_targets():
     return [
         "paper/generated/numbers.tex",
         "paper/generated/tables/lm_main.tex",
+        "paper/generated/probe_numbers.tex",
         "paper/generated/figures/training_curves.pdf",
         "paper/main.pdf",
         res("paper/arxiv.tar.gz"),

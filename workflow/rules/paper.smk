@@ -145,6 +145,8 @@ rule pdf:
             rules.figure_curves.output.pdf,
             rules.figure_lambda.output.pdf,
             rules.figure_width.output.pdf,
+            rules.probe_tables.output,
+            rules.probe_figures.output.pdf,
         ],
         sources=[
             "paper/main.tex",

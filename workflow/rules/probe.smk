@@ -1,0 +1,132 @@
+# R2_lin probing: how linear is each FFN block? One job per (model, corpus); GPU when visible.
+
+
+rule probe:
+    input:
+        unpack(probe_inputs),
+        corpus=multiext(res("data/{corpus}/"), "test.txt", "valid.txt", "meta.json"),
+        code=src(
+            "probe",
+            "probe_study",
+            "pretrained",
+            "ridge",
+            "model",
+            "checkpoint",
+            "tokenizer",
+            "pil",
+            "train",
+        ),
+    output:
+        blocks=res("probe/{model}/{corpus}/blocks.parquet"),
+        gradient=res("probe/{model}/{corpus}/gradient.parquet"),
+        metrics=res("probe/{model}/{corpus}/metrics.json"),
+    log:
+        res("logs/probe/{model}/{corpus}.log"),
+    benchmark:
+        res("benchmarks/probe/{model}/{corpus}.tsv")
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,
+    params:
+        # Not probe.models: which models run is the DAG's business, not any one job's.
+        cfg=as_json({k: v for k, v in PROBE.items() if k != "models"}),
+        own=lambda w, input: (
+            f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
+            if "checkpoint" in input.keys()
+            else ""
+        ),
+        corpus_dir=lambda w, input: parent(input.corpus[0]),
+        out_dir=subpath(output.blocks, parent=True),
+        device=config["device"],
+    shell:
+        "python -m pillm probe --model {wildcards.model} --corpus {wildcards.corpus}"
+        " --corpus-dir {params.corpus_dir} --params {params.cfg:q} {params.own}"
+        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule probe_aggregate:
+    input:
+        blocks=probe_jobs("blocks.parquet"),
+        gradients=probe_jobs("gradient.parquet"),
+        metrics=probe_jobs("metrics.json"),
+        code=src("aggregate"),
+    output:
+        probe=res("summary/probe.parquet"),
+        gradient=res("summary/probe_gradient.parquet"),
+        jobs=res("summary/probe_jobs.parquet"),
+    log:
+        res("logs/probe_aggregate.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        out_dir=subpath(output.probe, parent=True),
+    shell:
+        "python -m pillm probe-aggregate --blocks {input.blocks} --gradients {input.gradients}"
+        " --metrics {input.metrics} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule probe_tables:
+    input:
+        summary=rules.probe_aggregate.output,
+        templates=glob.glob("paper/templates/probe_*.j2"),
+        code=src("probe_report", "tables"),
+    output:
+        tables=expand(
+            "paper/generated/tables/probe_{name}.tex",
+            name=["summary", "corpora", "gradient", "blocks", "cost"],
+        ),
+        numbers="paper/generated/probe_numbers.tex",
+    log:
+        res("logs/probe_tables.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json(
+            {
+                "name": config["name"],
+                "corpora": PROBE["corpora"],
+                "swap_corpora": PROBE["swap_corpora"],
+                "main_corpus": (PROBE["swap_corpora"] or PROBE["corpora"])[0],
+                "bilinear_rank": PROBE["bilinear_rank"],
+                "low_rank_factor": PROBE["low_rank_factor"],
+                "holdout_every": PROBE["holdout_every"],
+            }
+        ),
+        summary_dir=lambda w, input: parent(input.summary[0]),
+        template_dir=lambda w, input: parent(input.templates[0]),
+        tables_dir=lambda w, output: parent(output.tables[0]),
+    shell:
+        "python -m pillm probe-tables --summary-dir {params.summary_dir}"
+        " --params {params.cfg:q} --templates {params.template_dir}"
+        " --tables-dir {params.tables_dir} --numbers {output.numbers} > {log} 2>&1"
+
+
+rule probe_figures:
+    input:
+        summary=rules.probe_aggregate.output,
+        code=src("probe_figures", "probe_report", "figures", "tables"),
+    output:
+        pdf=expand(
+            "paper/generated/figures/probe_{name}.pdf",
+            name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
+        ),
+        png=report(
+            expand(
+                "paper/generated/figures/probe_{name}.png",
+                name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
+            ),
+            caption="../report/probe_figures.rst",
+            category="Figures",
+        ),
+    log:
+        res("logs/probe_figures.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        summary_dir=lambda w, input: parent(input.summary[0]),
+        out_dir=lambda w, output: parent(output.pdf[0]),
+    shell:
+        "python -m pillm probe-figures --summary-dir {params.summary_dir}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
