@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU part of the paper config on a GPU host without network access.
 # Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and .gpu/data/ (the
-# mirror files the GPU rules read). Writes results (no checkpoints or token arrays) to $OUT.
+# mirror files the GPU rules read). Writes results (no checkpoints) to $OUT.
+# Env: SKIP_PIL_BENCH=1 skips the PIL benchmark; TARGETS='file ...' builds only those targets.
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -20,7 +21,7 @@ fi
 # Probe only the pipeline's own models here: MiniLM and SmolLM2 (>64 MiB) stay on the CPU side.
 printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake --omit-from aggregate probe_aggregate --cores 16 \
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate --cores 16 \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
@@ -28,4 +29,4 @@ tail -4 "$OUT/snakemake.log"
 timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
   --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
   --out "$OUT/bench_probe.json" 2>&1 | tee "$OUT/bench_probe.txt"
-tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='*.npy' --exclude='results/paper/data' results/paper
+tar czf "$OUT/results.tgz" --exclude='*.pt' results/paper

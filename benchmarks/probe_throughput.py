@@ -2,10 +2,11 @@
 
 For one model, at 1x and 4x the rows: the time to stream every FFN block's (input, output) rows
 into float64 Gram statistics and solve each block's least-squares map (``probe.probe_model``,
-linear probe only), a plain forward pass over the same windows measured in the same process (the
-reference: capture + fit cost / forward cost), and peak memory during capture + fit (GPU: peak
-allocated; CPU: peak RSS growth over the pre-capture RSS, sampled every 5 ms). Memory must not
-grow with the rows: only Gram matrices are kept, never the rows.
+linear probe only), a plain forward pass of the trunk (no LM head, as the probe runs it) over the
+same windows measured in the same process (the reference: capture + fit cost / forward cost),
+and peak memory during capture + fit (GPU: peak allocated; CPU: peak RSS growth over the
+pre-capture RSS, sampled every 5 ms). Memory must not grow with the rows: only Gram matrices are
+kept, never the rows. One warm-up probe on five batches runs before the timed ones.
 
     python benchmarks/probe_throughput.py --model smollm2 --rows 4096            # CPU
     python benchmarks/probe_throughput.py --model pillm --rows 65536 --device cuda \
@@ -25,6 +26,7 @@ import torch
 import yaml
 
 from pillm.data import load_corpus
+from pillm.model import GPT
 from pillm.pretrained import ProbeModel, load_probe_model
 from pillm.probe import probe_model
 from pillm.probe_study import token_windows
@@ -55,7 +57,7 @@ def own_model(checkpoint: str | None, device: str) -> ProbeModel:
     """The pipeline's baseline at the paper shape: a trained checkpoint, else random init."""
     from tokenizers import Tokenizer
 
-    from pillm.model import GPT, GPTConfig
+    from pillm.model import GPTConfig
     from pillm.tokenizer import encode, gpt2_tokenizer
 
     if checkpoint:
@@ -81,15 +83,18 @@ def measure(pm: ProbeModel, text: str, rows: int, seq_len: int, batch: int, devi
     win = token_windows(pm, text, seq_len, rows // seq_len)
     batches = list(win.split(batch))
     model = pm.model.to(device)
-    with torch.no_grad():  # warm-up and the reference: a plain forward over the same windows
-        for x in batches[:2]:
-            model(x.to(device))
+    # The reference: the same forward the probe runs (the trunk, no LM head), without hooks.
+    trunk = model.hidden if isinstance(model, GPT) else (lambda x: model.base_model(input_ids=x))
+    with torch.no_grad():
+        for x in batches[:2]:  # warm-up
+            trunk(x.to(device))
         sync(device)
         t0 = time.perf_counter()
         for x in batches:
-            model(x.to(device))
+            trunk(x.to(device))
         sync(device)
         forward_s = time.perf_counter() - t0
+    probe_model(model, batches[:5], device, 5, rank=0)  # warm-up: kernels, solver workspaces
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
