@@ -106,3 +106,11 @@ def test_numbers_template_defines_macros():
     env = make_env(REPO / "paper" / "templates")
     tex = env.get_template("numbers.tex.j2").render(macros={"BaselinePPL": "110.0"})
     assert r"\newcommand{\BaselinePPL}{110.0}" in tex
+
+
+def test_fmt_num_signs_and_separators():
+    from pillm.tables import fmt_num
+
+    assert fmt_num(-1234.56, 1) == "$-$1{,}234.6"
+    assert fmt_num(-1e-8, 4) == "0.0000"  # rounds to zero: no minus sign
+    assert fmt_num(None) == fmt_num(float("nan")) == "--"

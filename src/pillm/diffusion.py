@@ -19,7 +19,9 @@ Sampling is DDPM ancestral sampling from x_{T-1} ~ N(0, I):
     x_{t-1} = (x_t - β_t / √(1 - ᾱ_t) · ε̂(x_t, t)) / √α_t + σ_t z,   σ_t² = β_t or β̃_t
 
 (the seed document's sampler divides by √ᾱ_t instead of √α_t; that is not DDPM and is not
-reproduced). The gradient baseline is the same network (shared weights, same init) trained by
+reproduced). ``clip_x0`` offers Ho et al.'s clipped-x̂ variant of the same step. Without
+``direct_link`` the random features approximate the near-identity ε̂ ≈ x_t of large t poorly
+and unclipped MNIST chains diverge; see FeatureConfig. The gradient baseline is the same network (shared weights, same init) trained by
 AdamW on the ε-MSE.
 """
 
@@ -50,6 +52,7 @@ from .flow import (
     sync_device,
     train_regression,
 )
+from .train import peak_memory_mb
 
 VARIANCES = ("beta", "posterior")
 
@@ -150,7 +153,7 @@ def diffusion_pairs(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Pairs [start, stop): pair i noises image i mod n at t uniform in [lo, hi). (x_t, t, ε)."""
     n, dim = data.shape
-    x = data[torch.arange(start, stop) % n].to(device=device, dtype=torch.float32)
+    x = data[torch.arange(start, stop, device=data.device) % n].to(device, torch.float32)
     eps, u = noise_rows(seed, stream, start, stop, dim, device)
     lo, hi = t_range
     t = (lo + (u * (hi - lo)).long()).clamp_max(hi - 1)
@@ -196,7 +199,7 @@ def fit_pil_diffusion(
     model = EpsModel(net, cfg.timesteps, cfg.n_buckets).to(device)
     edges = bucket_edges(cfg.timesteps, cfg.n_buckets)
     k = cfg.pairs_per_image
-    shape = (cfg.features.n_features, dim)
+    shape = (net.n_features, dim)
     fits = []
     for b in range(cfg.n_buckets):
         t_range = (edges[b], edges[b + 1])
@@ -217,6 +220,7 @@ def fit_pil_diffusion(
         gram_seconds = time.perf_counter() - t0
         w, fit = solve_output(net, train, val, cfg.lambdas, cfg.kappa_max)
         fit.gram_seconds = gram_seconds
+        fit.peak_memory_mb = peak_memory_mb(str(device))
         fits.append(fit)
         if model.w_buckets is None:
             net.w_out.copy_(w)
@@ -254,10 +258,15 @@ def sample_ddpm(
     device: str | torch.device = "cpu",
     variance: str = "beta",
     batch_size: int = 2048,
+    clip_x0: float | None = None,
 ) -> Tensor:
     """DDPM ancestral sampling of n rows; σ_t² = β_t ("beta") or β̃_t ("posterior").
 
     β̃_t = β_t (1 - ᾱ_{t-1}) / (1 - ᾱ_t). No noise is added at the last step (t = 0).
+    Row i depends only on (seed, i). ``clip_x0 = c`` (Ho et al.'s released sampler uses c = 1 for images in [-1, 1]): predict
+    x̂ = (x_t - √(1 - ᾱ_t) ε̂) / √ᾱ_t, clip it to [-c, c], and step to the posterior mean
+    √ᾱ_{t-1} β_t / (1 - ᾱ_t) x̂ + √α_t (1 - ᾱ_{t-1}) / (1 - ᾱ_t) x_t — without clipping this
+    is the same step as the ε form above.
     """
     if variance not in VARIANCES:
         raise ValueError(f"variance {variance!r} unknown; choose from {VARIANCES}")
@@ -269,15 +278,23 @@ def sample_ddpm(
     eps_coef = (betas / (1 - ab).sqrt()).tolist()
     inv_sqrt_alpha = alphas.rsqrt().tolist()
     sigma = var.sqrt().tolist()
+    x0_from_x, x0_from_eps = ab.rsqrt().tolist(), ((1 - ab) / ab).sqrt().tolist()
+    mean_x0 = (ab_prev.sqrt() * betas / (1 - ab)).tolist()
+    mean_xt = (alphas.sqrt() * (1 - ab_prev) / (1 - ab)).tolist()
     out = []
-    for chunk, (a, b) in enumerate(chunk_ranges(n, batch_size)):
+    for a, b in chunk_ranges(n, batch_size):
         x, _ = noise_rows(seed, 4, a, b, dim, device)
-        g = torch.Generator(device=device).manual_seed(block_seed(seed, 5, chunk))
         for t in range(sched.T - 1, -1, -1):
             eps = model(x, torch.full((b - a,), t, device=device, dtype=torch.long))
-            x = (x - eps_coef[t] * eps) * inv_sqrt_alpha[t]
+            if clip_x0 is None:
+                x = (x - eps_coef[t] * eps) * inv_sqrt_alpha[t]
+            else:
+                x0 = (x0_from_x[t] * x - x0_from_eps[t] * eps).clamp(-clip_x0, clip_x0)
+                x = mean_x0[t] * x0 + mean_xt[t] * x
             if t > 0:
-                x = x + sigma[t] * torch.randn(x.shape, generator=g, device=device)
+                # z of row i at step t comes from its own stream: samples do not depend on
+                # n or batch_size, only on (seed, row).
+                x = x + sigma[t] * noise_rows(seed, -1 - t, a, b, dim, device)[0]
         out.append(x)
     return torch.cat(out)
 

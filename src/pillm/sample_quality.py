@@ -28,9 +28,9 @@ from tqdm import tqdm
 
 
 class FeatureCNN(nn.Module):
-    """conv3x3(32)-ReLU-pool, conv3x3(64)-ReLU-pool, pool to 4x4, FC(feat_dim)-ReLU, FC(classes).
-
-    Input: flat rows (n, C·H·W) in [-1, 1] as images.py returns them.
+    """conv3x3(32)-BN-ReLU-pool, conv3x3(64)-BN-ReLU-pool, avg-pool to 4x4, FC(feat_dim)-ReLU
+    (the feature layer), FC(classes). Input: flat rows (n, C·H·W) in [-1, 1] as images.py
+    returns them. Call ``.eval()`` before extracting features (BatchNorm running statistics).
     """
 
     def __init__(self, shape: tuple[int, int, int], classes: int = 10, feat_dim: int = 128):
@@ -38,8 +38,8 @@ class FeatureCNN(nn.Module):
         self.shape = tuple(shape)
         c = shape[0]
         self.body = nn.Sequential(
-            nn.Conv2d(c, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
             nn.AdaptiveAvgPool2d(4), nn.Flatten(),
             nn.Linear(64 * 16, feat_dim), nn.ReLU(),
         )  # fmt: skip
@@ -240,7 +240,16 @@ def sample_quality(
     kid_subset_size: int = 1000,
     seed: int = 0,
 ) -> dict[str, float]:
-    """All metrics of real vs generated features as flat records (names say what they are)."""
+    """All metrics of real vs generated features as flat records (names say what they are).
+
+    Both sets are first divided by one scalar, the real features' RMS (``feature_rms``), so the
+    numbers do not depend on the classifier's arbitrary feature scale: the cubic kernel of KID
+    sees xᵀy/d of order 1, as with Inception features. 1-NN is scale-free; FD scales by 1/rms².
+    """
+    rms = float(feats_real.double().pow(2).mean().sqrt())
+    if not rms > 0:
+        raise ValueError("real features are all zero; the feature network is degenerate")
+    feats_real, feats_fake = feats_real.double() / rms, feats_fake.double() / rms
     kid_mean, kid_std = kid(feats_real, feats_fake, kid_subsets, kid_subset_size, seed)
     nn1 = nn1_accuracy(feats_real, feats_fake)
     return {
@@ -252,4 +261,5 @@ def sample_quality(
         "nn1_acc_fake": nn1["acc_b"],
         "n_real": float(feats_real.shape[0]),
         "n_fake": float(feats_fake.shape[0]),
+        "feature_rms": rms,
     }

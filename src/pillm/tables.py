@@ -60,6 +60,8 @@ def fmt_num(x: float | None, digits: int = 1) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "--"
     text = f"{x:,.{digits}f}".replace(",", "{,}")
+    if text.startswith("-") and not text.strip("-0.{,}"):  # rounds to zero: no sign ("-0.00")
+        text = text[1:]
     return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
 
 
