@@ -167,8 +167,13 @@ def test_template_change_reruns_only_tables_and_paper(workdir):
 
 def test_model_source_edit_reruns_training(workdir):
     model = workdir / "src/pillm/model.py"
-    model.write_text(model.read_text() + "\n# edited\n")
-    rules = planned_rules(workdir, *SMOKE)
+    text, st = model.read_text(), model.stat()
+    model.write_text(text + "\n# edited\n")
+    try:
+        rules = planned_rules(workdir, *SMOKE)
+    finally:  # restore content and mtime: the last test should rebuild tables, not retrain
+        model.write_text(text)
+        os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert "run_lm" in rules
     assert not rules & {"prepare_corpus", "tokenize"}
 
