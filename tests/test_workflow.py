@@ -4,6 +4,7 @@ One pipeline run in a copy of the repository (beside a ``shared/data`` link, as 
 clone), then dry runs that check which rules a change reruns.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -35,6 +36,19 @@ def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.Com
             f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
     return proc
+
+
+@contextlib.contextmanager
+def edited(path: Path):
+    """Append a comment to a source file; restore content and mtime on exit, so later tests
+    still see an up-to-date tree."""
+    text, st = path.read_text(), path.stat()
+    path.write_text(text + "\n# edited\n")
+    try:
+        yield
+    finally:
+        path.write_text(text)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def planned_rules(workdir: Path, *args: str) -> set[str]:
@@ -105,14 +119,8 @@ def test_probe_every_model_and_corpus_into_the_paper(workdir):
 
 
 def test_probe_code_edit_reruns_probes_not_training(workdir):
-    study = workdir / "src/pillm/probe_study.py"
-    text, st = study.read_text(), study.stat()
-    study.write_text(text + "\n# edited\n")
-    try:
+    with edited(workdir / "src/pillm/probe_study.py"):
         rules = planned_rules(workdir, *SMOKE)
-    finally:  # restore content and mtime: later tests expect an up-to-date tree
-        study.write_text(text)
-        os.utime(study, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert {"probe", "probe_aggregate", "probe_tables", "pdf"} <= rules
     assert not rules & {"run_lm", "lm_extras", "aggregate", "tables"}
 
@@ -166,14 +174,8 @@ def test_template_change_reruns_only_tables_and_paper(workdir):
 
 
 def test_model_source_edit_reruns_training(workdir):
-    model = workdir / "src/pillm/model.py"
-    text, st = model.read_text(), model.stat()
-    model.write_text(text + "\n# edited\n")
-    try:
+    with edited(workdir / "src/pillm/model.py"):
         rules = planned_rules(workdir, *SMOKE)
-    finally:  # restore content and mtime: the last test should rebuild tables, not retrain
-        model.write_text(text)
-        os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert "run_lm" in rules
     assert not rules & {"prepare_corpus", "tokenize"}
 

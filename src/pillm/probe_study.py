@@ -13,7 +13,6 @@ closed form fitted on the same rows (the under-convergence check).
 from __future__ import annotations
 
 import math
-import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from .probe import (
 )
 from .records import IDENTITY, provenance, tidy_records, write_json, write_rows_parquet
 from .ridge import GramStats, r2_score_from_stats
+from .train import peak_memory_mb
 
 
 def token_windows(pm: ProbeModel, text: str, seq_len: int, max_windows: int) -> Tensor:
@@ -160,12 +160,6 @@ def gradient_fit(
     return curve
 
 
-def _peak_memory_mb(device: str) -> float:
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
 def run_probe(
     pm: ProbeModel,
     corpus: str,
@@ -277,7 +271,7 @@ def run_probe(
         "rows_per_s": n_rows / capture_seconds,
         "swap_seconds": swap_seconds,
         "gradient_seconds": grad_seconds,
-        "peak_mem_mb": _peak_memory_mb(device),
+        "peak_mem_mb": peak_memory_mb(device),
         "n_rows": n_rows,
         "n_layers": n_layers,
     }
