@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/probe.smk"
+include: "workflow/rules/lora.smk"
 include: "workflow/rules/paper.smk"
 
 

@@ -73,6 +73,34 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--summary-dir", required=True)
     c.add_argument("--out-dir", required=True)
 
+    c = sub.add_parser("lora", help="PIL-LoRA / ridge / LoRA on SST-2 for one base model")
+    c.add_argument("--model", required=True, help="pillm-s<seed> or minilm")
+    c.add_argument("--method", required=True, help="pil_lora, ridge or lora")
+    c.add_argument("--params", type=_json, required=True, help="{lora: ..., data: ...} (JSON)")
+    c.add_argument("--checkpoint", help="pillm models: the baseline's model.pt")
+    c.add_argument("--tokenizer", help="pillm models: the tokenizer.json it was trained with")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("lora-aggregate", help="stack every lora job into summary parquet")
+    c.add_argument("--metrics", nargs="+", required=True)
+    c.add_argument("--curves", nargs="+", required=True)
+    c.add_argument("--jobs", nargs="+", required=True, help="expected MODEL/METHOD jobs")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("lora-tables", help="SST-2 table and lora_numbers.tex")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--params", type=_json, required=True)
+    c.add_argument("--templates", required=True)
+    c.add_argument("--table", required=True)
+    c.add_argument("--numbers", required=True)
+
+    c = sub.add_parser("lora-figures", help="SST-2 accuracy vs fitting time (pdf + png)")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--pdf", required=True)
+    c.add_argument("--png", required=True)
+
     c = sub.add_parser("aggregate", help="collect run records into summary parquet files")
     c.add_argument("--metrics", nargs="+", required=True)
     c.add_argument("--curves", nargs="+", required=True)
@@ -173,6 +201,30 @@ def main(argv: list[str] | None = None) -> int:
         from .probe_figures import probe_figures
 
         probe_figures(args.summary_dir, args.out_dir)
+    elif args.command == "lora":
+        import torch
+
+        from .lora import lora_job
+
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
+        p = args.params
+        lora_job(
+            args.model, args.method, p["lora"], p["data"], args.device, args.out_dir,
+            args.checkpoint, args.tokenizer,
+        )  # fmt: skip
+    elif args.command == "lora-aggregate":
+        from .lora_report import aggregate_lora
+
+        aggregate_lora(args.metrics, args.curves, args.jobs, args.out_dir)
+    elif args.command == "lora-tables":
+        from .lora_report import render_lora_tables
+
+        render_lora_tables(args.summary_dir, args.params, args.templates, args.table, args.numbers)
+    elif args.command == "lora-figures":
+        from .lora_report import lora_figure
+
+        lora_figure(args.summary_dir, args.pdf, args.png)
     elif args.command == "aggregate":
         from .aggregate import aggregate
 

@@ -147,6 +147,8 @@ rule pdf:
             rules.figure_width.output.pdf,
             rules.probe_tables.output,
             rules.probe_figures.output.pdf,
+            rules.lora_tables.output,
+            rules.lora_figures.output.pdf,
         ],
         sources=[
             "paper/main.tex",

@@ -1,0 +1,138 @@
+# PIL-LoRA vs LoRA (peft) on SST-2: one job per (base model, method); GPU when visible.
+
+LORA = config["lora"]
+
+
+def lora_model_names():
+    """lora.models with pillm expanded to this config's baseline of every seed."""
+    names = []
+    for m in LORA["models"]:
+        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
+    return names
+
+
+def lora_jobs(name):
+    return expand(
+        res("lora/{model}/{method}/{name}"),
+        model=lora_model_names(),
+        method=LORA["methods"],
+        name=name,
+    )
+
+
+rule lora:
+    input:
+        unpack(probe_inputs),
+        code=src(
+            "lora",
+            "sst2",
+            "data",
+            "ridge",
+            "pretrained",
+            "model",
+            "checkpoint",
+            "pil",
+            "train",
+        ),
+    output:
+        metrics=res("lora/{model}/{method}/metrics.json"),
+        curve=res("lora/{model}/{method}/curve.parquet"),
+    log:
+        res("logs/lora/{model}/{method}.log"),
+    benchmark:
+        res("benchmarks/lora/{model}/{method}.tsv")
+    wildcard_constraints:
+        method="pil_lora|ridge|lora",
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,
+    params:
+        # Not lora.models: which models run is the DAG's business, not any one job's.
+        cfg=as_json(
+            {
+                "lora": {k: v for k, v in LORA.items() if k != "models"},
+                "data": config["data"],
+            }
+        ),
+        own=lambda w, input: (
+            f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
+            if "checkpoint" in input.keys()
+            else ""
+        ),
+        out_dir=subpath(output.metrics, parent=True),
+        device=config["device"],
+    shell:
+        "python -m pillm lora --model {wildcards.model} --method {wildcards.method}"
+        " --params {params.cfg:q} {params.own} --device {params.device}"
+        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule lora_aggregate:
+    input:
+        metrics=lora_jobs("metrics.json"),
+        curves=lora_jobs("curve.parquet"),
+        code=src("lora_report", "tables"),
+    output:
+        summary=res("summary/lora.parquet"),
+        curves=res("summary/lora_curves.parquet"),
+    log:
+        res("logs/lora_aggregate.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        jobs=expand(
+            "{model}/{method}", model=lora_model_names(), method=LORA["methods"]
+        ),
+        out_dir=subpath(output.summary, parent=True),
+    shell:
+        "python -m pillm lora-aggregate --metrics {input.metrics} --curves {input.curves}"
+        " --jobs {params.jobs} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule lora_tables:
+    input:
+        summary=rules.lora_aggregate.output,
+        templates=[
+            "paper/templates/lora_table.tex.j2",
+            "paper/templates/lora_numbers.tex.j2",
+        ],
+        code=src("lora_report", "tables"),
+    output:
+        table="paper/generated/tables/lora.tex",
+        numbers="paper/generated/lora_numbers.tex",
+    log:
+        res("logs/lora_tables.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json({"name": config["name"], **LORA}),
+        summary_dir=lambda w, input: parent(input.summary[0]),
+        template_dir=lambda w, input: parent(input.templates[0]),
+    shell:
+        "python -m pillm lora-tables --summary-dir {params.summary_dir} --params {params.cfg:q}"
+        " --templates {params.template_dir} --table {output.table}"
+        " --numbers {output.numbers} > {log} 2>&1"
+
+
+rule lora_figures:
+    input:
+        summary=rules.lora_aggregate.output,
+        code=src("lora_report", "tables", "figures"),
+    output:
+        pdf="paper/generated/figures/lora_accuracy_time.pdf",
+        png=report(
+            "paper/generated/figures/lora_accuracy_time.png",
+            caption="../report/lora_figures.rst",
+            category="Figures",
+        ),
+    log:
+        res("logs/lora_figures.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        summary_dir=lambda w, input: parent(input.summary[0]),
+    shell:
+        "python -m pillm lora-figures --summary-dir {params.summary_dir}"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
