@@ -1,0 +1,152 @@
+# SAFFU explicit-solution baseline (re-implementation): one job per (setting, init, seed), GPU
+# when visible; then aggregation, tables beside the LM summary, figures.
+
+SAFFU = config["saffu"]
+SAFFU_SETTINGS = {
+    s["name"]: {k: v for k, v in s.items() if k != "name"} for s in SAFFU["settings"]
+}
+if len(SAFFU_SETTINGS) != len(SAFFU["settings"]):
+    raise ValueError(
+        "saffu.settings: two settings share a name; give each a unique name"
+    )
+if SAFFU["main_setting"] not in SAFFU_SETTINGS:
+    raise ValueError(
+        f"saffu.main_setting: {SAFFU['main_setting']!r} is not the name of a saffu.settings "
+        f"entry {sorted(SAFFU_SETTINGS)}; name one of them (config/README.md)"
+    )
+
+
+def saffu_runs(name):
+    return expand(
+        res("saffu/{setting}/{init}/seed{seed}/{name}"),
+        setting=list(SAFFU_SETTINGS),
+        init=SAFFU["inits"],
+        seed=SAFFU["seeds"],
+        name=name,
+    )
+
+
+def saffu_job_params(setting):
+    """The saffu config one job depends on: its own setting, not the other settings."""
+    cfg = {k: v for k, v in SAFFU.items() if k not in ("settings", "seeds", "inits")}
+    return {**cfg, "settings": {setting: SAFFU_SETTINGS[setting]}}
+
+
+rule saffu:
+    input:
+        tokens=multiext(
+            res(f"tokens/{CORPUS}/"),
+            "train.npy",
+            "valid.npy",
+            "test.npy",
+            "meta.json",
+        ),
+        code=src("saffu", "train", "evaluate"),
+    output:
+        metrics=res("saffu/{setting}/{init}/seed{seed}/metrics.json"),
+        curve=res("saffu/{setting}/{init}/seed{seed}/curve.parquet"),
+    log:
+        res("logs/saffu/{setting}/{init}/seed{seed}.log"),
+    benchmark:
+        res("benchmarks/saffu/{setting}/{init}/seed{seed}.tsv")
+    wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
+        setting="|".join(SAFFU_SETTINGS),
+        init="explicit|random",
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(2, workflow.cores)
+    resources:
+        gpu=1,
+    params:
+        cfg=lambda w: as_json(saffu_job_params(w.setting)),
+        tokens_dir=lambda w, input: parent(input.tokens[0]),
+        out_dir=subpath(output.metrics, parent=True),
+        device=config["device"],
+    shell:
+        "python -m pillm saffu --setting {wildcards.setting} --init {wildcards.init}"
+        " --seed {wildcards.seed} --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
+        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule saffu_aggregate:
+    input:
+        metrics=saffu_runs("metrics.json"),
+        curves=saffu_runs("curve.parquet"),
+        code=src("saffu_report"),
+    output:
+        runs=res("summary/saffu_runs.parquet"),
+        summary=res("summary/saffu.parquet"),
+        curves=res("summary/saffu_curves.parquet"),
+    log:
+        res("logs/saffu_aggregate.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json(
+            {
+                "settings": list(SAFFU_SETTINGS),
+                "inits": SAFFU["inits"],
+                "seeds": SAFFU["seeds"],
+            }
+        ),
+        out_dir=subpath(output.runs, parent=True),
+    shell:
+        "python -m pillm saffu-aggregate --metrics {input.metrics} --curves {input.curves}"
+        " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule saffu_tables:
+    input:
+        summary=rules.saffu_aggregate.output.summary,
+        lm=res("summary/lm.parquet"),
+        templates=glob.glob("paper/templates/saffu_*.j2"),
+        code=src("saffu_report", "tables"),
+    output:
+        tables=expand(
+            "paper/generated/tables/{name}.tex", name=["saffu", "saffu_ablation"]
+        ),
+        numbers="paper/generated/saffu_numbers.tex",
+    log:
+        res("logs/saffu_tables.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json({k: v for k, v in SAFFU.items() if k != "settings"}),
+        summary_dir=lambda w, input: parent(input.summary),
+        template_dir=lambda w, input: parent(input.templates[0]),
+        tables_dir=lambda w, output: parent(output.tables[0]),
+    shell:
+        "python -m pillm saffu-tables --summary-dir {params.summary_dir}"
+        " --lm-summary {input.lm} --params {params.cfg:q} --templates {params.template_dir}"
+        " --tables-dir {params.tables_dir} --numbers {output.numbers} > {log} 2>&1"
+
+
+rule saffu_figures:
+    input:
+        runs=rules.saffu_aggregate.output.runs,
+        curves=rules.saffu_aggregate.output.curves,
+        code=src("saffu_report", "figures"),
+    output:
+        pdf=expand(
+            "paper/generated/figures/{name}.pdf",
+            name=["saffu_curves", "saffu_ablation"],
+        ),
+        png=report(
+            expand(
+                "paper/generated/figures/{name}.png",
+                name=["saffu_curves", "saffu_ablation"],
+            ),
+            caption="../report/saffu_figures.rst",
+            category="Figures",
+        ),
+    log:
+        res("logs/saffu_figures.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        summary_dir=lambda w, input: parent(input.runs),
+        out_dir=lambda w, output: parent(output.pdf[0]),
+        main=SAFFU["main_setting"],
+    shell:
+        "python -m pillm saffu-figures --summary-dir {params.summary_dir}"
+        " --main-setting {params.main} --out-dir {params.out_dir} > {log} 2>&1"
