@@ -15,7 +15,9 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/probe.smk"
+include: "workflow/rules/generative.smk"
 include: "workflow/rules/lora.smk"
+include: "workflow/rules/saffu.smk"
 include: "workflow/rules/paper.smk"
 
 

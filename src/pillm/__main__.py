@@ -73,6 +73,72 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--summary-dir", required=True)
     c.add_argument("--out-dir", required=True)
 
+    c = sub.add_parser("gen-classifier", help="train the feature CNN sample quality is scored in")
+    c.add_argument("--dataset", required=True)
+    c.add_argument("--params", type=_json, required=True, help="the config's generative section")
+    c.add_argument("--data", type=_json, required=True, help="the config's data section")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("generative", help="fit one generative setting on one dataset, score samples")
+    c.add_argument("--dataset", required=True)
+    c.add_argument("--setting", required=True, help="a name from pillm.gen_settings.settings")
+    c.add_argument("--params", type=_json, required=True, help="the config's generative section")
+    c.add_argument("--data", type=_json, required=True, help="the config's data section")
+    c.add_argument("--classifier", required=True, help="gen-classifier's classifier.pt")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("gen-aggregate", help="stack every generative job into summary parquet")
+    c.add_argument("--metrics", nargs="+", required=True)
+    c.add_argument("--curves", nargs="+", required=True)
+    c.add_argument("--samplers", nargs="+", required=True)
+    c.add_argument("--classifiers", nargs="+", required=True)
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("gen-tables", help="generative tables and gen_numbers.tex")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--params", type=_json, required=True)
+    c.add_argument("--templates", required=True)
+    c.add_argument("--tables-dir", required=True)
+    c.add_argument("--numbers", required=True)
+
+    c = sub.add_parser("gen-figures", help="generative figures (pdf + png)")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--results-dir", required=True, help="results/<name>/generative (sample grids)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("saffu", help="one SAFFU LM (explicit or random start, then AdamW)")
+    c.add_argument("--setting", required=True, help="a key of saffu.settings")
+    c.add_argument("--init", required=True, choices=["explicit", "random"])
+    c.add_argument("--seed", type=int, required=True)
+    c.add_argument("--tokens-dir", required=True)
+    c.add_argument("--params", type=_json, required=True, help="the config's saffu section")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("saffu-aggregate", help="stack every SAFFU run into summary parquet")
+    c.add_argument("--metrics", nargs="+", required=True)
+    c.add_argument("--curves", nargs="+", required=True)
+    c.add_argument("--params", type=_json, required=True, help="{settings, inits, seeds} (JSON)")
+    c.add_argument("--out-dir", required=True)
+
+    c = sub.add_parser("saffu-tables", help="SAFFU tables and saffu_numbers.tex")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--lm-summary", help="lm.parquet: the GPT baseline and PIL rows beside SAFFU")
+    c.add_argument("--params", type=_json, required=True)
+    c.add_argument("--templates", required=True)
+    c.add_argument("--tables-dir", required=True)
+    c.add_argument("--numbers", required=True)
+
+    c = sub.add_parser("saffu-figures", help="SAFFU figures (pdf + png)")
+    c.add_argument("--summary-dir", required=True)
+    c.add_argument("--main-setting", required=True)
+    c.add_argument("--out-dir", required=True)
+
     c = sub.add_parser("lora", help="PIL-LoRA / ridge / LoRA on SST-2 for one base model")
     c.add_argument("--model", required=True, help="pillm-s<seed> or minilm")
     c.add_argument("--method", required=True, help="pil_lora, ridge or lora")
@@ -201,6 +267,71 @@ def main(argv: list[str] | None = None) -> int:
         from .probe_figures import probe_figures
 
         probe_figures(args.summary_dir, args.out_dir)
+    elif args.command in ("gen-classifier", "generative"):
+        import torch
+
+        from .generative import classifier_job, generative_job
+
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
+        if args.command == "gen-classifier":
+            classifier_job(args.dataset, args.params, args.data, args.device, args.out_dir)
+        else:
+            generative_job(
+                args.dataset, args.setting, args.params, args.data, args.classifier,
+                args.device, args.out_dir,
+            )  # fmt: skip
+    elif args.command == "gen-aggregate":
+        from .aggregate import aggregate_generative
+
+        aggregate_generative(
+            args.metrics, args.curves, args.samplers, args.classifiers, args.out_dir
+        )
+    elif args.command == "gen-tables":
+        from .gen_report import render_gen_tables
+
+        render_gen_tables(
+            args.summary_dir, args.params, args.templates, args.tables_dir, args.numbers
+        )
+    elif args.command == "gen-figures":
+        from .gen_report import gen_figures
+
+        gen_figures(args.summary_dir, args.results_dir, args.out_dir)
+    elif args.command == "saffu":
+        import torch
+
+        from .saffu import run_saffu
+
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
+        run_saffu(
+            args.setting,
+            args.init,
+            args.seed,
+            args.params,
+            args.tokens_dir,
+            args.out_dir,
+            args.device,
+        )
+    elif args.command == "saffu-aggregate":
+        from .saffu_report import aggregate_saffu
+
+        aggregate_saffu(args.metrics, args.curves, args.params, args.out_dir)
+    elif args.command == "saffu-tables":
+        from .saffu_report import render_saffu_tables
+
+        render_saffu_tables(
+            args.summary_dir,
+            args.lm_summary,
+            args.params,
+            args.templates,
+            args.tables_dir,
+            args.numbers,
+        )
+    elif args.command == "saffu-figures":
+        from .saffu_report import saffu_figures
+
+        saffu_figures(args.summary_dir, args.main_setting, args.out_dir)
     elif args.command == "lora":
         import torch
 

@@ -91,3 +91,32 @@ def aggregate_probe(
         values="value",
     ).rename({"variant": "model"})
     write_parquet(jobs.sort("model", "corpus"), out / "probe_jobs.parquet")
+
+
+def aggregate_generative(
+    metrics_paths: list[str],
+    curve_paths: list[str],
+    sampler_paths: list[str],
+    classifier_paths: list[str],
+    out_dir: str,
+) -> None:
+    """Generative jobs -> ``generative.parquet`` (one row per dataset x setting, metrics as
+    columns), ``generative_curves`` (λ and AdamW-loss curves), ``generative_samplers`` (quality
+    per ODE solver and step count) and ``generative_classifiers`` (feature CNN accuracy and the
+    real-vs-real floor of every metric)."""
+    out = Path(out_dir)
+    index = ["variant", "corpus", "model", "method", "ablation", "level", "sampler", "data_policy"]
+    index += ["device", "device_name", "git_rev"]
+    records = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
+    runs = records.pivot(on="metric", index=index, values="value")
+    runs = runs.rename({"variant": "setting", "corpus": "dataset"})
+    write_parquet(runs.sort("dataset", "setting"), out / "generative.parquet")
+    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
+    write_parquet(curves.filter(pl.col("curve") != "none"), out / "generative_curves.parquet")
+    samplers = pl.concat([pl.read_parquet(p) for p in sampler_paths], how="diagonal_relaxed")
+    write_parquet(samplers.sort("dataset", "setting", "sampler", "steps"),
+                  out / "generative_samplers.parquet")  # fmt: skip
+    cls = pl.DataFrame(read_records(classifier_paths), infer_schema_length=None)
+    cls = cls.pivot(on="metric", index=["corpus", "device", "device_name"], values="value")
+    write_parquet(cls.rename({"corpus": "dataset"}).sort("dataset"),
+                  out / "generative_classifiers.parquet")  # fmt: skip

@@ -4,11 +4,13 @@ import json
 import os
 
 from pillm.config import check_probe_models, check_variant_dependencies, validate_config
+from pillm.gen_settings import all_settings, check_generative
 from pillm.variants import VARIANTS, dependencies
 
 validate_config(config, "config/schema.yaml")
 check_variant_dependencies(config)
 check_probe_models(config)
+check_generative(config["generative"])
 
 CORPUS = config["data"]["corpus"]
 RESULTS = f"results/{config['name']}"  # one tree per config: smoke and paper runs never clobber
@@ -28,6 +30,8 @@ wildcard_constraints:
     seed=r"\d+",
     corpus="wikitext2|ptb|tinyshakespeare",
     model=r"[A-Za-z0-9_-]+",
+    dataset="mnist|cifar10",
+    setting=r"[a-z0-9_]+",
 
 
 def src(*modules):
@@ -79,6 +83,18 @@ def probe_inputs(wildcards):
         "run_metrics": f"{run}/metrics.json",
         "tokenizer": res(f"tokens/{CORPUS}/tokenizer.json"),
     }
+
+
+GEN = config["generative"]
+GEN_SETTINGS = all_settings(GEN)  # dataset -> setting names
+
+
+def gen_jobs(name):
+    return [
+        res(f"generative/{ds}/{setting}/{name}")
+        for ds, names in GEN_SETTINGS.items()
+        for setting in names
+    ]
 
 
 def all_targets():

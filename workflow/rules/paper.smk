@@ -147,8 +147,12 @@ rule pdf:
             rules.figure_width.output.pdf,
             rules.probe_tables.output,
             rules.probe_figures.output.pdf,
+            rules.saffu_tables.output,
+            rules.saffu_figures.output.pdf,
             rules.lora_tables.output,
             rules.lora_figures.output.pdf,
+            rules.gen_tables.output,
+            rules.gen_figures.output.pdf,
         ],
         sources=[
             "paper/main.tex",

@@ -1,0 +1,147 @@
+# Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW.
+
+
+rule gen_classifier:
+    input:
+        code=src("generative", "gen_settings", "images", "sample_quality", "data", "train"),
+    output:
+        model=res("generative/{dataset}/classifier.pt"),
+        metrics=res("generative/{dataset}/classifier.json"),
+    log:
+        res("logs/generative/{dataset}/classifier.log"),
+    benchmark:
+        res("benchmarks/generative/{dataset}/classifier.tsv")
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,
+    params:
+        cfg=as_json(GEN),
+        data=as_json(config["data"]),
+        out_dir=subpath(output.model, parent=True),
+        device=config["device"],
+    shell:
+        "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
+        " --data {params.data:q} --device {params.device} --threads {threads}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule generative:
+    input:
+        classifier=rules.gen_classifier.output.model,
+        code=src(
+            "generative",
+            "gen_settings",
+            "flow",
+            "diffusion",
+            "images",
+            "sample_quality",
+            "ridge",
+            "data",
+            "train",
+        ),
+    output:
+        metrics=res("generative/{dataset}/{setting}/metrics.json"),
+        curves=res("generative/{dataset}/{setting}/curves.parquet"),
+        samplers=res("generative/{dataset}/{setting}/samplers.parquet"),
+        grid=res("generative/{dataset}/{setting}/samples.png"),
+    log:
+        res("logs/generative/{dataset}/{setting}.log"),
+    benchmark:
+        res("benchmarks/generative/{dataset}/{setting}.tsv")
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,
+    params:
+        cfg=as_json(GEN),
+        data=as_json(config["data"]),
+        out_dir=subpath(output.metrics, parent=True),
+        device=config["device"],
+    shell:
+        "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
+        " --params {params.cfg:q} --data {params.data:q} --classifier {input.classifier}"
+        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule gen_aggregate:
+    input:
+        metrics=gen_jobs("metrics.json"),
+        curves=gen_jobs("curves.parquet"),
+        samplers=gen_jobs("samplers.parquet"),
+        classifiers=expand(res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]),
+        code=src("aggregate"),
+    output:
+        runs=res("summary/generative.parquet"),
+        curves=res("summary/generative_curves.parquet"),
+        samplers=res("summary/generative_samplers.parquet"),
+        classifiers=res("summary/generative_classifiers.parquet"),
+    log:
+        res("logs/gen_aggregate.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        out_dir=subpath(output.runs, parent=True),
+    shell:
+        "python -m pillm gen-aggregate --metrics {input.metrics} --curves {input.curves}"
+        " --samplers {input.samplers} --classifiers {input.classifiers}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule gen_tables:
+    input:
+        summary=rules.gen_aggregate.output,
+        templates=glob.glob("paper/templates/gen_*.j2"),
+        code=src("gen_report", "tables"),
+    output:
+        tables=expand(
+            "paper/generated/tables/gen_{name}.tex",
+            name=["main", "ablations", "samplers", "cost"],
+        ),
+        numbers="paper/generated/gen_numbers.tex",
+    log:
+        res("logs/gen_tables.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json({"name": config["name"], "generative": GEN}),
+        summary_dir=lambda w, input: parent(input.summary[0]),
+        template_dir="paper/templates",
+        tables_dir=lambda w, output: parent(output.tables[0]),
+    shell:
+        "python -m pillm gen-tables --summary-dir {params.summary_dir}"
+        " --params {params.cfg:q} --templates {params.template_dir}"
+        " --tables-dir {params.tables_dir} --numbers {output.numbers} > {log} 2>&1"
+
+
+rule gen_figures:
+    input:
+        summary=rules.gen_aggregate.output,
+        grids=gen_jobs("samples.png"),
+        code=src("gen_report", "figures", "tables"),
+    output:
+        pdf=expand(
+            "paper/generated/figures/gen_{name}.pdf",
+            name=["samples", "lambda", "samplers", "budget"],
+        ),
+        png=report(
+            expand(
+                "paper/generated/figures/gen_{name}.png",
+                name=["samples", "lambda", "samplers", "budget"],
+            ),
+            caption="../report/gen_figures.rst",
+            category="Figures",
+        ),
+    log:
+        res("logs/gen_figures.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        summary_dir=lambda w, input: parent(input.summary[0]),
+        results_dir=res("generative"),
+        out_dir=lambda w, output: parent(output.pdf[0]),
+    shell:
+        "python -m pillm gen-figures --summary-dir {params.summary_dir}"
+        " --results-dir {params.results_dir} --out-dir {params.out_dir} > {log} 2>&1"
