@@ -26,8 +26,8 @@ def tiny_cfg() -> dict:
     g.update(datasets=["mnist"], ablation_datasets=["mnist"], n_train=200, n_eval=40,
              kid_subsets=3, kid_subset_size=20, grid=4)  # fmt: skip
     g["features"]["width"] = 64
-    g["classifier"].update(n_train=256, epochs=1)
-    g["diffusion"].update(timesteps=20, n_buckets=2)
+    g["classifier"].update(n_train=1024, epochs=2, batch_size=64)
+    g["diffusion"].update(timesteps=30, n_buckets=2)
     g["ablations"].update(width=[32], ode_steps=[2])
     g["gradient"]["budgets"] = [1, 2]
     return g

@@ -118,6 +118,20 @@ def test_probe_every_model_and_corpus_into_the_paper(workdir):
         assert (workdir / f"paper/generated/figures/probe_{name}.pdf").stat().st_size > 1000
 
 
+def test_generative_fits_reach_the_paper(workdir):
+    import polars as pl
+
+    runs = pl.read_parquet(workdir / "results/smoke/summary/generative.parquet")
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["generative"]
+    assert set(runs["dataset"]) == set(cfg["datasets"])
+    assert {"pil", "adamw"} == set(runs["method"]) and {"flow", "diffusion"} == set(runs["model"])
+    fd = runs.filter(pl.col("dataset") == "mnist", pl.col("setting") == "flow_pil")["fd_self"][0]
+    numbers = (workdir / "paper/generated/gen_numbers.tex").read_text()
+    assert f"\\newcommand{{\\GenMnistFlowPilFd}}{{{fd:.2f}}}" in numbers
+    for name in ["samples", "lambda", "samplers", "budget"]:
+        assert (workdir / f"paper/generated/figures/gen_{name}.pdf").stat().st_size > 1000
+
+
 def test_probe_code_edit_reruns_probes_not_training(workdir):
     with edited(workdir / "src/pillm/probe_study.py"):
         rules = planned_rules(workdir, *SMOKE)

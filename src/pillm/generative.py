@@ -255,7 +255,7 @@ def generative_job(
     metrics["peak_memory_mb_job"] = peak_memory_mb(device)
     out = Path(out_dir)
     spec = IMAGE_DATASETS[dataset]
-    save_image_grid(grid, spec.shape, out / "samples.png", title=f"{dataset} {setting_name}")
+    save_image_grid(grid, spec.shape, out / "samples.png")
     ident = {"dataset": dataset, "setting": setting_name}
     write_rows_parquet(out / "curves.parquet", curve or [{"curve": "none"}], ident)
     write_rows_parquet(out / "samplers.parquet", rows, ident)
