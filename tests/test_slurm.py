@@ -235,7 +235,7 @@ def test_slurm_run_matches_local_run(local_repo, slurm_repo):
 
 
 def squeue_job(env: dict, comment_prefix: str) -> tuple[str, str] | None:
-    """(job id, state) of the first job whose comment (rule_<name>...) starts with the prefix."""
+    """(job id, state) of the latest job whose comment (rule_<name>...) starts with the prefix."""
     out = subprocess.run(
         ["squeue", "--noheader", "--states=all", "--format=%i|%T|%k"],
         env=env,
@@ -243,11 +243,14 @@ def squeue_job(env: dict, comment_prefix: str) -> tuple[str, str] | None:
         text=True,
         check=True,
     ).stdout
-    for line in out.splitlines():
-        jobid, state, comment = line.split("|", 2)
-        if comment.startswith(comment_prefix):
-            return jobid, state
-    return None
+    jobs = [line.split("|", 2) for line in out.splitlines()]
+    matching = [
+        (int(jobid), state) for jobid, state, comment in jobs if comment.startswith(comment_prefix)
+    ]
+    if not matching:
+        return None
+    jobid, state = max(matching)
+    return str(jobid), state
 
 
 @slurm

@@ -22,6 +22,14 @@ PIDFILES=("$dir/run/slurmd.pid" "$dir/run/slurmctld.pid" "$dir/run/munged.pid")
 
 stop() {
   local pidfile pid
+  # Jobs first: their processes outlive slurmd.
+  if [[ -s $dir/run/slurmctld.pid && -f $dir/etc/slurm.conf ]]; then
+    SLURM_CONF="$dir/etc/slurm.conf" scancel --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 30); do
+      [[ -z $(SLURM_CONF="$dir/etc/slurm.conf" squeue --noheader --states=RUNNING,COMPLETING 2>/dev/null) ]] && break
+      sleep 1
+    done
+  fi
   for pidfile in "${PIDFILES[@]}"; do
     [[ -s $pidfile ]] || continue
     pid=$(<"$pidfile")
