@@ -383,8 +383,10 @@ def saffu_figures(summary_dir: str, main_setting: str, out_dir: str) -> None:
     order = sorted(runs["variant"].unique().to_list(), key=lambda s: (s != main_setting, s))
     fig, ax = plt.subplots(figsize=(5.5, 2.8))
     if len(df):
+        shades = ["0.6", colors["explicit"], colors["random"]]
+        pal = dict(zip([k[2] for k in kinds], shades, strict=True))
         sns.barplot(data=df, x="variant", y="value", hue="model", order=order, errorbar=None,
-                    palette="colorblind", ax=ax)  # fmt: skip
+                    palette=pal, ax=ax)  # fmt: skip
         sns.stripplot(data=df, x="variant", y="value", hue="model", order=order, dodge=True,
                       color="0.2", size=2.5, legend=False, ax=ax)  # fmt: skip
         ax.set_yscale("log")
