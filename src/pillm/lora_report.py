@@ -91,6 +91,17 @@ def fmt_diff(x: float | None) -> str:
     return f"${x / 10**exp:.1f}{{\\times}}10^{{{exp}}}$"
 
 
+def fmt_grid(values: list[float]) -> str:
+    """'$10^{-6}$, ..., $1$' for powers of ten, plain numbers otherwise."""
+    out = []
+    for v in values:
+        k = math.log10(v) if v > 0 else None
+        out.append(
+            f"$10^{{{round(k)}}}$" if k is not None and k == round(k) and k != 0 else f"{v:g}"
+        )
+    return ", ".join(out)
+
+
 def fmt_ratio(x: float | None) -> str:
     return MISSING if not _finite(x) else f"{fmt_num(x, 1 if x < 100 else 0)}$\\times$"
 
@@ -183,12 +194,14 @@ class LoraReport:
             "LoraAlpha": fmt_num(p["lora_alpha"], 0),
             "LoraDropout": fmt_num(p["lora_dropout"], 2),
             "LoraSteps": fmt_int(p["steps"]),
+            "LoraWarmup": fmt_int(self._first("warmup_steps")),
+            "LoraWeightDecay": f"{p['weight_decay']:g}",
             "LoraLR": f"{p['lr']:g}",
             "LoraTrainBatch": str(p["train_batch_size"]),
             "LoraBatch": str(p["batch_size"]),
             "LoraEvalEvery": str(p["eval_every"]) if p["eval_every"] else "0",
             "LoraSeed": str(p["seed"]),
-            "LoraLambdaGrid": ", ".join(f"{x:g}" for x in p["lambdas"]),
+            "LoraLambdaGrid": fmt_grid(p["lambdas"]),
             "LoraKappaMax": fmt_diff(p["kappa_max"]),
             "LoraNEval": fmt_int(self._first("n_eval")),
             "LoraNFit": fmt_int(self._first("n_train")),
@@ -269,6 +282,7 @@ def lora_figure(summary_dir: str, pdf: str, png: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     from .figures import save
 
@@ -296,8 +310,11 @@ def lora_figure(summary_dir: str, pdf: str, png: str) -> None:
                            color=colors[m], label=plain, zorder=3)  # fmt: skip
         ax.axhline(50, color="0.6", ls=":", lw=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # labels on short ranges
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("fitting time (s, log)", fontsize=7)
         ax.set_ylabel("SST-2 validation accuracy (%)", fontsize=7)
-        ax.tick_params(labelsize=6)
-        ax.legend(fontsize=6, loc="lower right")
+        ax.tick_params(which="both", labelsize=6)
+        ax.legend(fontsize=6, loc="best")
     save(fig, pdf, png)
