@@ -132,6 +132,26 @@ def test_generative_fits_reach_the_paper(workdir):
         assert (workdir / f"paper/generated/figures/gen_{name}.pdf").stat().st_size > 1000
 
 
+def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
+    import polars as pl
+
+    jobs = pl.read_parquet(workdir / "results/smoke/summary/lora.parquet")
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["lora"]
+    assert jobs.height == 2 * len(cfg["methods"]) and jobs["accuracy"].null_count() == 0
+    row = jobs.filter((pl.col("model") == "minilm") & (pl.col("method") == "pil_lora")).row(
+        0, named=True
+    )
+    records = json.loads((workdir / "results/smoke/lora/minilm/pil_lora/metrics.json").read_text())
+    assert next(r["value"] for r in records if r["metric"] == "accuracy") == row["accuracy"]
+    assert row["n_train"] == cfg["n_train"] and row["n_eval"] == 872
+    cell = f"{100 * row['accuracy']:.1f}"
+    table = (workdir / "paper/generated/tables/lora.tex").read_text()
+    assert f"all-MiniLM-L6-v2 & PIL-LoRA (ridge) & {cell} &" in table
+    numbers = (workdir / "paper/generated/lora_numbers.tex").read_text()
+    assert f"\\newcommand{{\\LoraMiniLMPilLoraAcc}}{{{cell}}}" in numbers
+    assert (workdir / "paper/generated/figures/lora_accuracy_time.pdf").stat().st_size > 1000
+
+
 def test_probe_code_edit_reruns_probes_not_training(workdir):
     with edited(workdir / "src/pillm/probe_study.py"):
         rules = planned_rules(workdir, *SMOKE)
@@ -172,6 +192,10 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "probe_aggregate",
         "probe_tables",
         "probe_figures",
+        "lora",  # likewise its SST-2 jobs: the MiniLM ones stay up to date
+        "lora_aggregate",
+        "lora_tables",
+        "lora_figures",
         "pdf",
         "arxiv",
         "all",
@@ -179,6 +203,8 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     out = snakemake(workdir, "-n", "--configfile", "config/changed.yaml").stdout
     probe_jobs = re.findall(r"output: (results/smoke/probe/[^/]+)/", out)
     assert probe_jobs and {p.rsplit("/", 1)[1] for p in probe_jobs} == {"pillm-s0"}
+    lora_jobs = re.findall(r"output: results/smoke/lora/([^/]+)/", out)
+    assert lora_jobs and set(lora_jobs) == {"pillm-s0"}
 
 
 def test_template_change_reruns_only_tables_and_paper(workdir):
