@@ -19,9 +19,10 @@ if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's c
   timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"
 fi
 # Probe only the pipeline's own models here: MiniLM and SmolLM2 (>64 MiB) stay on the CPU side.
-printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
+# Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data and peft in .whl/).
+printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate --cores 16 \
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate lora_aggregate --cores 16 \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
@@ -29,4 +30,8 @@ tail -4 "$OUT/snakemake.log"
 timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
   --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
   --out "$OUT/bench_probe.json" 2>&1 | tee "$OUT/bench_probe.txt"
+timeout 200 python benchmarks/lora_speed.py --model pillm --device cuda \
+  --checkpoint results/paper/lm/baseline/seed0/model.pt \
+  --tokenizer results/paper/tokens/wikitext2/tokenizer.json --data .gpu/data \
+  --out "$OUT/bench_lora.json" 2>&1 | tee "$OUT/bench_lora.txt"
 tar czf "$OUT/results.tgz" --exclude='*.pt' results/paper
