@@ -54,7 +54,8 @@ rule saffu:
         init="explicit|random",
     conda:
         "../envs/pillm.yaml"
-    threads: min(2, workflow.cores)
+    # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
+    threads: 1
     resources:
         gpu=1,
     params:
