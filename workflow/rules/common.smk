@@ -97,6 +97,26 @@ def gen_jobs(name):
     ]
 
 
+LORA = config["lora"]
+
+
+def lora_model_names():
+    """lora.models with pillm expanded to this config's baseline of every seed."""
+    names = []
+    for m in LORA["models"]:
+        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
+    return names
+
+
+def lora_jobs(name):
+    return expand(
+        res("lora/{model}/{method}/{name}"),
+        model=lora_model_names(),
+        method=LORA["methods"],
+        name=name,
+    )
+
+
 def all_targets():
     return [
         "paper/generated/numbers.tex",

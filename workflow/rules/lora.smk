@@ -1,24 +1,5 @@
 # PIL-LoRA vs LoRA (peft) on SST-2: one job per (base model, method); GPU when visible.
 
-LORA = config["lora"]
-
-
-def lora_model_names():
-    """lora.models with pillm expanded to this config's baseline of every seed."""
-    names = []
-    for m in LORA["models"]:
-        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
-    return names
-
-
-def lora_jobs(name):
-    return expand(
-        res("lora/{model}/{method}/{name}"),
-        model=lora_model_names(),
-        method=LORA["methods"],
-        name=name,
-    )
-
 
 rule lora:
     input:
