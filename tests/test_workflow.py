@@ -152,6 +152,25 @@ def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
     assert (workdir / "paper/generated/figures/lora_accuracy_time.pdf").stat().st_size > 1000
 
 
+def test_saffu_runs_reach_the_paper_table_and_macros(workdir):
+    cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["saffu"]
+    main = cfg["main_setting"]
+    run = workdir / f"results/smoke/saffu/{main}/explicit/seed{cfg['seeds'][0]}"
+    records = {r["metric"]: r["value"] for r in json.loads((run / "metrics.json").read_text())}
+    assert next(iter(json.loads((run / "metrics.json").read_text())))["init"] == "explicit"
+    warm = f"{records['test_ppl']:,.1f}".replace(",", "{,}")
+    numbers = (workdir / "paper/generated/saffu_numbers.tex").read_text()
+    assert f"\\newcommand{{\\SaffuWarmPPL}}{{{warm}}}" in numbers
+    table = (workdir / "paper/generated/tables/saffu.tex").read_text()
+    row = next(line for line in table.splitlines() if "(warm)" in line)
+    assert f" & {warm} & " in row
+    assert table.count("SAFFU") >= 3 and "GPT baseline" in table
+    ablation = (workdir / "paper/generated/tables/saffu_ablation.tex").read_text()
+    assert all(s["name"].replace("_", "\\_") in ablation for s in cfg["settings"])
+    for name in ["curves", "ablation"]:
+        assert (workdir / f"paper/generated/figures/saffu_{name}.pdf").stat().st_size > 1000
+
+
 def test_probe_code_edit_reruns_probes_not_training(workdir):
     with edited(workdir / "src/pillm/probe_study.py"):
         rules = planned_rules(workdir, *SMOKE)
@@ -196,6 +215,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "lora_aggregate",
         "lora_tables",
         "lora_figures",
+        "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
         "pdf",
         "arxiv",
         "all",
