@@ -67,6 +67,8 @@ def test_bucket_edges_and_routing_by_timestep():
     t = torch.arange(10)
     out = model(torch.randn(10, 2), t)[:, 0]
     assert out.tolist() == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2]
+    # The sampler's one-timestep call (a Python int) routes to the same buckets.
+    assert [model(torch.randn(1, 2), i)[0, 0].item() for i in range(10)] == out.tolist()
 
 
 @pytest.mark.parametrize("timesteps", [50, 200])

@@ -14,7 +14,15 @@ import yaml
 from pillm.aggregate import aggregate_generative
 from pillm.gen_report import gen_figures, macro, render_gen_tables
 from pillm.gen_settings import all_settings, check_generative, settings
-from pillm.generative import adamw_steps, classifier_job, generative_job, pil_pairs
+from pillm.generative import (
+    adamw_steps,
+    classifier_job,
+    generative_job,
+    load_split,
+    pil_pairs,
+    prepare_images,
+)
+from pillm.images import load_images
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -44,9 +52,11 @@ def metrics_of(path: Path) -> dict[str, float]:
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("gen")
     cfg = tiny_cfg()
-    classifier_job("mnist", cfg, DATA_CFG, "cpu", str(root / "mnist"))
+    images = str(root / "mnist/images.npz")
+    prepare_images("mnist", DATA_CFG, images)
+    classifier_job("mnist", cfg, images, "cpu", str(root / "mnist"))
     for s in all_settings(cfg)["mnist"]:
-        generative_job("mnist", s, cfg, DATA_CFG, str(root / "mnist/classifier.pt"), "cpu",
+        generative_job("mnist", s, cfg, images, str(root / "mnist/classifier.pt"), "cpu",
                        str(root / "mnist" / s))  # fmt: skip
     return root, cfg
 
@@ -106,10 +116,18 @@ def test_jobs_write_metrics_samples_and_matched_budgets(jobs):
     assert cls["test_accuracy"] > 0.3  # well above chance (0.1) even at this size
 
 
+def test_prepared_images_equal_the_decoded_mirror_and_its_subsets(jobs):
+    root, cfg = jobs
+    prepared = load_split(str(root / "mnist/images.npz"), "test", 50, seed=3)
+    direct = load_images("mnist", "test", "local", DATA, limit=50, subset_seed=3)
+    assert prepared.x.equal(direct.x) and prepared.labels.equal(direct.labels)
+    assert prepared.index.equal(direct.index) and prepared.shape == (1, 28, 28)
+
+
 def test_a_rerun_gives_identical_metrics(jobs, tmp_path):
     root, cfg = jobs
-    generative_job("mnist", "diff_pil", cfg, DATA_CFG, str(root / "mnist/classifier.pt"), "cpu",
-                   str(tmp_path))  # fmt: skip
+    generative_job("mnist", "diff_pil", cfg, str(root / "mnist/images.npz"),
+                   str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
     a, b = metrics_of(root / "mnist/diff_pil/metrics.json"), metrics_of(tmp_path / "metrics.json")
     for key in ("heldout_mse", "fd_self", "kid_self", "nn1_acc", "lam_rel_median"):
         assert a[key] == b[key], key
@@ -118,8 +136,8 @@ def test_a_rerun_gives_identical_metrics(jobs, tmp_path):
 def test_unknown_setting_is_named(jobs, tmp_path):
     root, cfg = jobs
     with pytest.raises(ValueError, match="flow_nope"):
-        generative_job("mnist", "flow_nope", cfg, DATA_CFG, str(root / "mnist/classifier.pt"),
-                       "cpu", str(tmp_path))  # fmt: skip
+        generative_job("mnist", "flow_nope", cfg, str(root / "mnist/images.npz"),
+                       str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
 
 
 def test_aggregate_tables_and_figures(jobs, tmp_path):

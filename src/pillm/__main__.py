@@ -73,10 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--summary-dir", required=True)
     c.add_argument("--out-dir", required=True)
 
+    c = sub.add_parser("gen-images", help="decode an image dataset's splits into one uint8 .npz")
+    c.add_argument("--dataset", required=True)
+    c.add_argument("--data", type=_json, required=True, help="the config's data section")
+    c.add_argument("--out", required=True)
+
     c = sub.add_parser("gen-classifier", help="train the feature CNN sample quality is scored in")
     c.add_argument("--dataset", required=True)
     c.add_argument("--params", type=_json, required=True, help="the config's generative section")
-    c.add_argument("--data", type=_json, required=True, help="the config's data section")
+    c.add_argument("--images", required=True, help="gen-images output")
     c.add_argument("--device", default="auto")
     c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     c.add_argument("--out-dir", required=True)
@@ -85,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dataset", required=True)
     c.add_argument("--setting", required=True, help="a name from pillm.gen_settings.settings")
     c.add_argument("--params", type=_json, required=True, help="the config's generative section")
-    c.add_argument("--data", type=_json, required=True, help="the config's data section")
+    c.add_argument("--images", required=True, help="gen-images output")
     c.add_argument("--classifier", required=True, help="gen-classifier's classifier.pt")
     c.add_argument("--device", default="auto")
     c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
@@ -275,12 +280,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads > 0:
             torch.set_num_threads(args.threads)
         if args.command == "gen-classifier":
-            classifier_job(args.dataset, args.params, args.data, args.device, args.out_dir)
+            classifier_job(args.dataset, args.params, args.images, args.device, args.out_dir)
         else:
             generative_job(
-                args.dataset, args.setting, args.params, args.data, args.classifier,
+                args.dataset, args.setting, args.params, args.images, args.classifier,
                 args.device, args.out_dir,
             )  # fmt: skip
+    elif args.command == "gen-images":
+        from .generative import prepare_images
+
+        prepare_images(args.dataset, args.data, args.out)
     elif args.command == "gen-aggregate":
         from .aggregate import aggregate_generative
 

@@ -27,6 +27,7 @@ AdamW on the ε-MSE.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,7 @@ class EpsModel(nn.Module):
         self.net, self.timesteps = net, timesteps
         edges = bucket_edges(timesteps, n_buckets)
         self.register_buffer("edges", torch.tensor(edges[1:-1], dtype=torch.long))
+        self.inner_edges = edges[1:-1]  # host copy for the sampler's one-timestep calls
         w_buckets = None
         if n_buckets > 1:
             w_buckets = torch.zeros(n_buckets, *net.w_out.shape, device=net.w_out.device)
@@ -128,7 +130,11 @@ class EpsModel(nn.Module):
         t = torch.as_tensor(t, device=x.device).expand(x.shape[0])
         return self.net.features(x, t.float() / self.timesteps)
 
-    def forward(self, x: Tensor, t: Tensor) -> Tensor:
+    def forward(self, x: Tensor, t: Tensor | int) -> Tensor:
+        if isinstance(t, int) and self.w_buckets is not None:
+            # One timestep for all rows (the sampler): pick its bucket on the host, no sync.
+            b = bisect.bisect_right(self.inner_edges, t)
+            return self.features(x, torch.full((x.shape[0],), t, device=x.device)) @ self.w_buckets[b]
         t = torch.as_tensor(t, device=x.device).expand(x.shape[0])
         if self.w_buckets is None:
             return self.net(x, t.float() / self.timesteps)
@@ -285,7 +291,9 @@ def sample_ddpm(
     for a, b in chunk_ranges(n, batch_size):
         x, _ = noise_rows(seed, 4, a, b, dim, device)
         for t in range(sched.T - 1, -1, -1):
-            eps = model(x, torch.full((b - a,), t, device=device, dtype=torch.long))
+            # EpsModel takes the Python int (its bucket is picked on the host: no device sync).
+            t_in = t if isinstance(model, EpsModel) else torch.full((b - a,), t, device=device)
+            eps = model(x, t_in)
             if clip_x0 is None:
                 x = (x - eps_coef[t] * eps) * inv_sqrt_alpha[t]
             else:

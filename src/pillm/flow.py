@@ -447,7 +447,9 @@ def train_regression(
     params = [p for p in net.parameters() if p.requires_grad]
     if not params:
         raise ValueError("net has no trainable parameters (a PIL net? use trainable=True)")
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=device.type == "cuda"
+    )
     net.train()
     curve, window = [], []
     t0 = time.perf_counter()

@@ -1,9 +1,26 @@
 # Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW.
 
 
+rule gen_images:
+    input:
+        code=src("generative", "images", "data"),
+    output:
+        res("generative/{dataset}/images.npz"),
+    log:
+        res("logs/generative/{dataset}/images.log"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        data=as_json(config["data"]),
+    shell:
+        "python -m pillm gen-images --dataset {wildcards.dataset} --data {params.data:q}"
+        " --out {output} > {log} 2>&1"
+
+
 rule gen_classifier:
     input:
-        code=src("generative", "gen_settings", "images", "sample_quality", "data", "train"),
+        images=rules.gen_images.output,
+        code=src("generative", "gen_settings", "images", "sample_quality", "train"),
     output:
         model=res("generative/{dataset}/classifier.pt"),
         metrics=res("generative/{dataset}/classifier.json"),
@@ -17,18 +34,30 @@ rule gen_classifier:
     resources:
         gpu=1,
     params:
-        cfg=as_json(GEN),
-        data=as_json(config["data"]),
+        # Only what the classifier and its floor depend on: other generative keys keep it.
+        cfg=as_json(
+            {
+                k: GEN[k]
+                for k in (
+                    "classifier",
+                    "seed",
+                    "n_eval",
+                    "kid_subsets",
+                    "kid_subset_size",
+                )
+            }
+        ),
         out_dir=subpath(output.model, parent=True),
         device=config["device"],
     shell:
         "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
-        " --data {params.data:q} --device {params.device} --threads {threads}"
+        " --images {input.images} --device {params.device} --threads {threads}"
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule generative:
     input:
+        images=rules.gen_images.output,
         classifier=rules.gen_classifier.output.model,
         code=src(
             "generative",
@@ -56,13 +85,15 @@ rule generative:
     resources:
         gpu=1,
     params:
-        cfg=as_json(GEN),
-        data=as_json(config["data"]),
+        # Not datasets (the DAG's business) nor classifier (an input file already).
+        cfg=as_json(
+            {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
+        ),
         out_dir=subpath(output.metrics, parent=True),
         device=config["device"],
     shell:
         "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
-        " --params {params.cfg:q} --data {params.data:q} --classifier {input.classifier}"
+        " --params {params.cfg:q} --images {input.images} --classifier {input.classifier}"
         " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -71,7 +102,9 @@ rule gen_aggregate:
         metrics=gen_jobs("metrics.json"),
         curves=gen_jobs("curves.parquet"),
         samplers=gen_jobs("samplers.parquet"),
-        classifiers=expand(res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]),
+        classifiers=expand(
+            res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]
+        ),
         code=src("aggregate"),
     output:
         runs=res("summary/generative.parquet"),
