@@ -1,36 +1,6 @@
 # SAFFU explicit-solution baseline (re-implementation): one job per (setting, init, seed), GPU
 # when visible; then aggregation, tables beside the LM summary, figures.
 
-SAFFU = config["saffu"]
-SAFFU_SETTINGS = {
-    s["name"]: {k: v for k, v in s.items() if k != "name"} for s in SAFFU["settings"]
-}
-if len(SAFFU_SETTINGS) != len(SAFFU["settings"]):
-    raise ValueError(
-        "saffu.settings: two settings share a name; give each a unique name"
-    )
-if SAFFU["main_setting"] not in SAFFU_SETTINGS:
-    raise ValueError(
-        f"saffu.main_setting: {SAFFU['main_setting']!r} is not the name of a saffu.settings "
-        f"entry {sorted(SAFFU_SETTINGS)}; name one of them (config/README.md)"
-    )
-
-
-def saffu_runs(name):
-    return expand(
-        res("saffu/{setting}/{init}/seed{seed}/{name}"),
-        setting=list(SAFFU_SETTINGS),
-        init=SAFFU["inits"],
-        seed=SAFFU["seeds"],
-        name=name,
-    )
-
-
-def saffu_job_params(setting):
-    """The saffu config one job depends on: its own setting, not the other settings."""
-    cfg = {k: v for k, v in SAFFU.items() if k not in ("settings", "seeds", "inits")}
-    return {**cfg, "settings": {setting: SAFFU_SETTINGS[setting]}}
-
 
 rule saffu:
     input:
