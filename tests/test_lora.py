@@ -305,6 +305,7 @@ def test_aggregate_and_report_keep_missing_jobs_visible(tmp_path):
     assert macros["LoraPillmLoraAcc"] == "82.0"
     assert macros["LoraPillmFitRatio"] == "8.0$\\times$"
     assert macros["LoraPillmTimeToPilRatio"] == "5.0$\\times$"
+    assert macros["LoraPillmTimeToPil"] == "2.50\\,s"
     assert macros["LoraPillmPilLoraIdentical"] == "2/2"
     assert macros["LoraMiniLMLoraAcc"] == "--"  # every macro defined, absent groups too
     assert macros["LoraNJobs"] == "3" and macros["LoraNExpected"] == "4"

@@ -199,7 +199,7 @@ class LoraReport:
             "LoraLR": f"{p['lr']:g}",
             "LoraTrainBatch": str(p["train_batch_size"]),
             "LoraBatch": str(p["batch_size"]),
-            "LoraEvalEvery": str(p["eval_every"]) if p["eval_every"] else "0",
+            "LoraEvalEvery": fmt_int(p["eval_every"] or p["steps"]),  # 0: only after the last step
             "LoraSeed": str(p["seed"]),
             "LoraLambdaGrid": fmt_grid(p["lambdas"]),
             "LoraKappaMax": fmt_diff(p["kappa_max"]),
@@ -229,11 +229,15 @@ class LoraReport:
             macros[f"Lora{gi}FitRatio"] = fmt_ratio(ratio)
             t, k, n = self.time_to_pil(g)
             macros[f"Lora{gi}ReachPil"] = f"{k}/{n}" if n else MISSING
-            macros[f"Lora{gi}TimeToPil"] = fmt_num(t, 2) if _finite(t) else MISSING
+            macros[f"Lora{gi}TimeToPil"] = f"{fmt_num(t, 2)}\\,s" if _finite(t) else MISSING
             to_pil = t / pil_fit if _finite(t) and _finite(pil_fit) else None
             macros[f"Lora{gi}TimeToPilRatio"] = fmt_ratio(to_pil)
-            lam = self.stat(g, "pil_lora", "lambda_rel")[0]
-            macros[f"Lora{gi}PilLambda"] = fmt_diff(lam)
+            for m in ("pil_lora", "ridge"):  # the λ each fit chose (one per seed), from the grid
+                lams = sorted(
+                    {r["lambda_rel"] for r in self.rows_of(g, m) if _finite(r.get("lambda_rel"))}
+                )
+                key = f"Lora{gi}{METHODS[m][1]}Lambda"
+                macros[key] = fmt_grid([float(f"{x:.6g}") for x in lams]) if lams else MISSING
         return macros
 
     def _first(self, col: str) -> float | None:
