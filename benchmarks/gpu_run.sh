@@ -4,16 +4,7 @@
 # mirror files the GPU rules read). Writes results (no checkpoints) to $OUT.
 # Env: SKIP_PIL_BENCH=1 skips the PIL benchmark; TARGETS='file ...' builds only those targets.
 set -u
-OUT=${OUT:-gpu_out}
-mkdir -p "$OUT"
-PY=$(command -v python3)
-SITE=/tmp/pillm_site
-mkdir -p "$SITE" /tmp/pillm_bin
-# Unzip rather than pip install: pip stalled for minutes on the offline host.
-for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
-printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
-export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+. benchmarks/gpu_env.sh
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
   timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"
   timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"

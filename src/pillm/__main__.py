@@ -216,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "device"):
+        from .gpu_slots import assign_gpu
+
+        assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
     if args.command == "prepare-corpus":
         from .corpus import prepare_corpus
 

@@ -92,6 +92,7 @@ def provenance(device: str) -> dict[str, str]:
         "torch": torch.__version__,
         "numpy": numpy.__version__,
         "cuda": torch.version.cuda or "none",
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),  # gpu_slots.py
     }
 
 

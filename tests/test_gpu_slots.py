@@ -1,0 +1,70 @@
+"""GPU slots: concurrent jobs spread over GPUs, share them evenly, and free a slot on exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from pillm.gpu_slots import assign_gpu, claim_slot
+
+HOLD = """
+import sys, time
+from pillm.gpu_slots import assign_gpu
+print(assign_gpu("auto", n_gpus=int(sys.argv[1])), flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def start(n_gpus: int, hold: float, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", HOLD, str(n_gpus), str(hold)], env=env,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PILLM_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return {k: v for k, v in os.environ.items()}
+
+
+def test_concurrent_jobs_get_distinct_gpus_then_share_evenly(env):
+    procs = []
+    for _ in range(5):  # 5 jobs, 2 GPUs: 3 + 2, never 5 on one device
+        procs.append(start(2, 3.0, env))
+        time.sleep(0.3)  # started one after another, all still running
+    gpus = Counter(p.stdout.readline().strip() for p in procs)
+    for p in procs:
+        p.wait()
+    assert gpus == Counter({"0": 3, "1": 2})
+
+
+def test_a_finished_or_killed_job_frees_its_slot(env, tmp_path):
+    p = start(2, 60.0, env)
+    assert p.stdout.readline().strip() == "0"
+    q = start(2, 0.0, env)
+    assert q.stdout.readline().strip() == "1"  # GPU 0 is taken
+    q.wait()
+    p.kill()
+    p.wait()
+    r = start(2, 0.0, env)
+    assert r.stdout.readline().strip() == "0"  # the killed job's lock went with it
+    r.wait()
+
+
+def test_cpu_explicit_devices_and_scheduler_pinning_are_left_alone(env, monkeypatch):
+    assert assign_gpu("cpu", n_gpus=4) is None
+    assert assign_gpu("cuda:1", n_gpus=4) is None
+    assert assign_gpu("auto", n_gpus=1) is None  # one GPU: nothing to choose
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # e.g. set by SLURM
+    assert assign_gpu("auto", n_gpus=4) is None and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+def test_claim_slot_levels(tmp_path):
+    assert claim_slot(2, tmp_path) == (0, 0)
+    assert claim_slot(2, tmp_path) == (1, 0)
+    assert claim_slot(2, tmp_path) == (0, 1)
