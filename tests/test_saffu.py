@@ -230,6 +230,8 @@ def test_warm_start_beats_cold_at_step_zero_and_both_take_the_same_steps(runs, t
     assert cold["init_val_loss"] == pytest.approx(math.log(V), abs=0.05)  # N(0, 0.02) ~ uniform
     assert warm["train_steps"] == cold["train_steps"] == CFG["steps"]
     assert warm["alpha"] in CFG["alphas"] and "alpha" not in cold
+    assert warm["init_test_ppl"] == pytest.approx(math.exp(warm["init_test_loss"]))
+    assert "init_test_ppl" not in cold  # a random start is no model worth a test pass
     for r in (warm, cold):
         assert r["test_ppl"] == pytest.approx(math.exp(r["test_loss"]))
         assert r["test_predicted"] == len(np.load(tokens_dir / "test.npy")) - 1

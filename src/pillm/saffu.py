@@ -258,9 +258,13 @@ def run_saffu(
     out["solve_time_s"] = time.perf_counter() - t0 if init == "explicit" else 0.0
 
     val0 = evaluate(model, *data["valid"], chunk)
-    test0 = evaluate(model, *data["test"], chunk)
-    out.update(init_test_loss=test0["loss"], init_test_ppl=perplexity(test0["loss"]))
-    out.update(init_val_loss=val0["loss"], init_test_acc=test0["acc"])
+    out["init_val_loss"] = val0["loss"]
+    n_tok, n_bytes = len(arrays["test"]), meta["bytes"]["test"]
+    if init == "explicit":  # the explicit solution as a model of its own (no gradient step)
+        test0 = evaluate(model, *data["test"], chunk)
+        out.update(init_test_loss=test0["loss"], init_test_ppl=perplexity(test0["loss"]))
+        out["init_test_acc"] = test0["acc"]
+        out["init_test_bpb"] = bits_per_byte(test0["nll"], int(test0["n"]), n_tok, n_bytes)
 
     # ---- AdamW, identical for both inits (same steps, batch order, schedule)
     tr_idx, tr_wts, tr_y = data["train"]
@@ -300,13 +304,11 @@ def run_saffu(
 
     val = evaluate(model, *data["valid"], chunk)
     test = evaluate(model, *data["test"], chunk)
-    n_tok = len(arrays["test"])
     out.update(
         test_loss=test["loss"],
         test_ppl=perplexity(test["loss"]),
         test_acc=test["acc"],
-        test_bpb=bits_per_byte(test["nll"], int(test["n"]), n_tok, meta["bytes"]["test"]),
-        init_test_bpb=bits_per_byte(test0["nll"], int(test0["n"]), n_tok, meta["bytes"]["test"]),
+        test_bpb=bits_per_byte(test["nll"], int(test["n"]), n_tok, n_bytes),
         val_loss=val["loss"],
         val_ppl=perplexity(val["loss"]),
         train_time_s=train_time,
