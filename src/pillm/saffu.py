@@ -11,8 +11,9 @@ type j (fractional counts when x is not one-hot). For one-hot inputs ``softmax(x
 softmax of row i of W, and the stationarity condition reads ``softmax(W[i]) = F[i] / F[i].sum()``:
 ``W[i, j] = log F[i, j] + c_i`` is exactly optimal (the empirical conditional) whenever every
 ``F[i, j] > 0``, for any translation ``c``. The translation is free for every 1-normalised input,
-one-hot or not: adding ``c_i`` to row i (the seed's "column-wise" translation, in the transposed
-orientation) shifts every logit of ``x`` by the same ``x . c``, which softmax ignores. Adding
+one-hot or not: adding ``c_i`` to row i (the translation the published solution leaves free; it
+acts on rows here because W stores inputs as rows) shifts every logit of ``x`` by the same
+``x . c``, which softmax ignores. Adding
 ``d_j`` to a column instead acts as an output bias (it does change predictions).
 For mixed inputs (several non-zero ``x_i``), ``softmax(x log F)`` is the geometric pool
 ``prod_i p(j | i)^{x_i}`` of the rows' conditionals: a one-pass warm start, not a stationary point
