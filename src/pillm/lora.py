@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from .ridge import GramStats, select_lambda
 from .sst2 import Split
@@ -229,7 +230,9 @@ def fit_closed_form(
     _sync(device)
     t0 = time.perf_counter()
     for split, (ids, labels) in (("fit", fit), ("select", select)):
-        it = pooled_batches(base, ids, labels, batch_size, device)
+        n_batches = math.ceil(len(ids) / batch_size)
+        it = iter(tqdm(pooled_batches(base, ids, labels, batch_size, device), total=n_batches,
+                       desc=f"streaming {split} rows", mininterval=10))  # fmt: skip
         while True:
             tc = time.perf_counter()
             batch = next(it, None)
@@ -315,7 +318,7 @@ def fit_lora(
 
     curve: list[dict[str, float]] = []
     elapsed = 0.0
-    for step in range(1, steps + 1):
+    for step in tqdm(range(1, steps + 1), desc="LoRA steps", mininterval=10):
         _sync(device)
         t0 = time.perf_counter()
         model.train()
