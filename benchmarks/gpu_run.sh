@@ -13,7 +13,7 @@ fi
 # Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data and peft in .whl/).
 printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate lora_aggregate --cores 16 \
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate --cores 16 \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
