@@ -163,3 +163,12 @@ def test_aggregate_tables_and_figures(jobs, tmp_path):
 
 def test_macro_names_are_letters_only():
     assert macro("cifar10", "flow_adamw8", "Fd") == "GenCifarTenFlowAdamwEightFd"
+
+
+def test_real_fid_offline_names_the_key(jobs, tmp_path):
+    root, cfg = jobs
+    cfg = {**cfg, "real_fid": True}
+    with pytest.raises(RuntimeError, match="generative.real_fid"):
+        generative_job("mnist", "flow_pil", cfg, str(root / "mnist/images.npz"),
+                       str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
+    assert not (tmp_path / "metrics.json").exists()  # nothing that looks finished

@@ -289,6 +289,10 @@ def generative_job(
         sync_device(torch.device(device))
         secs = time.perf_counter() - ts
         q = quality(classifier, feats_real, fake, cfg, device)
+        if cfg.get("real_fid"):
+            from .real_fid import real_fid
+
+            q["fid"] = real_fid(real, fake, IMAGE_DATASETS[dataset].shape, device)
         nfe = steps * (2 if method == "heun" else 1)
         rows.append({"sampler": method, "steps": steps, "nfe": nfe, "sample_seconds": secs, **q})
         if grid is None:
