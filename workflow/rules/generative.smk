@@ -66,6 +66,7 @@ rule generative:
             "diffusion",
             "images",
             "sample_quality",
+            "real_fid",
             "ridge",
             "data",
             "train",
