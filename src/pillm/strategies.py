@@ -31,6 +31,8 @@ from .train import fit, lm_metrics, load_tokens, resolve_device, seed_everything
 from .variants import VARIANTS
 
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")
+# fit() metrics a run records; compiled / cuda_graphs say which step path ran (train_step.py)
+GRAD_RECORDS = ("tokens_per_s", "train_steps", "compiled", "cuda_graphs")
 
 
 def _dep_metrics(run_dir: str) -> dict[str, float]:
@@ -99,7 +101,7 @@ def run_variant(
         grad, curve = fit(model, arrays, meta, params["train"], seed, device)
         grad_time += grad["grad_time_s"]
         trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
-        extra |= {"tokens_per_s": grad["tokens_per_s"], "train_steps": grad["train_steps"]}
+        extra |= {k: grad[k] for k in GRAD_RECORDS}
     model.eval()
     solve_time = sum(s.seconds for s in solves)
     metrics = {
@@ -108,7 +110,7 @@ def run_variant(
         "grad_time_s": grad_time,
         "solve_time_s": solve_time,
         "train_time_s": grad_time + solve_time,
-        **{k: val for k, val in extra.items() if k in ("tokens_per_s", "train_steps")},
+        **{k: val for k, val in extra.items() if k in GRAD_RECORDS},
     }
     for s in solves:
         metrics[f"kappa_l{s.layer}"] = s.kappa

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from .evaluate import evaluate_lm
 from .model import GPT, GPTConfig
+from .train_step import StepOptions, TrainStep, make_optimizer  # noqa: F401 (re-export)
 
 
 def resolve_device(name: str) -> str:
@@ -57,20 +58,6 @@ def lr_at(step: int, total: int, peak: float, warmup: int, min_frac: float) -> f
     return peak * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def make_optimizer(model: torch.nn.Module, cfg: dict, device: str) -> torch.optim.Optimizer:
-    # Decay matrices only (nanoGPT): biases, LayerNorm gains and nothing 1-D.
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg["weight_decay"]},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=device.startswith("cuda")
-    )
-
-
 def peak_memory_mb(device: str) -> float:
     if device.startswith("cuda"):
         return torch.cuda.max_memory_allocated() / 2**20
@@ -95,7 +82,7 @@ def fit(
     if train_cfg.get("max_steps"):
         total_steps = min(total_steps, train_cfg["max_steps"])
     warmup = max(1, round(train_cfg["warmup_frac"] * total_steps))
-    opt = make_optimizer(model, train_cfg, device)
+    step_fn = TrainStep(model, train_cfg, device, StepOptions.from_config(train_cfg, device))
     gen = torch.Generator(device="cpu").manual_seed(seed)
     offsets = torch.arange(T + 1, device=device)
 
@@ -117,19 +104,9 @@ def fit(
                     torch.cuda.synchronize()
                 t_start = time.perf_counter()
             idx = order[b * B : (b + 1) * B, None] + offsets  # (B, T+1)
-            chunk = data[idx]
-            x, y = chunk[:, :-1], chunk[:, 1:]
+            chunk = data[idx]  # inputs chunk[:, :-1], targets chunk[:, 1:]
             lr = lr_at(step, total_steps, train_cfg["lr"], warmup, train_cfg["min_lr_frac"])
-            for g in opt.param_groups:
-                g["lr"] = lr
-            with torch.autocast(device.split(":")[0], dtype=amp, enabled=amp is not None):
-                _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if train_cfg["grad_clip"] > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
-            opt.step()
-            losses.append(loss.detach())
+            losses.append(step_fn(chunk, lr))  # a device tensor: no host sync per step
             curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
             step += 1
             bar.update(1)
@@ -157,6 +134,7 @@ def fit(
         "train_tokens": total_steps * B * T,
         "grad_time_s": t_end - t0,
         "tokens_per_s": timed_steps * B * T / t_timed if t_timed > 0 else float("nan"),
+        **step_fn.path(),  # compiled / cuda_graphs: 1 where that path ran (CUDA only)
     }
     return metrics, curve
 
