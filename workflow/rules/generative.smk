@@ -142,7 +142,7 @@ rule gen_tables:
     params:
         cfg=as_json({"name": config["name"], "generative": GEN}),
         summary_dir=lambda w, input: parent(input.summary[0]),
-        template_dir="paper/templates",
+        template_dir=lambda w, input: parent(input.templates[0]),
         tables_dir=lambda w, output: parent(output.tables[0]),
     shell:
         "python -m pillm gen-tables --summary-dir {params.summary_dir}"
@@ -174,7 +174,8 @@ rule gen_figures:
         "../envs/pillm.yaml"
     params:
         summary_dir=lambda w, input: parent(input.summary[0]),
-        results_dir=res("generative"),
+        # results/<name>/generative: the sample grids sit at <dataset>/<setting>/samples.png.
+        results_dir=lambda w, input: parent(parent(parent(input.grids[0]))),
         out_dir=lambda w, output: parent(output.pdf[0]),
     shell:
         "python -m pillm gen-figures --summary-dir {params.summary_dir}"
