@@ -15,6 +15,8 @@ rule run_lm:
         code=src(
             "model",
             "train",
+            "train_step",
+            "linear_ce",
             "evaluate",
             "pil",
             "ridge",

@@ -1,0 +1,419 @@
+"""Benchmark: our LM trainer vs a minimal nanoGPT-style trainer, tokens/s and MFU, same call.
+
+Reference: a nanoGPT-style GPT written here (same shape, batch, dropout and tied embeddings as
+the config's model; vocabulary padded to 50,304 as nanoGPT does), ``torch.compile`` default
+mode, bf16 autocast on CUDA, fused AdamW (decay on matrices only), gradient clip, the same
+warm-up + cosine learning rate (``train.lr_at``), the same seeded window order and the same
+on-device data, no host sync per step (nanoGPT reads ``loss.item()`` only every 10th step).
+Ours: ``pillm.train.fit`` exactly as the pipeline calls it, with the config's ``train`` section
+(``compile``, ``cuda_graphs``, ``ce_chunk`` included) and ``eval_every: 0``; each ``--ours``
+adds a configuration with some of those keys overridden.
+
+Both train on the same tokens for the same steps; the first ``train.warmup_steps_timing`` steps
+(compilation, CUDA-graph capture) are timed separately and excluded from tokens/s. MFU is model
+FLOPs per token (6 N, N without the position table, plus the attention term 12 L d T, as
+nanoGPT's ``estimate_mfu``) x tokens/s over the device's peak dense bf16 FLOP/s. Loss "after the
+same tokens" is the mean train loss of the last tenth of the steps and the held-out loss on the
+validation split's first ``--eval-windows`` windows.
+
+    python benchmarks/trainer_throughput.py --tiny                      # CPU sanity, seconds
+    python benchmarks/trainer_throughput.py --device cuda --out results/bench/trainer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import yaml
+
+from pillm.model import GPT, GPTConfig
+from pillm.train import fit, load_tokens, lr_at, resolve_device
+
+PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),  # SXM
+    ("H200", 989e12),
+    ("A100", 312e12),
+)
+TINY_MODEL = {"n_layer": 2, "d_model": 64, "n_head": 2, "ffn_mult": 4, "context": 32}
+
+
+# ----------------------------------------------------------------------------- reference
+class RefAttention(nn.Module):
+    def __init__(self, d: int, n_head: int, dropout: float):
+        super().__init__()
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.n_head, self.dropout = n_head, dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class RefMLP(nn.Module):
+    def __init__(self, d: int, mult: int):
+        super().__init__()
+        self.c_fc, self.gelu, self.c_proj = nn.Linear(d, mult * d), nn.GELU(), nn.Linear(mult * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class RefBlock(nn.Module):
+    def __init__(self, d: int, n_head: int, mult: int, dropout: float):
+        super().__init__()
+        self.ln_1, self.attn = nn.LayerNorm(d), RefAttention(d, n_head, dropout)
+        self.ln_2, self.mlp = nn.LayerNorm(d), RefMLP(d, mult)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class RefGPT(nn.Module):
+    """nanoGPT's model.py, condensed: bias everywhere, tied head, GPT-2 init. Dropout where
+    ``pillm.model`` has it (embeddings, attention probabilities), so both fit the same function;
+    nanoGPT's residual dropouts would only add kernels to the reference."""
+
+    def __init__(self, vocab: int, context: int, n_layer: int, d_model: int, n_head: int,
+                 ffn_mult: int, dropout: float):  # fmt: skip
+        super().__init__()
+        self.context = context
+        self.wte, self.wpe = nn.Embedding(vocab, d_model), nn.Embedding(context, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList(RefBlock(d_model, n_head, ffn_mult, dropout) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.wte.weight = self.lm_head.weight
+        self.apply(self._init_weights)
+        for pn, p in self.named_parameters():
+            if pn.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        _, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+
+def ref_optimizer(model: nn.Module, cfg: dict, device: str) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    fused = device.startswith("cuda")
+    return torch.optim.AdamW(groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=fused)
+
+
+def window_batches(data: torch.Tensor, T: int, B: int, steps: int, seed: int):
+    """fit()'s batches: per epoch a seeded permutation of the non-overlapping windows."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n_windows = (len(data) - 1) // T
+    per_epoch = n_windows // B
+    offsets = torch.arange(T + 1, device=data.device)
+    step = 0
+    while step < steps:
+        order = torch.randperm(n_windows, generator=gen)[: per_epoch * B].to(data.device) * T
+        for b in range(per_epoch):
+            if step == steps:
+                return
+            yield data[order[b * B : (b + 1) * B, None] + offsets]
+            step += 1
+
+
+def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mode):
+    """The nanoGPT-style loop; returns (model, timings, per-step losses)."""
+    T, B = model_cfg["context"], train_cfg["batch_size"]
+    torch.manual_seed(seed)
+    vocab = 64 * math.ceil(arrays["vocab"] / 64)  # nanoGPT pads 50257 to 50304
+    model = RefGPT(vocab, T, model_cfg["n_layer"], model_cfg["d_model"], model_cfg["n_head"],
+                   model_cfg["ffn_mult"], model_cfg["dropout"]).to(device)  # fmt: skip
+    opt = ref_optimizer(model, train_cfg, device)
+    fwd = model if compile_mode == "none" else torch.compile(model, backend=compile_mode)
+    amp = torch.bfloat16 if device.startswith("cuda") else None
+    warmup = max(1, round(train_cfg["warmup_frac"] * steps))
+    timed_from = train_cfg["warmup_steps_timing"]
+    data = arrays["train"].to(device)
+    losses = []
+    model.train()
+    sync(device)
+    t0 = t_start = time.perf_counter()
+    for step, chunk in enumerate(window_batches(data, T, B, steps, seed)):
+        if step == timed_from:
+            sync(device)
+            t_start = time.perf_counter()
+        lr = lr_at(step, steps, train_cfg["lr"], warmup, train_cfg["min_lr_frac"])
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast(device.split(":")[0], dtype=amp, enabled=amp is not None):
+            _, loss = fwd(chunk[:, :-1], chunk[:, 1:])
+        loss.backward()
+        if train_cfg["grad_clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+    sync(device)
+    t_end = time.perf_counter()
+    timed = (steps - timed_from) * B * T / (t_end - t_start)
+    return model, {"tokens_per_s": timed, "warmup_s": t_start - t0}, stack(losses)
+
+
+# ----------------------------------------------------------------------------- ours
+def run_ours(arrays, meta, model_cfg, train_cfg, steps, seed, device):
+    """``pillm.train.fit`` as the pipeline runs it (run_variant: seed, model, then fit)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    model = GPT(GPTConfig(vocab_size=arrays["vocab"], **model_cfg)).to(device)
+    cfg = {**train_cfg, "max_steps": steps, "epochs": epochs_for(arrays, model_cfg, train_cfg, steps),
+           "eval_every": 0}  # fmt: skip
+    split = {k: arrays[k] for k in ("train", "valid", "test")}
+    metrics, curve = fit(model, split, meta, cfg, seed, device)
+    timed_steps = steps - cfg["warmup_steps_timing"]
+    tokens = train_cfg["batch_size"] * model_cfg["context"]
+    timed_s = timed_steps * tokens / metrics["tokens_per_s"]
+    timings = {
+        "tokens_per_s": metrics["tokens_per_s"],
+        "warmup_s": metrics["grad_time_s"] - timed_s,
+        "compiled": metrics["compiled"],
+        "cuda_graphs": metrics["cuda_graphs"],
+    }
+    return model, timings, [row["train_loss"] for row in curve]
+
+
+def epochs_for(arrays, model_cfg, train_cfg, steps) -> int:
+    per_epoch = ((len(arrays["train"]) - 1) // model_cfg["context"]) // train_cfg["batch_size"]
+    if per_epoch < 1:
+        raise SystemExit(f"the train split has fewer than batch_size={train_cfg['batch_size']} "
+                         f"windows of {model_cfg['context']} tokens: use more tokens or --tiny")  # fmt: skip
+    return math.ceil(steps / per_epoch)
+
+
+# ----------------------------------------------------------------------------- shared
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def stack(losses: list[torch.Tensor]) -> list[float]:
+    return torch.stack(losses).float().cpu().tolist()
+
+
+@torch.no_grad()
+def heldout_loss(model: nn.Module, tokens: torch.Tensor, T: int, windows: int, device: str):
+    """Mean next-token cross-entropy (nats) on the first ``windows`` validation windows."""
+    model.eval()
+    n = min(windows, (len(tokens) - 1) // T)
+    if n < 1:
+        return float("nan")
+    x = tokens[: n * T].view(n, T).to(device)
+    y = tokens[1 : n * T + 1].view(n, T).to(device)
+    amp = torch.bfloat16 if device.startswith("cuda") else None
+    total = 0.0
+    for i in range(0, n, 32):
+        with torch.autocast(device.split(":")[0], dtype=amp, enabled=amp is not None):
+            logits, _ = model(x[i : i + 32])
+        total += F.cross_entropy(logits.float().flatten(0, 1), y[i : i + 32].flatten(),
+                                 reduction="sum").item()  # fmt: skip
+    return total / (n * T)
+
+
+def flops_per_token(model: nn.Module, n_layer: int, d: int, T: int) -> float:
+    """nanoGPT's estimate: 6 N (N without the position table) + 12 L d T (attention)."""
+    n = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
+    return 6 * n + 12 * n_layer * d * T
+
+
+def peak_flops(device: str, override: float | None) -> tuple[float | None, str]:
+    if override:
+        return override, "--peak-flops"
+    if not device.startswith("cuda"):
+        return None, "none (CPU: pass --peak-flops for MFU)"
+    name = torch.cuda.get_device_name(device)
+    for key, value in PEAK_BF16:
+        if key in name:
+            return value, f"{name} (table)"
+    return None, f"{name} unknown: pass --peak-flops"
+
+
+def load_data(args) -> tuple[dict, dict, str]:
+    """Token arrays (+ 'vocab') and meta: --tokens, else the paper's WikiText-2, else random."""
+    tokens_dir = Path(args.tokens or "results/paper/tokens/wikitext2")
+    if (args.tokens or not args.tiny) and (tokens_dir / "train.npy").exists():
+        arrays, meta = load_tokens(tokens_dir)
+        return {**arrays, "vocab": meta["vocab_size"]}, meta, str(tokens_dir)
+    if args.tokens:
+        raise SystemExit(f"--tokens {args.tokens}: no train.npy/valid.npy/test.npy/meta.json "
+                         "there (a results/<scale>/tokens/<corpus> folder of the pipeline)")  # fmt: skip
+    vocab = 512 if args.tiny else 50257
+    g = torch.Generator().manual_seed(0)
+    sizes = {"train": 60_000 if args.tiny else 232_309, "valid": 8192, "test": 8192}
+    arrays = {s: torch.randint(0, vocab, (n,), generator=g) for s, n in sizes.items()}
+    meta = {"vocab_size": vocab, "bytes": {s: 4 * n for s, n in sizes.items()}}
+    return {**arrays, "vocab": vocab}, meta, f"uniform random tokens, vocab {vocab}"
+
+
+def parse_override(text: str) -> dict:
+    """'compile=false,ce_chunk=1024' -> {'compile': False, 'ce_chunk': 1024}."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("compile", "cuda_graphs", "ce_chunk"):
+            raise SystemExit(f"--ours {text!r}: expected key=value pairs of compile, cuda_graphs, "
+                             "ce_chunk, e.g. --ours compile=false,ce_chunk=0")  # fmt: skip
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="config/config.yaml", help="model + train sections")
+    ap.add_argument("--tokens", help="a pipeline tokens folder (default: the paper's WikiText-2)")
+    ap.add_argument("--steps", type=int, help="optimizer steps (default: the config's epochs)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--tiny", action="store_true", help="tiny model and random tokens (CPU test)")
+    ap.add_argument("--ours", action="append", default=None,
+                    help="a configuration of ours: overrides of train.compile/cuda_graphs/"
+                         "ce_chunk ('' = the config as is); repeatable")  # fmt: skip
+    ap.add_argument("--ref-compile", default=None,
+                    help="torch.compile backend of the reference: inductor (default on CUDA), "
+                         "aot_eager, or none (default with --tiny on CPU)")  # fmt: skip
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--peak-flops", type=float, help="peak dense bf16 FLOP/s for MFU")
+    ap.add_argument("--eval-windows", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-seconds", type=float, default=170.0, help="hard wall-clock limit")
+    ap.add_argument("--out", help="write the results as JSON here")
+    args = ap.parse_args()
+
+    def on_alarm(*_):
+        raise TimeoutError(f"stopped after --max-seconds {args.max_seconds:.0f}: lower --steps "
+                           "or drop --ours configurations (results so far are in --out)")  # fmt: skip
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, args.max_seconds)
+
+    device = resolve_device(args.device)
+    cfg = yaml.safe_load(Path(args.config).read_text())
+    model_cfg, train_cfg = dict(cfg["model"]), dict(cfg["train"])
+    if args.tiny:
+        model_cfg |= TINY_MODEL
+        train_cfg |= {"batch_size": 8, "warmup_steps_timing": 3}
+    arrays, meta, data_name = load_data(args)
+    T, B = model_cfg["context"], train_cfg["batch_size"]
+    per_epoch = ((len(arrays["train"]) - 1) // T) // B
+    steps = args.steps or (12 if args.tiny else per_epoch * train_cfg["epochs"])
+    if steps <= train_cfg["warmup_steps_timing"]:
+        raise SystemExit(f"--steps {steps} must exceed train.warmup_steps_timing "
+                         f"({train_cfg['warmup_steps_timing']}), the untimed warm-up")  # fmt: skip
+    ref_compile = args.ref_compile or (
+        "none" if args.tiny and not device.startswith("cuda") else "inductor"
+    )
+    peak, peak_src = peak_flops(device, args.peak_flops)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # as fit() sets it, for both trainers
+    report = {
+        "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+        "torch": torch.__version__, "data": data_name, "steps": steps, "batch_size": B,
+        "context": T, "tokens": steps * B * T, "model": model_cfg, "peak_flops": peak,
+        "peak_flops_source": peak_src, "runs": [],
+    }  # fmt: skip
+    print(f"# {report['device']}, torch {torch.__version__}; {data_name}; {steps} steps x {B} x "
+          f"{T} = {steps * B * T:,} tokens; model {model_cfg}", flush=True)  # fmt: skip
+
+    def record(name: str, model: nn.Module, timings: dict, losses: list[float], **extra) -> None:
+        last = max(1, steps // 10)
+        fpt = flops_per_token(model, model_cfg["n_layer"], model_cfg["d_model"], T)
+        row = {
+            "trainer": name, **timings, **extra,
+            "flops_per_token": fpt,
+            "mfu": fpt * timings["tokens_per_s"] / peak if peak else None,
+            "final_train_loss": float(np.mean(losses[-last:])),
+            "heldout_loss": heldout_loss(model, arrays["valid"], T, args.eval_windows, device),
+            "peak_memory_mb": torch.cuda.max_memory_allocated() / 2**20
+            if device.startswith("cuda") else None,
+        }  # fmt: skip
+        report["runs"].append(row)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(report, indent=1))
+        print(f"done: {name}: {timings['tokens_per_s']:,.0f} tokens/s", file=sys.stderr, flush=True)
+
+    def reset_peak() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+
+    try:
+        if not args.no_reference:
+            reset_peak()
+            model, timings, losses = run_reference(arrays, model_cfg, train_cfg, steps,
+                                                   args.seed, device, ref_compile)  # fmt: skip
+            record(f"reference (nanoGPT-style, compile={ref_compile})", model, timings, losses)
+            del model
+        for text in args.ours or [""]:
+            reset_peak()
+            over = parse_override(text)
+            model, timings, losses = run_ours(arrays, meta, model_cfg, {**train_cfg, **over},
+                                              steps, args.seed, device)  # fmt: skip
+            keys = {k: train_cfg.get(k, "-") for k in ("compile", "cuda_graphs", "ce_chunk")}
+            label = ",".join(f"{k}={v}" for k, v in (keys | over).items())
+            record(f"ours ({label})", model, timings, losses)
+            del model
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print_table(report)
+
+
+def print_table(report: dict) -> None:
+    runs = report["runs"]
+    if not runs:
+        return
+    ref = next((r for r in runs if r["trainer"].startswith("reference")), None)
+    head = ("trainer", "tokens/s", "MFU", "warm-up s", "train loss", "held-out", "x ref", "path")
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for r in runs:
+        ratio = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}" if ref else "-"
+        mfu = f"{100 * r['mfu']:.1f} %" if r["mfu"] is not None else "n/a"
+        path = "-" if "compiled" not in r else (
+            f"compiled={int(r['compiled'])} cuda_graphs={int(r['cuda_graphs'])}")  # fmt: skip
+        print(f"| {r['trainer']} | {r['tokens_per_s']:,.0f} | {mfu} | {r['warmup_s']:.1f} | "
+              f"{r['final_train_loss']:.4f} | {r['heldout_loss']:.4f} | {ratio} | {path} |")  # fmt: skip
+    print(f"train loss: mean of the last tenth of {report['steps']} steps; held-out: validation "
+          f"windows; peak FLOP/s: {report['peak_flops_source']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
