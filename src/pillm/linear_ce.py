@@ -25,15 +25,16 @@ class _LinearCrossEntropy(torch.autograd.Function):
         dh = torch.empty_like(h) if need_h else None
         dw = torch.zeros(w.shape, dtype=stat, device=w.device) if need_w else None
         total = torch.zeros((), dtype=stat, device=h.device)
+        cols = torch.arange(w.shape[0], device=h.device)
         for s in range(0, n, chunk):
             hs, ts = hc[s : s + chunk], targets[s : s + chunk]
             logits = (hs @ wc.t()).to(stat)  # (n_c, V): as the unfused head's logits.float()
             lse = torch.logsumexp(logits, dim=-1)  # (n_c,)
             total = total + (lse - logits.gather(1, ts[:, None]).squeeze(1)).sum()
             if need_h or need_w:
-                g = torch.exp(logits - lse[:, None])  # softmax
-                g.scatter_add_(1, ts[:, None], torch.full_like(lse[:, None], -1.0))
-                g = (g / n).to(compute_dtype)  # dL/dlogits of the mean loss
+                p = torch.exp(logits - lse[:, None])  # softmax
+                # dL/dlogits of the mean loss; pointwise (no scatter), so a compiler fuses it
+                g = (torch.where(cols == ts[:, None], p - 1.0, p) / n).to(compute_dtype)
                 if need_h:
                     dh[s : s + chunk] = (g @ wc).to(h.dtype)
                 if need_w:

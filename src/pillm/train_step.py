@@ -20,6 +20,7 @@ handle) the step falls back, warns on stderr, and ``path()`` reports what actual
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -35,7 +36,7 @@ class StepOptions:
     compile: bool = False
     cuda_graphs: bool = False
     ce_chunk: int = 0  # rows per output-layer chunk; 0: plain F.cross_entropy on full logits
-    backend: str = "inductor"  # torch.compile backend (tests trace with "aot_eager": no codegen)
+    backend: str | Callable = "inductor"  # torch.compile backend (tests: "aot_eager", no codegen)
 
     @classmethod
     def from_config(cls, train_cfg: dict, device: str) -> StepOptions:
