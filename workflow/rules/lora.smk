@@ -26,7 +26,9 @@ rule lora:
         method="pil_lora|ridge|lora",
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    # One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran
+    # MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
+    threads: 1
     resources:
         gpu=1,
     params:
