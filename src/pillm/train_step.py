@@ -88,6 +88,7 @@ class TrainStep:
         if options.cuda_graphs and not device.startswith("cuda"):
             raise ValueError(f"train.cuda_graphs needs a CUDA device, got {device!r}")
         self.model, self.device, self.options = model, device, options
+        self.ce_chunk = options.ce_chunk  # a plain int: what the compiled loss guards on
         self.clip = float(train_cfg["grad_clip"])
         self.amp = torch.bfloat16 if device.startswith("cuda") else None
         self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
@@ -112,13 +113,13 @@ class TrainStep:
         return torch.autocast(kind, dtype=self.amp, enabled=self.amp is not None)
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.options.ce_chunk <= 0:
+        if self.ce_chunk <= 0:
             return self.model(x, y)[1]
         return linear_cross_entropy(
             self.model.hidden(x),
             self.model.lm_head.weight,
             y,
-            chunk=self.options.ce_chunk,
+            chunk=self.ce_chunk,
             compute_dtype=self.amp or self.model.lm_head.weight.dtype,
         )
 
