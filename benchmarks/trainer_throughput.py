@@ -308,6 +308,11 @@ def parse_override(text: str) -> dict:
             raise SystemExit(f"--ours {text!r}: expected key=value pairs of compile, cuda_graphs, "
                              "ce_chunk, e.g. --ours compile=false,ce_chunk=0")  # fmt: skip
         out[key] = yaml.safe_load(value)
+        ok = isinstance(out[key], bool) if key != "ce_chunk" else (
+            type(out[key]) is int and out[key] >= 0)  # fmt: skip
+        if not ok:
+            raise SystemExit(f"--ours {text!r}: {key} must be "
+                             + ("true/false" if key != "ce_chunk" else "an integer >= 0"))  # fmt: skip
     return out
 
 
@@ -352,6 +357,7 @@ def main() -> None:
     if steps <= train_cfg["warmup_steps_timing"]:
         raise SystemExit(f"--steps {steps} must exceed train.warmup_steps_timing "
                          f"({train_cfg['warmup_steps_timing']}), the untimed warm-up")  # fmt: skip
+    overrides = [parse_override(text) for text in args.ours or [""]]  # fail before training
     ref_compile = args.ref_compile or (
         "none" if args.tiny and not device.startswith("cuda") else "inductor"
     )
@@ -396,9 +402,8 @@ def main() -> None:
                                                    args.seed, device, ref_compile)  # fmt: skip
             record(f"reference (nanoGPT-style, compile={ref_compile})", model, timings, losses)
             del model
-        for text in args.ours or [""]:
+        for over in overrides:
             reset_peak()
-            over = parse_override(text)
             model, timings, losses = run_ours(arrays, meta, model_cfg, {**train_cfg, **over},
                                               steps, args.seed, device)  # fmt: skip
             keys = {k: train_cfg.get(k, "-") for k in ("compile", "cuda_graphs", "ce_chunk")}
