@@ -2,7 +2,8 @@
 # The GPU part of the paper config on a GPU host without network access.
 # Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and .gpu/data/ (the
 # mirror files the GPU rules read). Writes results (no checkpoints) to $OUT.
-# Env: SKIP_PIL_BENCH=1 skips the PIL benchmark; TARGETS='file ...' builds only those targets.
+# Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
+# (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets.
 set -u
 . benchmarks/gpu_env.sh
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
@@ -10,7 +11,7 @@ if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's c
   timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"
 fi
 # Probe only the pipeline's own models here: MiniLM and SmolLM2 (>64 MiB) stay on the CPU side.
-# Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data and peft in .whl/).
+# Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data; peft comes with the host's torch).
 printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
 timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate --cores 16 \
@@ -18,11 +19,20 @@ timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from agg
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 tail -4 "$OUT/snakemake.log"
-timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
-  --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
-  --out "$OUT/bench_probe.json" 2>&1 | tee "$OUT/bench_probe.txt"
-timeout 200 python benchmarks/lora_speed.py --model pillm --device cuda \
-  --checkpoint results/paper/lm/baseline/seed0/model.pt \
-  --tokenizer results/paper/tokens/wikitext2/tokenizer.json --data .gpu/data \
-  --out "$OUT/bench_lora.json" 2>&1 | tee "$OUT/bench_lora.txt"
+if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
+  timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
+    --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
+    --out "$OUT/bench_probe.json" 2>&1 | tee "$OUT/bench_probe.txt"
+  timeout 200 python benchmarks/lora_speed.py --model pillm --device cuda \
+    --checkpoint results/paper/lm/baseline/seed0/model.pt \
+    --tokenizer results/paper/tokens/wikitext2/tokenizer.json --data .gpu/data \
+    --out "$OUT/bench_lora.json" 2>&1 | tee "$OUT/bench_lora.txt"
+  for ds in mnist cifar10; do
+    timeout 150 python benchmarks/gen_speed.py --dataset $ds --data .gpu/data --max-seconds 60 \
+      --out "$OUT/bench_gen_$ds.json" 2>&1 | grep -v 'it/s' | tee "$OUT/bench_gen_$ds.txt"
+  done
+  timeout 230 python benchmarks/trainer_throughput.py --device cuda \
+    --tokens results/paper/tokens/wikitext2 --ours "" --ours compile=false --ours ce_chunk=1024 \
+    --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
+fi
 tar czf "$OUT/results.tgz" --exclude='*.pt' results/paper
