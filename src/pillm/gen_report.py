@@ -174,18 +174,47 @@ def numbers(tabs: dict[str, pl.DataFrame], params: dict) -> dict[str, str]:
         m[macro(*key, "Pairs")] = fmt_num(r["train_pairs"], 0)
         if r.get("n_fit") is not None:
             m[macro(r["dataset"], "NFit")] = fmt_num(r["n_fit"], 0)
-    # PIL vs AdamW at the matched (1x) and largest budget: time ratio and FD gap, per model.
+    m.update(role_macros(runs, cls, g))
+    return m
+
+
+ROLE_METRICS = {"Fd": ("fd_self", 2), "Mse": ("heldout_mse", 3), "Seconds": ("fit_seconds", 1)}
+
+
+def role_macros(runs: pl.DataFrame, cls: pl.DataFrame, g: dict) -> dict[str, str]:
+    """Macros the prose cites, by role rather than by setting name, defined ('--') for every
+    known dataset whatever the build ran: ``Gen<Ds><Flow|Diff><Pil|Matched|Largest|Shared><M>``
+    (Matched: AdamW at the smallest budget, Largest: at the largest), the AdamW/PIL fit-time
+    ratio, and whether PIL's FD_self lies below or above each AdamW twin's."""
     budgets = sorted(g["gradient"]["budgets"])
-    for ds in runs["dataset"].unique().to_list():
+    tag = lambda b: f"{b:g}".replace(".", "p")  # noqa: E731
+    m = {macro("MatchedBudget"): f"{budgets[0]:g}", macro("LargestBudget"): f"{budgets[-1]:g}"}
+    for ds in DATASETS:
+        floor = cls.filter(pl.col("dataset") == ds)
+        has = floor.height > 0
+        m[macro(ds, "Classifier")] = fmt_num(100 * floor["test_accuracy"][0], 1) if has else "--"
+        m[macro(ds, "Floor")] = fmt_num(floor["fd_self"][0], 2) if has else "--"
         for prefix in ("flow", "diff"):
-            pil = _row(runs, ds, f"{prefix}_pil")
-            for b in budgets:
-                adam = _row(runs, ds, f"{prefix}_adamw{b:g}".replace(".", "p"))
-                if pil is None or adam is None:
-                    continue
-                tag = f"{b:g}".replace(".", "p")
-                m[macro(ds, prefix, "SpeedupVsAdamw", tag)] = fmt_num(
-                    adam["fit_seconds"] / pil["fit_seconds"], 1
+            roles = {
+                "Pil": f"{prefix}_pil",
+                "Matched": f"{prefix}_adamw{tag(budgets[0])}",
+                "Largest": f"{prefix}_adamw{tag(budgets[-1])}",
+                "Shared": f"{prefix}_pil_shared",
+            }
+            rows = {role: _row(runs, ds, setting) for role, setting in roles.items()}
+            for role, row in rows.items():
+                for name, (col, digits) in ROLE_METRICS.items():
+                    value = None if row is None else row[col]
+                    m[macro(ds, prefix, role, name)] = fmt_num(value, digits)
+            pil = rows["Pil"]
+            for role in ("Matched", "Largest"):
+                adam = rows[role]
+                ok = pil is not None and adam is not None
+                m[macro(ds, prefix, role, "TimeRatio")] = (
+                    fmt_num(adam["fit_seconds"] / pil["fit_seconds"], 1) if ok else "--"
+                )
+                m[macro(ds, prefix, "PilVs", role)] = (
+                    ("below" if pil["fd_self"] < adam["fd_self"] else "above") if ok else "--"
                 )
     return m
 
