@@ -99,8 +99,9 @@ def ablation_rows(runs: pl.DataFrame) -> list:
                 rows.append("midrule")
             for r in both.iter_rows(named=True):
                 level = r["level"] if r["ablation"] == ablation else _main_level(ablation, r)
+                level = fmt_num(int(level), 0) if level.isdigit() else tex_escape(level)
                 rows.append([
-                    DATASETS[ds], label, tex_escape(level), fmt_num(r["n_features"], 0),
+                    DATASETS[ds], label, level, fmt_num(r["n_features"], 0),
                     fmt_num(r["fit_seconds"], 1), fmt_num(r["heldout_mse"], 4),
                     fmt_num(r["fd_self"], 2), fmt_num(r["nn1_acc"], 3),
                 ])  # fmt: skip
@@ -110,10 +111,10 @@ def ablation_rows(runs: pl.DataFrame) -> list:
 def _main_level(ablation: str, row: dict) -> str:
     """The main fit's level of a factor, read from its record (width, 1, encoding, buckets)."""
     return {
-        "width": fmt_num(row.get("feature_width"), 0),
+        "width": str(row["feature_width"]),
         "projections": "1",
-        "time_encoding": str(row.get("time_encoding_name", "sinusoidal")),
-        "buckets": fmt_num(row.get("n_buckets"), 0),
+        "time_encoding": str(row["time_encoding_name"]),
+        "buckets": str(row["n_buckets"]),
     }[ablation]
 
 
@@ -158,11 +159,6 @@ def numbers(tabs: dict[str, pl.DataFrame], params: dict) -> dict[str, str]:
         macro("ClassifierEpochs"): str(g["classifier"]["epochs"]),
         macro("Device"): tex_escape(_devices(runs)),
     }
-    for r in cls.iter_rows(named=True):
-        ds = r["dataset"]
-        m[macro(ds, "ClassifierAcc")] = fmt_num(100 * r["test_accuracy"], 1)
-        m[macro(ds, "FloorFd")] = fmt_num(r["fd_self"], 2)
-        m[macro(ds, "FloorNn")] = fmt_num(r["nn1_acc"], 3)
     for r in runs.iter_rows(named=True):
         key = (r["dataset"], r["setting"])
         m[macro(*key, "Fd")] = fmt_num(r["fd_self"], 2)
