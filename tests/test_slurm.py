@@ -15,7 +15,6 @@ run by default.
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import REPO, SHARED_DATA
+from .conftest import REPO, copy_worktree
 
 slurm = pytest.mark.slurm  # the tests that start a cluster; the profile's dry runs need none
 CLUSTER = REPO / "tests/slurm/cluster.sh"
@@ -64,20 +63,7 @@ def snakemake(repo: Path, *args: str, env=None, check=True) -> subprocess.Comple
 
 def clone(root: Path) -> Path:
     """A copy of the working tree beside a shared/data link, with the test configs."""
-    (root / "shared").mkdir()
-    (root / "shared" / "data").symlink_to(SHARED_DATA)
-    repo = root / "main"
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for rel in files:
-        if (REPO / rel).is_file():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, repo / rel)
+    repo = copy_worktree(root)
     cfg = yaml.safe_load((repo / "config/smoke.yaml").read_text())
     cfg["lm"]["variants"] = ["baseline"]
     (repo / "config/subset.yaml").write_text(yaml.safe_dump(cfg))

@@ -1,9 +1,10 @@
-import json
 
 import numpy as np
 import pytest
 
 from pillm.train import lr_at, train
+
+from .conftest import write_toy_tokens
 
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.0}
 TRAIN = {
@@ -22,20 +23,11 @@ TRAIN = {
 }
 
 
+
 @pytest.fixture()
 def tokens_dir(tmp_path):
     """A learnable toy language: a repeating cycle of 40 tokens with noise."""
-    rng = np.random.default_rng(0)
-    meta = {"vocab_size": 64, "bytes": {}, "tokens": {}}
-    for split, n in (("train", 6000), ("valid", 800), ("test", 800)):
-        ids = np.arange(n) % 40
-        noise = rng.random(n) < 0.05
-        ids[noise] = rng.integers(40, 64, noise.sum())
-        np.save(tmp_path / f"{split}.npy", ids.astype(np.uint16))
-        meta["bytes"][split] = 3 * n
-        meta["tokens"][split] = n
-    (tmp_path / "meta.json").write_text(json.dumps(meta))
-    return tmp_path
+    return write_toy_tokens(tmp_path, {"train": 6000, "valid": 800, "test": 800})
 
 
 def test_lr_schedule_warmup_then_cosine():

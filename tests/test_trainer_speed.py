@@ -21,6 +21,8 @@ from pillm.model import GPT, GPTConfig
 from pillm.train import train
 from pillm.train_step import StepOptions, TrainStep
 
+from .conftest import write_toy_tokens
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.1}
 TRAIN = {
@@ -41,19 +43,11 @@ FAST = {"compile": True, "cuda_graphs": True, "ce_chunk": 32}
 TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
 
 
+
 @pytest.fixture()
 def tokens_dir(tmp_path):
-    rng = np.random.default_rng(0)
-    meta = {"vocab_size": 64, "bytes": {}, "tokens": {}}
-    for split, n in (("train", 4000), ("valid", 600), ("test", 600)):
-        ids = np.arange(n) % 40
-        noise = rng.random(n) < 0.05
-        ids[noise] = rng.integers(40, 64, noise.sum())
-        np.save(tmp_path / f"{split}.npy", ids.astype(np.uint16))
-        meta["bytes"][split] = 3 * n
-        meta["tokens"][split] = n
-    (tmp_path / "meta.json").write_text(json.dumps(meta))
-    return tmp_path
+    """A learnable toy language: a repeating cycle of 40 tokens with noise."""
+    return write_toy_tokens(tmp_path, {"train": 4000, "valid": 600, "test": 600})
 
 
 def test_speed_flags_do_not_change_cpu_results(tokens_dir):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, SHARED_DATA
+from .conftest import copy_worktree
 
 pytestmark = pytest.mark.workflow
 SMOKE = ["--configfile", "config/smoke.yaml"]
@@ -63,20 +63,7 @@ def planned_rules(workdir: Path, *args: str) -> set[str]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("clone")
-    (root / "shared").mkdir()
-    (root / "shared" / "data").symlink_to(SHARED_DATA)
-    repo = root / "main"
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for rel in files:
-        if (REPO / rel).is_file():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, repo / rel)
+    repo = copy_worktree(root)
     snakemake(repo, *SMOKE)
     return repo
 
