@@ -22,13 +22,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.diffusion import (  # noqa: E402
+from pillm.core.runtime import peak_memory_mb  # noqa: E402
+from pillm.data.images import load_images  # noqa: E402
+from pillm.generative.diffusion import (
     DiffusionConfig,
-    EpsModel,  # noqa: E402
+    EpsModel,
     eps_heldout_mse,
     fit_pil_diffusion,
 )
-from pillm.flow import (  # noqa: E402
+from pillm.generative.flow import (
     FeatureConfig,
     FlowConfig,
     RandomFeatureNet,
@@ -38,8 +40,6 @@ from pillm.flow import (  # noqa: E402
     split_heldout,
     sync_device,
 )
-from pillm.images import load_images  # noqa: E402
-from pillm.train import peak_memory_mb  # noqa: E402
 
 
 def reset_peak(device: str) -> None:

@@ -33,10 +33,10 @@ import psutil
 import torch
 import yaml
 
-from pillm.lora import BaseModel, fit_closed_form, fit_lora, load_base
-from pillm.records import provenance
-from pillm.sst2 import load_sst2, split_train
-from pillm.train import resolve_device
+from pillm.core.records import provenance
+from pillm.core.runtime import resolve_device
+from pillm.data.sst2 import load_sst2, split_train
+from pillm.lora.run import BaseModel, fit_closed_form, fit_lora, load_base
 
 
 class PeakMemory:
@@ -77,7 +77,7 @@ class PeakMemory:
 
 def random_own(device: str) -> BaseModel:
     """The pipeline's GPT at the paper shape, random init, GPT-2-sized byte vocabulary stand-in."""
-    from pillm.model import GPT, GPTConfig
+    from pillm.lm.model import GPT, GPTConfig
 
     cfg = yaml.safe_load(Path("config/config.yaml").read_text())["model"]
     torch.manual_seed(0)

@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from pillm.model import GPT, GPTConfig
-from pillm.pil import FEATURES, attach_pil, solve_all_layers, target_propagation
-from pillm.ridge import GramStats
+from pillm.core.ridge import GramStats
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lm.pil import FEATURES, attach_pil, solve_all_layers, target_propagation
 
 SEED_OUTLINE_SECONDS = 8.3  # the seed outline's "PIL-LM (Pure)" time in its Table 1
 

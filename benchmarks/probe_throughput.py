@@ -25,11 +25,11 @@ import psutil
 import torch
 import yaml
 
-from pillm.data import load_corpus
-from pillm.model import GPT
-from pillm.pretrained import ProbeModel, load_probe_model
-from pillm.probe import probe_model
-from pillm.probe_study import token_windows
+from pillm.core.pretrained import ProbeModel, load_probe_model
+from pillm.data.sources import load_corpus
+from pillm.lm.model import GPT
+from pillm.probe.fit import probe_model
+from pillm.probe.run import token_windows
 
 
 class PeakRSS:
@@ -57,11 +57,11 @@ def own_model(checkpoint: str | None, device: str) -> ProbeModel:
     """The pipeline's baseline at the paper shape: a trained checkpoint, else random init."""
     from tokenizers import Tokenizer
 
-    from pillm.model import GPTConfig
-    from pillm.tokenizer import encode, gpt2_tokenizer
+    from pillm.data.tokenizer import encode, gpt2_tokenizer
+    from pillm.lm.model import GPTConfig
 
     if checkpoint:
-        from pillm.checkpoint import load_checkpoint
+        from pillm.lm.checkpoint import load_checkpoint
 
         model, what = load_checkpoint(checkpoint, device), f"trained ({checkpoint})"
     else:

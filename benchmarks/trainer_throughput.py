@@ -36,8 +36,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 
-from pillm.model import GPT, GPTConfig
-from pillm.train import fit, load_tokens, lr_at, resolve_device
+from pillm.core.runtime import lr_at, resolve_device
+from pillm.data.corpus import load_tokens
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lm.train import fit
 
 PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
     ("H100 PCIe", 756e12),

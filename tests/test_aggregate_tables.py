@@ -4,9 +4,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pillm.aggregate import summarise
-from pillm.lm_report import LMReport, paired
-from pillm.tables import LM_TABLES, fmt_pm, make_env, tex_escape
+from pillm.lm.report import LM_TABLES, LMReport, paired
+from pillm.paper.latex import fmt_pm, make_env, tex_escape
+from pillm.paper.tidy import summarise
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "lm_main.tex"
@@ -109,7 +109,7 @@ def test_numbers_template_defines_macros():
 
 
 def test_fmt_num_signs_and_separators():
-    from pillm.tables import fmt_num
+    from pillm.paper.latex import fmt_num
 
     assert fmt_num(-1234.56, 1) == "$-$1{,}234.6"
     assert fmt_num(-1e-8, 4) == "0.0000"  # rounds to zero: no minus sign

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pillm.config import ConfigError, validate_config
+from pillm.plan import ConfigError, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "config" / "schema.yaml"

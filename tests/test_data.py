@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from pillm.data import DataError, load_corpus, load_hub, split_tail
+from pillm.data.sources import DataError, load_corpus, load_hub, split_tail
 
 
 def test_split_tail_keeps_every_line():

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from pillm.diffusion import (
+from pillm.generative.diffusion import (
     DiffusionConfig,
     EpsModel,
     bucket_edges,
@@ -13,8 +13,8 @@ from pillm.diffusion import (
     sample_ddpm,
     train_gradient_diffusion,
 )
-from pillm.flow import FeatureConfig, RandomFeatureNet, TrainConfig
-from pillm.sample_quality import frechet_distance, nn1_accuracy
+from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig
+from pillm.generative.sample_quality import frechet_distance, nn1_accuracy
 
 torch.set_num_threads(1)
 

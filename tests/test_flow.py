@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from pillm.flow import (
+from pillm.generative.flow import (
     FeatureConfig,
     FlowConfig,
     RandomFeatureNet,
@@ -16,7 +16,7 @@ from pillm.flow import (
     time_embedding,
     train_gradient_flow,
 )
-from pillm.sample_quality import frechet_distance, nn1_accuracy
+from pillm.generative.sample_quality import frechet_distance, nn1_accuracy
 
 torch.set_num_threads(1)
 

@@ -11,10 +11,9 @@ import polars as pl
 import pytest
 import yaml
 
-from pillm.aggregate import aggregate_generative
-from pillm.gen_report import gen_figures, macro, render_gen_tables
-from pillm.gen_settings import all_settings, check_generative, settings
-from pillm.generative import (
+from pillm.data.images import load_images
+from pillm.generative.report import aggregate_generative, gen_figures, macro, render_gen_tables
+from pillm.generative.run import (
     adamw_steps,
     classifier_job,
     generative_job,
@@ -22,7 +21,7 @@ from pillm.generative import (
     pil_pairs,
     prepare_images,
 )
-from pillm.images import load_images
+from pillm.plan import all_settings, check_generative, settings
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -82,7 +81,9 @@ def test_adamw_budget_counts_the_pil_solves_pairs():
     pairs = pil_pairs(s["diff_adamw2"], g, n_fit=540)
     assert pairs == 540 * g["diffusion"]["pairs_per_image"] * g["diffusion"]["n_buckets"]
     steps = adamw_steps(s["diff_adamw2"], pairs, g["gradient"]["batch_size"])
-    assert (steps - 1) * g["gradient"]["batch_size"] < 2 * pairs <= steps * g["gradient"]["batch_size"]
+    assert (
+        (steps - 1) * g["gradient"]["batch_size"] < 2 * pairs <= steps * g["gradient"]["batch_size"]
+    )
 
 
 def test_config_errors_name_the_key():

@@ -8,8 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pillm.data import DataError
-from pillm.images import (
+from pillm.data.images import (
     from_hf_dataset,
     load_images,
     load_images_hub,
@@ -17,6 +16,7 @@ from pillm.images import (
     save_image_grid,
     subset_rows,
 )
+from pillm.data.sources import DataError
 
 torch.set_num_threads(1)
 

@@ -6,10 +6,10 @@ import torch
 from tokenizers import Tokenizer, pre_tokenizers
 from tokenizers.models import WordLevel
 
-from pillm import data
-from pillm.data import DataError
-from pillm.lambada import generate_samples, lambada_accuracy, load_lambada
-from pillm.model import GPT, GPTConfig
+from pillm.data import sources as data
+from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
+from pillm.data.sources import DataError
+from pillm.lm.model import GPT, GPTConfig
 
 V = 32  # w0..w30 and [UNK]
 MARGIN = 20.0  # logit of the forced next token; all others 0

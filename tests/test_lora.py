@@ -12,9 +12,12 @@ import yaml
 from torch import nn
 from transformers import BertConfig, BertModel
 
-from pillm.config import ConfigError, validate_config
-from pillm.data import DataError
-from pillm.lora import (
+from pillm.core.ridge import GramStats, solve_ridge
+from pillm.data.sources import DataError
+from pillm.data.sst2 import Split, load_sst2, split_train
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
+from pillm.lora.run import (
     BaseModel,
     ClosedFormHead,
     bucketed_epoch,
@@ -25,10 +28,7 @@ from pillm.lora import (
     run_fits,
     weights_digest,
 )
-from pillm.lora_report import LoraReport, aggregate_lora, render_lora_tables
-from pillm.model import GPT, GPTConfig
-from pillm.ridge import GramStats, solve_ridge
-from pillm.sst2 import Split, load_sst2, split_train
+from pillm.plan import ConfigError, validate_config
 
 from .conftest import REPO
 

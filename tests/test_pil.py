@@ -1,8 +1,8 @@
 import torch
 
-from pillm.checkpoint import load_checkpoint, save_checkpoint
-from pillm.model import GPT, GPTConfig
-from pillm.pil import (
+from pillm.lm.checkpoint import load_checkpoint, save_checkpoint
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lm.pil import (
     FEATURES,
     PILFFN,
     attach_pil,

@@ -18,8 +18,8 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from pillm.model import GPT, GPTConfig
-from pillm.probe import (
+from pillm.lm.model import GPT, GPTConfig
+from pillm.probe.fit import (
     SplitFFN,
     accumulate_ffn_stats,
     capture_ffn_io,

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from pillm import probe_figures as pf
-from pillm.probe_report import (
+from pillm.probe import figures as pf
+from pillm.probe.report import (
     GRADIENT_SCHEMA,
     GROUP_MACRO_SUFFIXES,
     JOBS_SCHEMA,

@@ -9,11 +9,11 @@ import torch
 import torch.nn as nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
 
-from pillm.aggregate import aggregate_probe
-from pillm.config import ConfigError, check_probe_models
-from pillm.model import GPT, GPTConfig
-from pillm.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
-from pillm.probe_study import gradient_fit, run_probe, token_windows
+from pillm.core.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
+from pillm.lm.model import GPT, GPTConfig
+from pillm.plan import ConfigError, check_probe_models
+from pillm.probe.report import aggregate_probe
+from pillm.probe.run import gradient_fit, run_probe, token_windows
 
 V = 64
 TEXT = "".join(f"line {i} of some text with words {i % 7} and {i % 11}\n" for i in range(400))
@@ -121,8 +121,8 @@ def test_too_few_windows_for_a_heldout_batch_names_the_key(tmp_path):
 
 
 def test_gradient_fit_approaches_the_closed_form_on_a_well_conditioned_problem():
-    from pillm.probe import _with_ones
-    from pillm.ridge import GramStats
+    from pillm.core.ridge import GramStats
+    from pillm.probe.fit import _with_ones
 
     torch.manual_seed(0)
     x, w = torch.randn(2000, 8), torch.randn(8, 3)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from pillm.ridge import (
+from pillm.core.ridge import (
     GramStats,
     RidgeFallbackWarning,
     accumulate_gram,

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pillm.saffu import (
+from pillm.saffu.report import aggregate_saffu, render_saffu_tables
+from pillm.saffu.run import (
     SaffuLM,
     context_features,
     cooccurrence,
@@ -20,7 +21,6 @@ from pillm.saffu import (
     run_saffu,
     type_index,
 )
-from pillm.saffu_report import aggregate_saffu, render_saffu_tables
 
 REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[1] / "paper/templates"
 

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from pillm.images import load_images
-from pillm.sample_quality import (
+from pillm.data.images import load_images
+from pillm.generative.sample_quality import (
     FeatureCNN,
     extract_features,
     fd_self,

@@ -1,6 +1,6 @@
 import numpy as np
 
-from pillm.tokenizer import decode, encode, gpt2_tokenizer, train_bpe
+from pillm.data.tokenizer import decode, encode, gpt2_tokenizer, train_bpe
 
 TEXT = " = Valkyria Chronicles III = \n Senjō no Valkyria 3 : <unk> Chronicles .\n" * 20
 

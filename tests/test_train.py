@@ -1,8 +1,8 @@
-
 import numpy as np
 import pytest
 
-from pillm.train import lr_at, train
+from pillm.core.runtime import lr_at
+from pillm.lm.train import train
 
 from .conftest import write_toy_tokens
 
@@ -21,7 +21,6 @@ TRAIN = {
     "eval_batch_size": 16,
     "warmup_steps_timing": 2,
 }
-
 
 
 @pytest.fixture()

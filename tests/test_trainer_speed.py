@@ -16,10 +16,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pillm.linear_ce import linear_cross_entropy
-from pillm.model import GPT, GPTConfig
-from pillm.train import train
-from pillm.train_step import StepOptions, TrainStep
+from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lm.train import train
+from pillm.lm.train_step import StepOptions, TrainStep
 
 from .conftest import write_toy_tokens
 
@@ -41,7 +41,6 @@ TRAIN = {
 }
 FAST = {"compile": True, "cuda_graphs": True, "ce_chunk": 32}
 TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
-
 
 
 @pytest.fixture()

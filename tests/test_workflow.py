@@ -159,14 +159,14 @@ def test_saffu_runs_reach_the_paper_table_and_macros(workdir):
 
 
 def test_probe_code_edit_reruns_probes_not_training(workdir):
-    with edited(workdir / "src/pillm/probe_study.py"):
+    with edited(workdir / "src/pillm/probe/run.py"):
         rules = planned_rules(workdir, *SMOKE)
     assert {"probe", "probe_aggregate", "probe_tables", "pdf"} <= rules
     assert not rules & {"run_lm", "lm_extras", "aggregate", "tables"}
 
 
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
-    from pillm.paper import compile_unpacked
+    from pillm.paper.build import compile_unpacked
 
     tar = workdir / "results/smoke/paper/arxiv.tar.gz"
     with tarfile.open(tar) as t:
@@ -221,7 +221,7 @@ def test_template_change_reruns_only_tables_and_paper(workdir):
 
 
 def test_model_source_edit_reruns_training(workdir):
-    with edited(workdir / "src/pillm/model.py"):
+    with edited(workdir / "src/pillm/lm/model.py"):
         rules = planned_rules(workdir, *SMOKE)
     assert "run_lm" in rules
     assert not rules & {"prepare_corpus", "tokenize"}

@@ -86,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     c.add_argument("--out-dir", required=True)
 
-    c = sub.add_parser("generative", help="fit one generative setting on one dataset, score samples")
+    c = sub.add_parser(
+        "generative", help="fit one generative setting on one dataset, score samples"
+    )
     c.add_argument("--dataset", required=True)
     c.add_argument("--setting", required=True, help="a name from pillm.gen_settings.settings")
     c.add_argument("--params", type=_json, required=True, help="the config's generative section")
@@ -217,38 +219,38 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if hasattr(args, "device"):
-        from .gpu_slots import assign_gpu
+        from pillm.core.gpu_slots import assign_gpu
 
         assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
     if args.command == "prepare-corpus":
-        from .corpus import prepare_corpus
+        from pillm.data.corpus import prepare_corpus
 
         d = args.params
         prepare_corpus(
             args.corpus, d["source"], d["local_dir"], d["heldout_fraction"], args.out_dir
         )
     elif args.command == "tokenize":
-        from .corpus import tokenize_corpus
+        from pillm.data.corpus import tokenize_corpus
 
         t, d = args.params["tokenizer"], args.params["data"]
         tokenize_corpus(
             args.corpus_dir, t["kind"], t["vocab_size"], d["source"], d["local_dir"], args.out_dir
         )
     elif args.command == "run-lm":
-        from .strategies import run_variant
+        from pillm.lm.run import run_variant
 
         deps = dict(d.split("=", 1) for d in args.deps)
         run_variant(
             args.variant, args.seed, args.params, args.tokens_dir, deps, args.out_dir, args.device
         )
     elif args.command == "lm-extras":
-        from .extras import run_extras
+        from pillm.lm.run import run_extras
 
         run_extras(args.run_dir, args.tokens_dir, args.params, args.device)
     elif args.command == "probe":
         import torch
 
-        from .probe_study import probe_job
+        from pillm.probe.run import probe_job
 
         if args.threads > 0:
             torch.set_num_threads(args.threads)
@@ -263,23 +265,23 @@ def main(argv: list[str] | None = None) -> int:
             args.tokenizer,
         )
     elif args.command == "probe-aggregate":
-        from .aggregate import aggregate_probe
+        from pillm.probe.report import aggregate_probe
 
         aggregate_probe(args.blocks, args.gradients, args.metrics, args.out_dir)
     elif args.command == "probe-tables":
-        from .probe_report import render_probe_tables
+        from pillm.probe.report import render_probe_tables
 
         render_probe_tables(
             args.summary_dir, args.params, args.templates, args.tables_dir, args.numbers
         )
     elif args.command == "probe-figures":
-        from .probe_figures import probe_figures
+        from pillm.probe.figures import probe_figures
 
         probe_figures(args.summary_dir, args.out_dir)
     elif args.command in ("gen-classifier", "generative"):
         import torch
 
-        from .generative import classifier_job, generative_job
+        from pillm.generative.run import classifier_job, generative_job
 
         if args.threads > 0:
             torch.set_num_threads(args.threads)
@@ -291,29 +293,29 @@ def main(argv: list[str] | None = None) -> int:
                 args.device, args.out_dir,
             )  # fmt: skip
     elif args.command == "gen-images":
-        from .generative import prepare_images
+        from pillm.generative.run import prepare_images
 
         prepare_images(args.dataset, args.data, args.out)
     elif args.command == "gen-aggregate":
-        from .aggregate import aggregate_generative
+        from pillm.generative.report import aggregate_generative
 
         aggregate_generative(
             args.metrics, args.curves, args.samplers, args.classifiers, args.out_dir
         )
     elif args.command == "gen-tables":
-        from .gen_report import render_gen_tables
+        from pillm.generative.report import render_gen_tables
 
         render_gen_tables(
             args.summary_dir, args.params, args.templates, args.tables_dir, args.numbers
         )
     elif args.command == "gen-figures":
-        from .gen_report import gen_figures
+        from pillm.generative.report import gen_figures
 
         gen_figures(args.summary_dir, args.results_dir, args.out_dir)
     elif args.command == "saffu":
         import torch
 
-        from .saffu import run_saffu
+        from pillm.saffu.run import run_saffu
 
         if args.threads > 0:
             torch.set_num_threads(args.threads)
@@ -327,11 +329,11 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
         )
     elif args.command == "saffu-aggregate":
-        from .saffu_report import aggregate_saffu
+        from pillm.saffu.report import aggregate_saffu
 
         aggregate_saffu(args.metrics, args.curves, args.params, args.out_dir)
     elif args.command == "saffu-tables":
-        from .saffu_report import render_saffu_tables
+        from pillm.saffu.report import render_saffu_tables
 
         render_saffu_tables(
             args.summary_dir,
@@ -342,13 +344,13 @@ def main(argv: list[str] | None = None) -> int:
             args.numbers,
         )
     elif args.command == "saffu-figures":
-        from .saffu_report import saffu_figures
+        from pillm.saffu.report import saffu_figures
 
         saffu_figures(args.summary_dir, args.main_setting, args.out_dir)
     elif args.command == "lora":
         import torch
 
-        from .lora import lora_job
+        from pillm.lora.run import lora_job
 
         if args.threads > 0:
             torch.set_num_threads(args.threads)
@@ -358,19 +360,19 @@ def main(argv: list[str] | None = None) -> int:
             args.checkpoint, args.tokenizer,
         )  # fmt: skip
     elif args.command == "lora-aggregate":
-        from .lora_report import aggregate_lora
+        from pillm.lora.report import aggregate_lora
 
         aggregate_lora(args.metrics, args.curves, args.jobs, args.out_dir)
     elif args.command == "lora-tables":
-        from .lora_report import render_lora_tables
+        from pillm.lora.report import render_lora_tables
 
         render_lora_tables(args.summary_dir, args.params, args.templates, args.table, args.numbers)
     elif args.command == "lora-figures":
-        from .lora_report import lora_figure
+        from pillm.lora.report import lora_figure
 
         lora_figure(args.summary_dir, args.pdf, args.png)
     elif args.command == "aggregate":
-        from .aggregate import aggregate
+        from pillm.lm.report import aggregate
 
         aggregate(
             args.metrics,
@@ -382,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out_dir,
         )
     elif args.command == "tables":
-        from .tables import render_tables
+        from pillm.lm.report import render_tables
 
         render_tables(
             args.summary_dir,
@@ -393,19 +395,19 @@ def main(argv: list[str] | None = None) -> int:
             args.numbers,
         )
     elif args.command == "figure-curves":
-        from .figures import training_curves
+        from pillm.lm.figures import training_curves
 
         training_curves(args.curves, args.pdf, args.png)
     elif args.command == "figure-lambda":
-        from .figures import lambda_sweep
+        from pillm.lm.figures import lambda_sweep
 
         lambda_sweep(args.solves, args.pdf, args.png)
     elif args.command == "figure-width":
-        from .figures import feature_width
+        from pillm.lm.figures import feature_width
 
         feature_width(args.summary, args.pdf, args.png)
     elif args.command == "pdf":
-        from .paper import TexMissing, build_pdf
+        from pillm.paper.build import TexMissing, build_pdf
 
         try:
             build_pdf(args.paper_dir, args.build_dir, args.out)
@@ -413,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
     elif args.command == "arxiv":
-        from .paper import pack_arxiv
+        from pillm.paper.build import pack_arxiv
 
         pack_arxiv(args.build_dir, args.out)
     return 0

@@ -3,9 +3,9 @@ import glob
 import json
 import os
 
-from pillm.config import check_probe_models, check_variant_dependencies, validate_config
-from pillm.gen_settings import all_settings, check_generative
-from pillm.variants import VARIANTS, dependencies
+from pillm.plan import check_probe_models, check_variant_dependencies, validate_config
+from pillm.plan import all_settings, check_generative
+from pillm.plan import VARIANTS, dependencies
 
 validate_config(config, "config/schema.yaml")
 check_variant_dependencies(config)
@@ -37,7 +37,7 @@ wildcard_constraints:
 def src(*modules):
     """The package modules a job executes, listed as its inputs so that editing
     one reruns the job (Snakemake does not follow imports)."""
-    return [f"src/pillm/{m}.py" for m in ("__main__", "records", *modules)]
+    return [f"src/pillm/{m}.py" for m in ("__main__", "core/records", *modules)]
 
 
 def as_json(obj):

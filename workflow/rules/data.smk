@@ -3,7 +3,7 @@
 
 rule prepare_corpus:
     input:
-        code=src("data", "corpus"),
+        code=src("data/sources", "data/corpus"),
     output:
         multiext(
             res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
@@ -25,7 +25,7 @@ rule tokenize:
         corpus=multiext(
             res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
         ),
-        code=src("tokenizer", "data", "corpus"),
+        code=src("data/tokenizer", "data/sources", "data/corpus"),
     output:
         multiext(
             res("tokens/{corpus}/"),

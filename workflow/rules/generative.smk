@@ -3,7 +3,7 @@
 
 rule gen_images:
     input:
-        code=src("generative", "images", "data"),
+        code=src("generative/run", "data/images", "data/sources"),
     output:
         res("generative/{dataset}/images.npz"),
     log:
@@ -20,7 +20,14 @@ rule gen_images:
 rule gen_classifier:
     input:
         images=rules.gen_images.output,
-        code=src("generative", "gen_settings", "images", "sample_quality", "train"),
+        code=src(
+            "generative/run",
+            "plan",
+            "data/images",
+            "generative/sample_quality",
+            "lm/train",
+            "core/runtime",
+        ),
     output:
         model=res("generative/{dataset}/classifier.pt"),
         metrics=res("generative/{dataset}/classifier.json"),
@@ -60,16 +67,17 @@ rule generative:
         images=rules.gen_images.output,
         classifier=rules.gen_classifier.output.model,
         code=src(
-            "generative",
-            "gen_settings",
-            "flow",
-            "diffusion",
-            "images",
-            "sample_quality",
-            "real_fid",
-            "ridge",
-            "data",
-            "train",
+            "generative/run",
+            "plan",
+            "generative/flow",
+            "generative/diffusion",
+            "data/images",
+            "generative/sample_quality",
+            "generative/real_fid",
+            "core/ridge",
+            "data/sources",
+            "lm/train",
+            "core/runtime",
         ),
     output:
         metrics=res("generative/{dataset}/{setting}/metrics.json"),
@@ -106,7 +114,7 @@ rule gen_aggregate:
         classifiers=expand(
             res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]
         ),
-        code=src("aggregate"),
+        code=src("paper/tidy"),
     output:
         runs=res("summary/generative.parquet"),
         curves=res("summary/generative_curves.parquet"),
@@ -128,7 +136,7 @@ rule gen_tables:
     input:
         summary=rules.gen_aggregate.output,
         templates=glob.glob("paper/templates/gen_*.j2"),
-        code=src("gen_report", "tables"),
+        code=src("generative/report", "lm/report", "paper/latex"),
     output:
         tables=expand(
             "paper/generated/tables/gen_{name}.tex",
@@ -154,7 +162,13 @@ rule gen_figures:
     input:
         summary=rules.gen_aggregate.output,
         grids=gen_jobs("samples.png"),
-        code=src("gen_report", "figures", "tables"),
+        code=src(
+            "generative/report",
+            "lm/figures",
+            "paper/figures",
+            "lm/report",
+            "paper/latex",
+        ),
     output:
         pdf=expand(
             "paper/generated/figures/gen_{name}.pdf",

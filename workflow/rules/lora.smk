@@ -5,15 +5,16 @@ rule lora:
     input:
         unpack(probe_inputs),
         code=src(
-            "lora",
-            "sst2",
-            "data",
-            "ridge",
-            "pretrained",
-            "model",
-            "checkpoint",
-            "pil",
-            "train",
+            "lora/run",
+            "data/sst2",
+            "data/sources",
+            "core/ridge",
+            "core/pretrained",
+            "lm/model",
+            "lm/checkpoint",
+            "lm/pil",
+            "lm/train",
+            "core/runtime",
         ),
     output:
         metrics=res("lora/{model}/{method}/metrics.json"),
@@ -56,7 +57,7 @@ rule lora_aggregate:
     input:
         metrics=lora_jobs("metrics.json"),
         curves=lora_jobs("curve.parquet"),
-        code=src("lora_report", "tables"),
+        code=src("lora/report", "lm/report", "paper/latex"),
     output:
         summary=res("summary/lora.parquet"),
         curves=res("summary/lora_curves.parquet"),
@@ -81,7 +82,7 @@ rule lora_tables:
             "paper/templates/lora_table.tex.j2",
             "paper/templates/lora_numbers.tex.j2",
         ],
-        code=src("lora_report", "tables"),
+        code=src("lora/report", "lm/report", "paper/latex"),
     output:
         table="paper/generated/tables/lora.tex",
         numbers="paper/generated/lora_numbers.tex",
@@ -102,7 +103,9 @@ rule lora_tables:
 rule lora_figures:
     input:
         summary=rules.lora_aggregate.output,
-        code=src("lora_report", "tables", "figures"),
+        code=src(
+            "lora/report", "lm/report", "paper/latex", "lm/figures", "paper/figures"
+        ),
     output:
         pdf="paper/generated/figures/lora_accuracy_time.pdf",
         png=report(

@@ -7,7 +7,7 @@ rule aggregate:
         curves=lm_runs("curve.parquet"),
         solves=lm_runs("solve.parquet"),
         samples=lm_runs("samples.json"),
-        code=src("aggregate"),
+        code=src("paper/tidy"),
     output:
         runs=res("summary/runs.parquet"),
         lm=res("summary/lm.parquet"),
@@ -34,7 +34,7 @@ rule tables:
         samples=rules.aggregate.output.samples,
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
-        code=src("tables", "lm_report", "variants"),
+        code=src("lm/report", "paper/latex", "lm/report", "plan"),
     output:
         table=report(
             "paper/generated/tables/lm_main.tex",
@@ -79,7 +79,7 @@ rule tables:
 rule figure_curves:
     input:
         curves=rules.aggregate.output.curves,
-        code=src("figures"),
+        code=src("lm/figures", "paper/figures"),
     output:
         pdf="paper/generated/figures/training_curves.pdf",
         png=report(
@@ -99,7 +99,7 @@ rule figure_curves:
 rule figure_lambda:
     input:
         solves=rules.aggregate.output.solves,
-        code=src("figures"),
+        code=src("lm/figures", "paper/figures"),
     output:
         pdf="paper/generated/figures/pil_lambda.pdf",
         png=report(
@@ -119,7 +119,7 @@ rule figure_lambda:
 rule figure_width:
     input:
         summary=rules.aggregate.output.lm,
-        code=src("figures", "lm_report"),
+        code=src("lm/figures", "paper/figures", "lm/report"),
     output:
         pdf="paper/generated/figures/pil_width.pdf",
         png=report(
@@ -159,7 +159,7 @@ rule pdf:
             "paper/refs.bib",
             *sorted(glob.glob("paper/sections/*.tex")),
         ],
-        code=src("paper"),
+        code=src("paper/build"),
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
         bbl=res("paper/build/main.bbl"),
@@ -178,7 +178,7 @@ rule arxiv:
     input:
         pdf=rules.pdf.output.pdf,
         bbl=rules.pdf.output.bbl,
-        code=src("paper"),
+        code=src("paper/build"),
     output:
         res("paper/arxiv.tar.gz"),
     log:

@@ -6,15 +6,16 @@ rule probe:
         unpack(probe_inputs),
         corpus=multiext(res("data/{corpus}/"), "test.txt", "valid.txt", "meta.json"),
         code=src(
-            "probe",
-            "probe_study",
-            "pretrained",
-            "ridge",
-            "model",
-            "checkpoint",
-            "tokenizer",
-            "pil",
-            "train",
+            "probe/fit",
+            "probe/run",
+            "core/pretrained",
+            "core/ridge",
+            "lm/model",
+            "lm/checkpoint",
+            "data/tokenizer",
+            "lm/pil",
+            "lm/train",
+            "core/runtime",
         ),
     output:
         blocks=res("probe/{model}/{corpus}/blocks.parquet"),
@@ -51,7 +52,7 @@ rule probe_aggregate:
         blocks=probe_jobs("blocks.parquet"),
         gradients=probe_jobs("gradient.parquet"),
         metrics=probe_jobs("metrics.json"),
-        code=src("aggregate"),
+        code=src("paper/tidy"),
     output:
         probe=res("summary/probe.parquet"),
         gradient=res("summary/probe_gradient.parquet"),
@@ -71,7 +72,7 @@ rule probe_tables:
     input:
         summary=rules.probe_aggregate.output,
         templates=glob.glob("paper/templates/probe_*.j2"),
-        code=src("probe_report", "tables"),
+        code=src("probe/report", "lm/report", "paper/latex"),
     output:
         tables=expand(
             "paper/generated/tables/probe_{name}.tex",
@@ -106,7 +107,14 @@ rule probe_tables:
 rule probe_figures:
     input:
         summary=rules.probe_aggregate.output,
-        code=src("probe_figures", "probe_report", "figures", "tables"),
+        code=src(
+            "probe/figures",
+            "probe/report",
+            "lm/figures",
+            "paper/figures",
+            "lm/report",
+            "paper/latex",
+        ),
     output:
         pdf=expand(
             "paper/generated/figures/probe_{name}.pdf",

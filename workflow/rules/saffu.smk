@@ -11,7 +11,7 @@ rule saffu:
             "test.npy",
             "meta.json",
         ),
-        code=src("saffu", "train", "evaluate"),
+        code=src("saffu/run", "lm/train", "core/runtime", "lm/evaluate"),
     output:
         metrics=res("saffu/{setting}/{init}/seed{seed}/metrics.json"),
         curve=res("saffu/{setting}/{init}/seed{seed}/curve.parquet"),
@@ -43,7 +43,7 @@ rule saffu_aggregate:
     input:
         metrics=saffu_runs("metrics.json"),
         curves=saffu_runs("curve.parquet"),
-        code=src("saffu_report"),
+        code=src("saffu/report"),
     output:
         runs=res("summary/saffu_runs.parquet"),
         summary=res("summary/saffu.parquet"),
@@ -71,7 +71,7 @@ rule saffu_tables:
         summary=rules.saffu_aggregate.output.summary,
         lm=res("summary/lm.parquet"),
         templates=glob.glob("paper/templates/saffu_*.j2"),
-        code=src("saffu_report", "tables"),
+        code=src("saffu/report", "lm/report", "paper/latex"),
     output:
         tables=expand(
             "paper/generated/tables/{name}.tex", name=["saffu", "saffu_ablation"]
@@ -96,7 +96,7 @@ rule saffu_figures:
     input:
         runs=rules.saffu_aggregate.output.runs,
         curves=rules.saffu_aggregate.output.curves,
-        code=src("saffu_report", "figures"),
+        code=src("saffu/report", "lm/figures", "paper/figures"),
     output:
         pdf=expand(
             "paper/generated/figures/{name}.pdf",

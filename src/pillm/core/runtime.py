@@ -1,0 +1,38 @@
+"""Runtime helpers every study uses: device choice, seeding, learning-rate schedule, peak memory."""
+
+from __future__ import annotations
+
+import math
+import resource
+
+import numpy as np
+import torch
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device: {name} was requested but no CUDA GPU is visible; use device: auto or cpu"
+        )
+    return name
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int, min_frac: float) -> float:
+    """Linear warm-up to ``peak``, then cosine decay to ``min_frac * peak`` at ``total``."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def peak_memory_mb(device: str) -> float:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -1,0 +1,80 @@
+"""Rule-level steps for data: write a corpus's splits, then its token arrays."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pillm.core.records import atomic_path, write_json, write_text
+from pillm.data.sources import SPLITS, load_corpus
+from pillm.data.tokenizer import build_tokenizer, encode
+from pillm.lm.train_step import StepOptions, TrainStep, make_optimizer  # noqa: F401 (re-export)
+
+
+def prepare_corpus(
+    name: str, source: str, local_dir: str, heldout_fraction: float, out_dir: str
+) -> None:
+    texts, meta = load_corpus(name, source, local_dir, heldout_fraction)
+    out = Path(out_dir)
+    for split in SPLITS:
+        write_text(out / f"{split}.txt", texts[split])
+    write_json(out / "meta.json", meta)
+
+
+def tokenize_corpus(
+    corpus_dir: str, kind: str, vocab_size: int, source: str, local_dir: str, out_dir: str
+) -> None:
+    corpus_dir, out = Path(corpus_dir), Path(out_dir)
+    meta = json.loads((corpus_dir / "meta.json").read_text())
+    texts = {s: (corpus_dir / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS}
+    t0 = time.perf_counter()
+    tok = build_tokenizer(kind, vocab_size, texts["train"], source, local_dir)
+    counts, ids_by_split = {}, {}
+    for split in SPLITS:
+        ids = ids_by_split[split] = encode(tok, texts[split])
+        counts[split] = int(len(ids))
+        with atomic_path(out / f"{split}.npy") as tmp, open(tmp, "wb") as fh:
+            np.save(fh, ids)
+    tok_path = out / "tokenizer.json"
+    with atomic_path(tok_path) as tmp:
+        tok.save(str(tmp))
+    name = "GPT-2 BPE" if kind == "gpt2" else f"BPE-{tok.get_vocab_size()} (trained on train split)"
+    write_json(
+        out / "meta.json",
+        {
+            **meta,
+            "tokenizer": name,
+            "tokenizer_kind": kind,
+            "vocab_size": tok.get_vocab_size(),
+            "tokens": counts,
+            "unigram_test_loss": unigram_loss(
+                ids_by_split["train"], ids_by_split["test"], tok.get_vocab_size()
+            ),
+            "tokenize_seconds": time.perf_counter() - t0,
+        },
+    )
+
+
+def unigram_loss(train_ids: np.ndarray, test_ids: np.ndarray, vocab_size: int) -> float:
+    """Mean NLL (nats) of test tokens 1.. under add-one-smoothed train-split unigram frequencies.
+
+    The floor of the loss-based contribution share: a model that ignores context entirely.
+    """
+    counts = np.bincount(train_ids.astype(np.int64), minlength=vocab_size) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[test_ids[1:].astype(np.int64)].mean())
+
+
+def load_tokens(tokens_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    tokens_dir = Path(tokens_dir)
+    meta = json.loads((tokens_dir / "meta.json").read_text())
+    arrays = {
+        s: torch.from_numpy(np.load(tokens_dir / f"{s}.npy").astype(np.int64))
+        for s in ("train", "valid", "test")
+    }
+    return arrays, meta

@@ -1,0 +1,180 @@
+"""LAMBADA last-word accuracy and seeded text samples for a trained ``GPT``.
+
+LAMBADA (OpenAI's ``lambada_test.jsonl``, 5,153 passages) asks for the last word of a passage
+whose prediction needs the whole passage. Scoring follows GPT-2 / lm-eval: split each passage at
+its last space into a context and ``" " + last word``, encode the two separately, and count the
+passage correct iff greedy argmax under teacher forcing reproduces every target token.
+
+Sources follow ``pillm.data``: ``local`` reads the offline mirror (checked against its
+``SHA256SUMS``), ``hub`` loads ``EleutherAI/lambada_openai`` and fails fast when offline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+
+from pillm.data import sources as data
+from pillm.data.sources import DataError
+
+LAMBADA_REL = "lambada/lambada_test.jsonl"  # mirror-relative, as written in SHA256SUMS
+HUB_ID, HUB_CONFIG = "EleutherAI/lambada_openai", "default"
+
+
+def load_lambada(source: str, local_dir: str, max_examples: int = 0) -> list[str]:
+    """Return the LAMBADA test passages, in file order.
+
+    ``source="local"`` reads ``<local_dir>/lambada/lambada_test.jsonl`` after verifying it
+    against ``<local_dir>/SHA256SUMS`` (a mismatch raises ``DataError`` naming the file);
+    ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` and raises
+    ``DataError`` at once when the hub is unreachable. ``max_examples > 0`` keeps the first N.
+    """
+    if source == "local":
+        root = Path(local_dir)
+        data.verify_file(root, LAMBADA_REL, data.read_checksums(root))
+        with open(root / LAMBADA_REL, encoding="utf-8") as fh:
+            passages = [json.loads(line)["text"] for line in fh if line.strip()]
+    elif source == "hub":
+        # Looked up through the module so tests (and callers) can stub it out.
+        if not data.hub_reachable():
+            raise DataError(
+                f"cannot reach the Hugging Face hub to load {HUB_ID!r}. Offline, set "
+                "`data.source: local` and `data.local_dir: <path to the mirror, e.g. "
+                "../shared/data>` so LAMBADA is read from <data.local_dir>/" + LAMBADA_REL + "."
+            )
+        import datasets  # lazy: slow to import and unused on the local path
+
+        passages = list(datasets.load_dataset(HUB_ID, HUB_CONFIG, split="test")["text"])
+    else:
+        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    return passages[:max_examples] if max_examples > 0 else passages
+
+
+def _encode_example(tok: Tokenizer, passage: str, context: int) -> tuple[list[int], int]:
+    """Token sequence (context + target, left-truncated to ``context``) and the target length."""
+    ctx_text, sep, last = passage.rpartition(" ")
+    if not sep or not last:
+        raise ValueError(f"LAMBADA passage has no last word after a space: {passage[-60:]!r}")
+    # Encoded separately, as GPT-2/lm-eval do: the target's leading space belongs to it.
+    ctx, tgt = tok.encode(ctx_text).ids, tok.encode(" " + last).ids
+    if not tgt or len(tgt) >= context:
+        raise ValueError(f"target {last!r} is {len(tgt)} tokens; need 1..{context - 1}")
+    ctx = ctx[max(0, len(ctx) - (context - len(tgt))) :]  # keep the nearest context tokens
+    if not ctx:
+        raise ValueError(f"LAMBADA passage has an empty context: {passage[-60:]!r}")
+    return ctx + tgt, len(tgt)
+
+
+def lambada_accuracy(
+    model: torch.nn.Module,
+    tok: Tokenizer,
+    passages: list[str],
+    device: str = "cpu",
+    batch_size: int = 32,
+) -> dict[str, float]:
+    """Last-word accuracy and target NLL of ``model`` (a ``pillm.model.GPT``) on ``passages``.
+
+    Context + target is cut from the left to at most ``model.cfg.context`` tokens; the model reads
+    all but the last of them. A passage counts as correct iff argmax reproduces every target
+    token under teacher forcing. Returns ``lambada_acc`` (fraction correct),
+    ``lambada_target_nll`` (total target NLL in nats over the total number of target tokens of
+    all passages) and ``lambada_n`` (passages scored). The model must already be on ``device``;
+    it is evaluated in eval mode and its previous mode restored. Results do not depend on
+    ``batch_size``: rows are right-padded, and causal attention keeps padding from reaching the
+    positions that are read.
+    """
+    if not passages:
+        raise ValueError("no LAMBADA passages to score")
+    examples = [_encode_example(tok, p, model.cfg.context) for p in passages]
+    # Longest first, so each batch pads little; the order does not change any per-passage score.
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i][0]))
+    dev = torch.device(device)
+    n_correct, total_nll, n_target = 0, 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                batch = [examples[i] for i in order[start : start + batch_size]]
+                width = max(len(seq) for seq, _ in batch) - 1
+                # Pad id 0 is arbitrary: only positions before each row's end are ever read.
+                idx = torch.zeros(len(batch), width, dtype=torch.long)
+                for r, (seq, _) in enumerate(batch):
+                    idx[r, : len(seq) - 1] = torch.tensor(seq[:-1])
+                # Logit at position t predicts token t+1, so row r's targets seq[-n:] are read
+                # at positions len(seq)-1-n .. len(seq)-2. Gather those rows before the softmax:
+                # (B, T, V) log-probs would be ~1 GB for a GPT-2 vocab at batch 32.
+                rows = [r for r, (_, n) in enumerate(batch) for _ in range(n)]
+                pos = [len(seq) - 1 - n + j for seq, n in batch for j in range(n)]
+                target = torch.tensor([t for seq, n in batch for t in seq[-n:]])
+                logits, _ = model(idx.to(dev))
+                picked = logits[torch.tensor(rows, device=dev), torch.tensor(pos, device=dev)]
+                logp = F.log_softmax(picked.float(), dim=-1).cpu()  # (targets in batch, V)
+                hit = logp.argmax(-1) == target
+                nll = -logp.gather(1, target[:, None])[:, 0].double()
+                k = 0
+                for _, n in batch:
+                    n_correct += int(hit[k : k + n].all())
+                    total_nll += nll[k : k + n].sum().item()
+                    k += n
+                n_target += len(target)
+    finally:
+        model.train(was_training)
+    return {
+        "lambada_acc": n_correct / len(examples),
+        "lambada_target_nll": total_nll / n_target,
+        "lambada_n": float(len(examples)),
+    }
+
+
+def generate_samples(
+    model: torch.nn.Module,
+    tok: Tokenizer,
+    prompts: list[str],
+    max_new_tokens: int,
+    seed: int,
+    temperature: float = 0.8,
+    top_k: int = 40,
+    device: str = "cpu",
+) -> list[dict]:
+    """Top-k sample ``max_new_tokens`` tokens after each prompt; ``[{"prompt", "continuation"}]``.
+
+    Each prompt is sampled from a ``torch.Generator`` seeded with ``seed`` afresh, so a prompt's
+    continuation depends only on (model, prompt, seed, settings), not on the other prompts, and is
+    identical across runs on CPU. The model reads at most the last ``model.cfg.context`` tokens.
+    ``top_k <= 0`` samples from the full distribution. The model must already be on ``device``;
+    its training mode is restored afterwards.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    dev = torch.device(device)
+    gen = torch.Generator(device="cpu")  # sampling on CPU keeps one seed meaning one stream
+    out = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for prompt in prompts:
+                ids = tok.encode(prompt).ids
+                if not ids:
+                    raise ValueError(f"prompt {prompt!r} encodes to no tokens")
+                gen.manual_seed(seed)
+                seq = torch.tensor([ids], dtype=torch.long, device=dev)
+                new: list[int] = []
+                for _ in range(max_new_tokens):
+                    logits, _ = model(seq[:, -model.cfg.context :])
+                    last = logits[0, -1].float().cpu() / temperature
+                    if 0 < top_k < last.numel():
+                        kth = torch.topk(last, top_k).values[-1]
+                        last = last.masked_fill(last < kth, float("-inf"))
+                    nxt = int(torch.multinomial(F.softmax(last, dim=-1), 1, generator=gen))
+                    new.append(nxt)
+                    seq = torch.cat([seq, torch.tensor([[nxt]], device=dev)], dim=1)
+                out.append({"prompt": prompt, "continuation": tok.decode(new)})
+    finally:
+        model.train(was_training)
+    return out

@@ -1,0 +1,121 @@
+"""SST-2 (GLUE) sentences and labels, from the Hugging Face hub or the checksummed local mirror.
+
+One result from either source: ``train`` = GLUE train (67,349 labelled phrases and sentences)
+and ``validation`` = GLUE validation (872 labelled sentences, the split every result is reported
+on; GLUE's test split has no labels). In the offline mirror (``shared/data/sst2``) GLUE train is
+``train.tsv`` + ``dev.tsv`` and GLUE validation is ``test.tsv``; every file is checked against
+``SHA256SUMS`` first. ``split_train`` then draws the seeded, disjoint subsets a job fits on and
+selects λ on, so the 872 validation sentences never take part in any choice.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pillm.data.sources import DataError, hub_reachable, read_checksums, verify_file
+
+LOCAL_FILES = {"train": ("sst2/train.tsv", "sst2/dev.tsv"), "validation": ("sst2/test.tsv",)}
+HUB_ID, HUB_CONFIG = "glue", "sst2"
+GLUE_SIZES = {"train": 67_349, "validation": 872}
+
+
+@dataclass(frozen=True)
+class Split:
+    """Sentences and their binary labels (0 negative, 1 positive)."""
+
+    sentences: list[str]
+    labels: np.ndarray  # (n,) int64
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def take(self, idx: np.ndarray) -> Split:
+        return Split([self.sentences[i] for i in idx], self.labels[idx])
+
+
+def read_tsv(path: Path) -> Split:
+    """A GLUE tsv with a ``sentence`` and a ``label`` column (quotes are literal text)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or not {"sentence", "label"} <= set(rows[0]):
+        raise DataError(f"{path}: expected tab-separated columns 'sentence' and 'label'")
+    return Split(
+        [r["sentence"].strip() for r in rows], np.array([int(r["label"]) for r in rows], np.int64)
+    )
+
+
+def load_local(local_dir: str | Path) -> tuple[dict[str, Split], dict]:
+    local_dir = Path(local_dir)
+    sums = read_checksums(local_dir)
+    digests, splits = {}, {}
+    for split, files in LOCAL_FILES.items():
+        parts = []
+        for rel in files:
+            digests[rel] = verify_file(local_dir, rel, sums)
+            parts.append(read_tsv(local_dir / rel))
+        splits[split] = Split(
+            [s for p in parts for s in p.sentences], np.concatenate([p.labels for p in parts])
+        )
+    policy = "local:sst2:train=GLUE train (train.tsv+dev.tsv), report=GLUE validation (test.tsv)"
+    meta = {"source": "local", "local_dir": str(local_dir.resolve()), "sha256": digests}
+    return splits, {"policy": policy, **meta}
+
+
+def load_hub() -> tuple[dict[str, Split], dict]:
+    if not hub_reachable():
+        raise DataError(
+            f"cannot reach the Hugging Face hub to load {HUB_ID!r}/{HUB_CONFIG!r} (SST-2). "
+            "Offline, set `data.source: local` and `data.local_dir: <path to the mirror, e.g. "
+            "../shared/data>` in your config: SST-2 is read from <data.local_dir>/sst2."
+        )
+    import datasets
+
+    ds = datasets.load_dataset(HUB_ID, HUB_CONFIG)
+    splits = {
+        s: Split([t.strip() for t in ds[s]["sentence"]], np.asarray(ds[s]["label"], np.int64))
+        for s in GLUE_SIZES
+    }
+    fingerprint = {s: ds[s]._fingerprint for s in GLUE_SIZES}
+    policy = f"hub:{HUB_ID}:{HUB_CONFIG}:train=GLUE train, report=GLUE validation"
+    return splits, {"policy": policy, "source": "hub", "fingerprint": fingerprint}
+
+
+def load_sst2(source: str, local_dir: str) -> tuple[dict[str, Split], dict]:
+    """({'train', 'validation'}: Split, meta); meta['policy'] names where the data came from."""
+    if source == "local":
+        splits, meta = load_local(local_dir)
+    elif source == "hub":
+        splits, meta = load_hub()
+    else:
+        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    for split, n in GLUE_SIZES.items():
+        if len(splits[split]) != n:
+            raise DataError(f"SST-2 {split}: {len(splits[split])} rows, expected GLUE's {n}")
+        if set(np.unique(splits[split].labels)) != {0, 1}:
+            raise DataError(f"SST-2 {split}: labels must be 0/1")
+    meta["counts"] = {s: len(splits[s]) for s in GLUE_SIZES}
+    return splits, meta
+
+
+def split_train(train: Split, n_train: int, n_select: int, seed: int) -> tuple[Split, Split]:
+    """Disjoint seeded subsets of GLUE train: (fit rows, λ-selection rows).
+
+    ``n_train`` = 0 takes every row not used for selection. The same seed gives the same rows on
+    every machine (numpy's PCG64), so every method and model fits on identical sentences.
+    """
+    n = len(train)
+    if n_select < 1 or n_select >= n:
+        raise ValueError(f"lora.n_select = {n_select} must be in [1, {n - 1}] (GLUE train: {n})")
+    if n_train < 0 or n_train + n_select > n:
+        raise ValueError(
+            f"lora.n_train = {n_train} + lora.n_select = {n_select} exceeds GLUE train ({n}): "
+            "lower lora.n_train (0 takes every remaining row)"
+        )
+    perm = np.random.default_rng(seed).permutation(n)
+    select = perm[:n_select]
+    fit = perm[n_select:] if n_train == 0 else perm[n_select : n_select + n_train]
+    return train.take(np.sort(fit)), train.take(np.sort(select))

@@ -1,0 +1,85 @@
+"""Tokenizers and token arrays.
+
+Two tokenizers: GPT-2 byte-level BPE (local ``vocab.json``/``merges.txt`` or the hub id
+``gpt2``), or a byte-level BPE trained with ``tokenizers`` on the train split only (a small vocab
+keeps the CPU smoke run fast: the output softmax dominates a tiny model's cost). Token arrays
+are saved as ``.npy`` (uint16 when the vocab fits) with a ``meta.json`` of counts and bytes so
+bits-per-byte can be computed later without the text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+EOT = "<|endoftext|>"
+
+
+def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
+    """GPT-2 BPE from the local mirror (``<local_dir>/gpt2-tokenizer``) or from the hub."""
+    if source == "local":
+        from pillm.data.sources import read_checksums, verify_file
+
+        root = Path(local_dir)
+        sums = read_checksums(root)
+        for name in ("vocab.json", "merges.txt"):
+            verify_file(root, f"gpt2-tokenizer/{name}", sums)
+        from tokenizers import decoders, pre_tokenizers
+        from tokenizers.models import BPE
+
+        d = root / "gpt2-tokenizer"
+        tok = Tokenizer(BPE.from_file(str(d / "vocab.json"), str(d / "merges.txt")))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        return tok
+    from pillm.data.sources import DataError, hub_reachable
+
+    if not hub_reachable():
+        raise DataError(
+            "cannot reach the Hugging Face hub for the 'gpt2' tokenizer; offline set "
+            "`data.source: local` so it is read from <data.local_dir>/gpt2-tokenizer."
+        )
+    return Tokenizer.from_pretrained("gpt2")
+
+
+def train_bpe(train_text: str, vocab_size: int) -> Tokenizer:
+    """Byte-level BPE trained on the train split only (never sees valid/test)."""
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(train_text.splitlines(keepends=True), trainer=trainer)
+    return tok
+
+
+def build_tokenizer(
+    kind: str, vocab_size: int, train_text: str, source: str, local_dir: str
+) -> Tokenizer:
+    if kind == "gpt2":
+        return gpt2_tokenizer(source, local_dir)
+    if kind == "bpe":
+        return train_bpe(train_text, vocab_size)
+    raise ValueError(f"tokenizer.kind must be 'gpt2' or 'bpe', got {kind!r}")
+
+
+def encode(tok: Tokenizer, text: str) -> np.ndarray:
+    """Encode line by line (bounded memory, parallel in ``tokenizers``) and concatenate."""
+    lines = text.splitlines(keepends=True)
+    ids = [np.asarray(e.ids, dtype=np.int64) for e in tok.encode_batch(lines)]
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    dtype = np.uint16 if tok.get_vocab_size() <= np.iinfo(np.uint16).max + 1 else np.int32
+    return flat.astype(dtype)
+
+
+def decode(tok: Tokenizer, ids) -> str:
+    return tok.decode([int(i) for i in ids], skip_special_tokens=False)

@@ -1,0 +1,1 @@
+"""pillm.generative."""

@@ -1,0 +1,502 @@
+"""PIL flow matching: a velocity field solved in closed form on random features of (x_t, t).
+
+Flow matching on the straight (rectified / optimal-transport) path between noise and data:
+
+    x_t = (1 - t) x0 + t x1,   x0 ~ N(0, I),  x1 ~ data,  t ~ U(0, 1)
+    v(x_t, t) ≈ x1 - x0                         (its least-squares optimum is E[x1 - x0 | x_t, t])
+
+The network has one hidden layer of fixed random features of the input and a time embedding,
+
+    H = [φ([x_t, e(t)] W_1 + b_1), ..., φ([x_t, e(t)] W_m + b_m), (x_t,) 1]    (W_i, b_i fixed)
+    W_out = (HᵀH + λI)⁻¹ Hᵀ (x1 - x0)                                          (ridge.py, float64)
+
+(x_t appears only with ``direct_link``, an RVFL-style skip; off by default.) e(t) is sinusoidal
+(highest angular frequency ``time_scale``, default 10: on MNIST it gave a lower held-out MSE
+than the DDPM convention 1000 for both flow and ε-prediction) or raw t.
+
+``m = 1`` is single PIL, ``m = 2`` the project's "Bi-PIL" (two random projections concatenated,
+as in pil.py; not the TNNLS forward/backward scheme). (x0, t, x1) pairs are generated and
+streamed chunk by chunk into float64 Gram statistics, so memory is O(p² + p·D) whatever the
+number of pairs, and λ is chosen on pairs built from held-out images. The noise of pair i comes
+from a generator keyed by (seed, stream, i // BLOCK), never from the chunk it lands in: any
+chunk size gives the same rows, hence the same weights up to float64 summation order.
+
+Samples come from integrating dx/dt = v(x, t) from t = 0 to 1 with Euler or Heun (2nd order).
+The gradient baseline is the same network (same init) with every weight trained by AdamW on the
+flow-matching loss (``train_regression``); diffusion.py reuses all of these pieces.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm import tqdm
+
+from pillm.core.ridge import GramStats, r2_score_from_stats, select_lambda
+from pillm.core.runtime import lr_at, peak_memory_mb
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "silu": F.silu,
+    "tanh": torch.tanh,
+    "sin": torch.sin,  # random Fourier features
+}
+TIME_ENCODINGS = ("sinusoidal", "raw")
+ODE_METHODS = ("euler", "heun")
+BLOCK = 1024  # rows per noise block: the unit of the chunk-independent random stream
+DEFAULT_LAMBDAS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # × tr(HᵀH)/p
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Random-feature layer: ``n_proj`` projections of ``width`` features each, plus a bias."""
+
+    width: int = 2048
+    n_proj: int = 1  # 1: single PIL; 2: Bi-PIL (two projections concatenated)
+    activation: str = "gelu"
+    time_encoding: str = "sinusoidal"  # or "raw" (t itself)
+    time_dim: int = 64  # sinusoidal embedding size (ignored for "raw")
+    time_scale: float = 10.0  # sinusoidal: highest angular frequency in t ∈ [0, 1]
+    time_weight: float = 1.0  # std of the time embedding's share of a pre-activation
+    bias_scale: float = 0.5
+    direct_link: bool = False  # also feed x itself to the output layer (RVFL-style skip)
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation {self.activation!r} unknown; choose from {list(ACTIVATIONS)}"
+            )
+        if self.time_encoding not in TIME_ENCODINGS:
+            raise ValueError(
+                f"time_encoding {self.time_encoding!r} unknown; choose from {TIME_ENCODINGS}"
+            )
+        if self.width < 1 or self.n_proj < 1:
+            raise ValueError(f"width and n_proj must be >= 1, got {self.width}, {self.n_proj}")
+        if self.time_encoding == "sinusoidal" and (self.time_dim < 2 or self.time_dim % 2):
+            raise ValueError(f"time_dim must be even and >= 2, got {self.time_dim}")
+
+    def n_features(self, dim: int) -> int:
+        """Columns of H for inputs of size ``dim``: m·w random features, [x,] and a ones column."""
+        return self.n_proj * self.width + (dim if self.direct_link else 0) + 1
+
+
+def time_embedding(t: Tensor, encoding: str, dim: int, scale: float = 10.0) -> Tensor:
+    """t (n,) in [0, 1] -> (n, dim) sinusoidal or (n, 1) raw.
+
+    Sinusoidal: [sin(s t ω_i), cos(s t ω_i)], ω_i = 10000^(-i/(dim/2)), s = ``scale``; with
+    s = 1000 this is the Transformer / DDPM embedding of the step index t·1000.
+    """
+    t = t.reshape(-1, 1).float()
+    if encoding == "raw":
+        return t
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device) / half)
+    args = scale * t * freqs
+    return torch.cat([torch.sin(args), torch.cos(args)], dim=1)
+
+
+class RandomFeatureNet(nn.Module):
+    """y = [φ([x, e(t)] W + b), (x,) 1] W_out with m projections; frozen (PIL) or all trainable.
+
+    ``direct_link`` adds x itself as features (a random-vector-functional-link skip), so a map
+    linear in x needs no approximation by the random features.
+
+    W_x ~ N(0, 1/D) and W_t scaled so the time embedding adds variance ``time_weight²`` to a
+    pre-activation (E e_i² = 1/2 for sinusoidal, E t² = 1/3 for raw t). The first layer is drawn
+    from ``seed`` alone, so the PIL net and its gradient-trained twin start identical. W_out (p, k)
+    starts at zero; the last feature is a constant 1, so W_out's last row is the output bias.
+    """
+
+    def __init__(self, dim: int, out_dim: int, cfg: FeatureConfig, seed: int, trainable: bool):
+        super().__init__()
+        self.cfg, self.dim, self.out_dim, self.trainable = cfg, dim, out_dim, trainable
+        g = torch.Generator().manual_seed(seed)
+        m, w = cfg.n_proj, cfg.width
+        e = 1 if cfg.time_encoding == "raw" else cfg.time_dim
+        e_sq = 1 / 3 if cfg.time_encoding == "raw" else 1 / 2
+        tensors = {
+            "w_x": torch.randn(m, dim, w, generator=g) / math.sqrt(dim),
+            "w_t": torch.randn(m, e, w, generator=g) * cfg.time_weight / math.sqrt(e * e_sq),
+            "b": cfg.bias_scale * torch.randn(m, w, generator=g),
+            "w_out": torch.zeros(cfg.n_features(dim), out_dim),
+        }
+        for name, value in tensors.items():
+            if trainable:
+                self.register_parameter(name, nn.Parameter(value))
+            else:
+                self.register_buffer(name, value)
+
+    @property
+    def n_features(self) -> int:
+        return self.w_out.shape[0]
+
+    def features(self, x: Tensor, t: Tensor) -> Tensor:
+        """x (n, D), t (n,) or scalar in [0, 1] -> H (n, m·w [+ D] + 1) float32."""
+        n = x.shape[0]
+        t = torch.as_tensor(t, dtype=torch.float32, device=x.device).expand(n)
+        emb = time_embedding(t, self.cfg.time_encoding, self.cfg.time_dim, self.cfg.time_scale)
+        z = torch.einsum("nd,mdw->nmw", x.float(), self.w_x)  # (n, m, w)
+        z = z + torch.einsum("ne,mew->nmw", emb, self.w_t) + self.b
+        h = ACTIVATIONS[self.cfg.activation](z).flatten(1)  # (n, m·w)
+        skip = [x.float()] if self.cfg.direct_link else []
+        return torch.cat([h, *skip, torch.ones_like(h[:, :1])], dim=1)
+
+    def forward(self, x: Tensor, t: Tensor) -> Tensor:
+        return self.features(x, t) @ self.w_out
+
+
+# ---------------------------------------------------------------- chunk-independent noise stream
+
+
+def block_seed(seed: int, stream: int, block: int) -> int:
+    return (seed * 1_000_003 + stream * 998_244_353 + block * 2_654_435_761) % (2**63 - 1)
+
+
+def noise_rows(
+    seed: int, stream: int, start: int, stop: int, dim: int, device: torch.device | str
+) -> tuple[Tensor, Tensor]:
+    """Rows [start, stop) of an endless (x0 ~ N(0, I_dim), u ~ U(0, 1)) stream, on ``device``.
+
+    Row i depends only on (seed, stream, i): each BLOCK of rows has its own generator, and a
+    block is always drawn whole, so how rows are chunked never changes their values.
+    """
+    xs, us = [], []
+    for b in range(start // BLOCK, (stop - 1) // BLOCK + 1):
+        g = torch.Generator(device=device).manual_seed(block_seed(seed, stream, b))
+        x0 = torch.randn(BLOCK, dim, generator=g, device=device)
+        u = torch.rand(BLOCK, generator=g, device=device)
+        lo, hi = max(start - b * BLOCK, 0), min(stop - b * BLOCK, BLOCK)
+        xs.append(x0[lo:hi])
+        us.append(u[lo:hi])
+    return torch.cat(xs), torch.cat(us)
+
+
+def chunk_ranges(n: int, chunk_size: int) -> Iterator[tuple[int, int]]:
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    for start in range(0, n, chunk_size):
+        yield start, min(start + chunk_size, n)
+
+
+def flow_pairs(
+    x1: Tensor, start: int, stop: int, seed: int, stream: int, device: torch.device | str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Pairs [start, stop): pair i uses image i mod n. Returns (x_t, t, target x1 - x0)."""
+    n, dim = x1.shape
+    idx = torch.arange(start, stop, device=x1.device) % n
+    data = x1[idx].to(device=device, dtype=torch.float32)
+    x0, t = noise_rows(seed, stream, start, stop, dim, device)
+    xt = (1 - t[:, None]) * x0 + t[:, None] * data
+    return xt, t, data - x0
+
+
+# ---------------------------------------------------------------- closed-form fit
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    pairs_per_image: int = 1  # noise/time draws per training image
+    chunk_size: int = 4096  # pairs per streamed chunk (memory knob only; result unchanged)
+    lambdas: tuple[float, ...] = DEFAULT_LAMBDAS  # relative to tr(HᵀH)/p, picked on held-out
+    heldout_fraction: float = 0.1  # of x_train, used only when x_val is not given
+    kappa_max: float = 1e10
+
+
+@dataclass
+class RidgeFit:
+    """How a closed-form output layer was obtained (one per weight set)."""
+
+    n_pairs: int
+    n_val_pairs: int
+    n_features: int
+    lam_rel: float
+    lam: float
+    kappa: float
+    solver: str
+    fallback: str | None
+    heldout_mse: float  # per output element, at the chosen λ
+    heldout_r2: float
+    curve: dict[float, float]  # λ_rel -> held-out MSE
+    gram_seconds: float
+    solve_seconds: float
+    peak_memory_mb: float = float("nan")  # CUDA: max allocated; CPU: process max RSS
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def split_heldout(x: Tensor, fraction: float) -> tuple[Tensor, Tensor]:
+    """The last ``fraction`` of rows (at least one) as held-out; rows are assumed shuffled."""
+    n_val = max(1, round(x.shape[0] * fraction))
+    if n_val >= x.shape[0]:
+        raise ValueError(f"heldout_fraction={fraction} leaves no training rows of {x.shape[0]}")
+    return x[:-n_val], x[-n_val:]
+
+
+def sync_device(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.no_grad()
+def stream_gram(
+    features: Callable[[Tensor, Tensor], Tensor],
+    pairs: Callable[[int, int], tuple[Tensor, Tensor, Tensor]],
+    n_pairs: int,
+    shape: tuple[int, int],
+    chunk_size: int,
+    device: torch.device,
+    desc: str | None = None,
+) -> GramStats:
+    """Σ HᵀH, HᵀY (``shape`` = (p, k)) over ``n_pairs`` rows: ``pairs(start, stop)`` gives
+    (x, t, y) for a chunk and H = ``features(x, t)``; one chunk is alive at a time.
+    """
+    stats = GramStats.zeros(*shape, device=device)
+    ranges = list(chunk_ranges(n_pairs, chunk_size))
+    bar = tqdm(ranges, desc=desc, file=sys.stderr, mininterval=5, ascii=True,
+               disable=desc is None or len(ranges) < 8)  # fmt: skip
+    for start, stop in bar:
+        x, t, y = pairs(start, stop)
+        stats.update(features(x, t), y)
+    return stats
+
+
+def solve_output(
+    net: RandomFeatureNet,
+    train: GramStats,
+    val: GramStats,
+    lambdas: tuple[float, ...],
+    kappa_max: float,
+) -> tuple[Tensor, RidgeFit]:
+    """Pick λ on the held-out statistics, return W_out (float32) and the fit record."""
+    t0 = time.perf_counter()
+    scale = float(torch.trace(train.hth)) / train.hth.shape[0] or 1.0  # mean feature energy
+    lams = [lr * scale for lr in lambdas]
+    sol, curve = select_lambda(train, val, lams, kappa_max=kappa_max)
+    r2, _ = r2_score_from_stats(sol.weight, val)
+    fit = RidgeFit(
+        n_pairs=train.n, n_val_pairs=val.n, n_features=net.n_features,
+        lam_rel=sol.lam / scale, lam=sol.lam, kappa=sol.kappa, solver=sol.solver,
+        fallback=sol.fallback_reason, heldout_mse=curve[sol.lam], heldout_r2=r2,
+        curve={lr: curve[lam] for lr, lam in zip(lambdas, lams, strict=True)},
+        gram_seconds=0.0, solve_seconds=time.perf_counter() - t0,
+    )  # fmt: skip
+    return sol.weight.to(torch.float32), fit
+
+
+@torch.no_grad()
+def fit_pil_flow(
+    x_train: Tensor,
+    cfg: FlowConfig,
+    seed: int,
+    device: str | torch.device = "cpu",
+    x_val: Tensor | None = None,
+) -> tuple[RandomFeatureNet, RidgeFit]:
+    """Closed-form flow matching: W_out = argmin Σ‖H(x_t, t) W - (x1 - x0)‖² + λ‖W‖².
+
+    ``x_train`` (n, D) data rows (any device; moved chunk by chunk). Held-out images: ``x_val``,
+    else the last ``heldout_fraction`` of ``x_train``. Deterministic given ``seed`` on a device.
+    """
+    device = torch.device(device)
+    if x_val is None:
+        x_train, x_val = split_heldout(x_train, cfg.heldout_fraction)
+    dim = x_train.shape[1]
+    net = RandomFeatureNet(dim, dim, cfg.features, seed, trainable=False).to(device)
+    sync_device(device)
+    t0 = time.perf_counter()
+    k = cfg.pairs_per_image
+    shape = (net.n_features, dim)
+    train = stream_gram(
+        net.features, lambda a, b: flow_pairs(x_train, a, b, seed, 0, device),
+        k * x_train.shape[0], shape, cfg.chunk_size, device, desc="flow gram",
+    )  # fmt: skip
+    val = stream_gram(
+        net.features, lambda a, b: flow_pairs(x_val, a, b, seed, 1, device),
+        k * x_val.shape[0], shape, cfg.chunk_size, device,
+    )  # fmt: skip
+    sync_device(device)
+    gram_seconds = time.perf_counter() - t0
+    w, fit = solve_output(net, train, val, cfg.lambdas, cfg.kappa_max)
+    net.w_out.copy_(w)
+    fit.gram_seconds = gram_seconds
+    fit.peak_memory_mb = peak_memory_mb(str(device))
+    return net, fit
+
+
+@torch.no_grad()
+def flow_heldout_mse(
+    velocity: Callable[[Tensor, Tensor], Tensor],
+    x_val: Tensor,
+    seed: int,
+    pairs_per_image: int = 1,
+    chunk_size: int = 4096,
+    device: str | torch.device = "cpu",
+) -> float:
+    """Mean ‖v(x_t, t) - (x1 - x0)‖² / D over the held-out pairs fit_pil_flow selects λ on."""
+    device = torch.device(device)
+    n = pairs_per_image * x_val.shape[0]
+    sse = 0.0
+    for a, b in chunk_ranges(n, chunk_size):
+        xt, t, y = flow_pairs(x_val, a, b, seed, 1, device)
+        sse += float(((velocity(xt, t) - y).double() ** 2).sum())
+    return sse / (n * x_val.shape[1])
+
+
+# ---------------------------------------------------------------- ODE sampling
+
+
+@torch.no_grad()
+def integrate_ode(
+    velocity: Callable[[Tensor, Tensor], Tensor],
+    x: Tensor,
+    steps: int,
+    method: str = "heun",
+    t0: float = 0.0,
+    t1: float = 1.0,
+) -> Tensor:
+    """Integrate dx/dt = v(x, t) on a uniform grid of ``steps`` steps from t0 to t1.
+
+    Euler: x += h v(x, t). Heun (explicit trapezoid, 2nd order, 2 evaluations per step):
+    k1 = v(x, t), k2 = v(x + h k1, t + h), x += h (k1 + k2) / 2.
+    """
+    if method not in ODE_METHODS:
+        raise ValueError(f"ODE method {method!r} unknown; choose from {ODE_METHODS}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    h = (t1 - t0) / steps
+    for i in range(steps):
+        t = t0 + i * h
+        k1 = velocity(x, torch.full((x.shape[0],), t, device=x.device))
+        if method == "euler":
+            x = x + h * k1
+        else:
+            k2 = velocity(x + h * k1, torch.full((x.shape[0],), t + h, device=x.device))
+            x = x + 0.5 * h * (k1 + k2)
+    return x
+
+
+@torch.no_grad()
+def sample_flow(
+    velocity: Callable[[Tensor, Tensor], Tensor],
+    n: int,
+    dim: int,
+    steps: int,
+    method: str = "heun",
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    batch_size: int = 2048,
+) -> Tensor:
+    """n samples: x0 ~ N(0, I) from stream 2 of ``seed``, pushed through the ODE to t = 1."""
+    out = []
+    for a, b in chunk_ranges(n, batch_size):
+        x0, _ = noise_rows(seed, 2, a, b, dim, device)
+        out.append(integrate_ode(velocity, x0, steps, method))
+    return torch.cat(out)
+
+
+# ---------------------------------------------------------------- gradient baseline
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """AdamW with linear warm-up and cosine decay, a fixed step budget."""
+
+    steps: int = 2000
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup: int = 100
+    min_lr_frac: float = 0.1
+    log_every: int = 50
+
+
+@dataclass
+class TrainReport:
+    steps: int
+    seconds: float
+    final_loss: float  # mean of the last log_every batch losses
+    curve: list[tuple[int, float]]  # (step, mean loss of the preceding log_every steps)
+    peak_memory_mb: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def train_regression(
+    net: nn.Module,
+    batch: Callable[[int], tuple[Tensor, Tensor, Tensor]],
+    cfg: TrainConfig,
+    device: str | torch.device = "cpu",
+    desc: str = "train",
+) -> TrainReport:
+    """Minimise mean ‖net(x, t) - y‖² over ``cfg.steps`` batches ``batch(step) -> (x, t, y)``.
+
+    The clock starts after the first step (warm-up excluded) and stops synchronized.
+    """
+    device = torch.device(device)
+    params = [p for p in net.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("net has no trainable parameters (a PIL net? use trainable=True)")
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=device.type == "cuda"
+    )
+    net.train()
+    curve, window = [], []
+    t0 = time.perf_counter()
+    for step in tqdm(range(cfg.steps), desc=desc, file=sys.stderr, mininterval=5, ascii=True):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_frac)
+        x, t, y = batch(step)
+        loss = F.mse_loss(net(x, t), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        window.append(loss.detach())
+        if step == 0:
+            sync_device(device)
+            t0 = time.perf_counter()
+        if len(window) == cfg.log_every or step == cfg.steps - 1:
+            curve.append((step + 1, float(torch.stack(window).mean())))
+            window = []
+    sync_device(device)
+    seconds = time.perf_counter() - t0
+    net.eval()
+    return TrainReport(cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)))
+
+
+def train_gradient_flow(
+    x_train: Tensor,
+    features: FeatureConfig,
+    train_cfg: TrainConfig,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> tuple[RandomFeatureNet, TrainReport]:
+    """The PIL flow's network (same init from ``seed``), every weight trained end to end.
+
+    Each step draws ``batch_size`` images (with replacement) and fresh (x0, t), all from one
+    generator on ``device`` seeded by ``seed``.
+    """
+    device = torch.device(device)
+    n, dim = x_train.shape
+    net = RandomFeatureNet(dim, dim, features, seed, trainable=True).to(device)
+    g = torch.Generator(device=device).manual_seed(block_seed(seed, 3, 0))
+    data = x_train.to(device=device, dtype=torch.float32)
+    bs = train_cfg.batch_size
+
+    def batch(step: int) -> tuple[Tensor, Tensor, Tensor]:
+        x1 = data[torch.randint(n, (bs,), generator=g, device=device)]
+        x0 = torch.randn(bs, dim, generator=g, device=device)
+        t = torch.rand(bs, generator=g, device=device)
+        return (1 - t[:, None]) * x0 + t[:, None] * x1, t, x1 - x0
+
+    return net, train_regression(net, batch, train_cfg, device, desc="flow AdamW")

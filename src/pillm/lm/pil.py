@@ -1,0 +1,241 @@
+"""Pseudoinverse-learned (PIL) feed-forward blocks, solved layer by layer in closed form.
+
+A PIL FFN keeps a fixed random input map and solves only its output map by ridge regression:
+
+    H = [GELU(u W_1 + b_1), ..., GELU(u W_m + b_m), 1]     W_i ~ N(0, 1/d), fixed by a seed
+    W_out = (HᵀH + λI)⁻¹ HᵀY                               (float64 Gram, ridge.py)
+
+``m = 1`` is single PIL; ``m = 2`` is the seed outline's "Bi-PIL" (two independent projections
+concatenated). Note that two independent Gaussian projections of width w are distributed exactly
+like one of width 2w: the ``single8d`` control separates "two projections" from "more features".
+(The TNNLS Bi-PIL is a different, forward/backward scheme; it is not what this implements.)
+
+Layers are solved bottom-up: the stream entering layer l already contains the solved FFNs of
+layers < l. The regression target Y at a layer is what distinguishes the training strategies
+(``TARGETS``); λ is chosen per layer on the held-out split from one eigendecomposition.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from pillm.core.ridge import GramStats, select_lambda
+from pillm.lm.model import GPT
+
+FEATURES: dict[
+    str, tuple[int, int]
+] = {  # name -> (projections, width per projection in units of d)
+    "single": (1, 4),
+    "bi": (2, 4),
+    "single8d": (1, 8),
+    # width sweep (single projection): 1d, 2d and 16d next to single (4d) and single8d
+    "single1d": (1, 1),
+    "single2d": (1, 2),
+    "single16d": (1, 16),
+}
+
+
+class PILFFN(nn.Module):
+    """FFN(u) = φ(u) W_out with fixed random φ; only ``w_out`` is ever solved (all buffers)."""
+
+    def __init__(self, d: int, n_proj: int, width: int, seed: int):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.register_buffer("w_in", torch.randn(n_proj, d, width, generator=g) / math.sqrt(d))
+        self.register_buffer("b_in", 0.5 * torch.randn(n_proj, width, generator=g))
+        self.register_buffer("w_out", torch.zeros(n_proj * width + 1, d))
+
+    @property
+    def n_features(self) -> int:
+        return self.w_out.shape[0]
+
+    def features(self, u: torch.Tensor) -> torch.Tensor:
+        """(..., d) -> (..., m*w + 1): GELU random features plus a ones column (the bias)."""
+        z = torch.einsum("...d,mdw->...mw", u, self.w_in.to(u.dtype)) + self.b_in.to(u.dtype)
+        h = F.gelu(z).flatten(-2)  # (..., m*w)
+        return torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.features(u) @ self.w_out.to(u.dtype)
+
+
+def attach_pil(model: GPT, features: str, seed: int) -> None:
+    """Replace every block's FFN by a PIL FFN with zero output map (seeded per layer)."""
+    n_proj, mult = FEATURES[features]
+    d = model.cfg.d_model
+    device = model.wte.weight.device
+    for layer, block in enumerate(model.blocks):
+        block.mlp = PILFFN(d, n_proj, mult * d, seed=10_000 * seed + layer).to(device)
+
+
+def stream_to_ffn(model: GPT, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual stream entering layer ``layer``'s FFN (after its attention) and its LN input u."""
+    T = idx.shape[1]
+    x = model.wte(idx) + model.wpe(torch.arange(T, device=idx.device))
+    for block in model.blocks[:layer]:
+        x = block(x)
+    block = model.blocks[layer]
+    if block.attn is not None:
+        x = x + block.attn(block.ln_1(x))
+    return x, block.ln_2(x)
+
+
+def head_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """Logits from the residual stream leaving layer ``layer``'s FFN."""
+    for block in model.blocks[layer + 1 :]:
+        x = block(x)
+    return model.lm_head(model.ln_f(x))
+
+
+# A target maps (model, layer, x_mid, u, next_ids) -> Y (B, T, d): what the FFN output should be.
+Target = Callable[[GPT, int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def target_residual(model, layer, x, u, y):
+    """Seed's 'residual' target: leave the stream where attention put it (FFN output 0)."""
+    return torch.zeros_like(x)
+
+
+def target_propagation(model, layer, x, u, y):
+    """Seed's target propagation: move the stream to the next token's embedding."""
+    return model.wte(y) - x
+
+
+def make_distill_target(teacher: GPT) -> Target:
+    """The trained teacher's FFN of the same layer, applied to this model's stream."""
+
+    def target(model, layer, x, u, y):
+        block = teacher.blocks[layer]
+        return block.mlp(block.ln_2(x))
+
+    return target
+
+
+def target_functional_gradient(model, layer, x, u, y):
+    """−∂L/∂o at the current FFN output o (one functional-gradient step; step size set later)."""
+    with torch.enable_grad():
+        o = model.blocks[layer].mlp(u).detach().requires_grad_(True)
+        logits = head_from(model, x + o, layer)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum")
+        (grad,) = torch.autograd.grad(loss, o)
+    return -grad
+
+
+def batches(tokens: torch.Tensor, context: int, batch_size: int, max_tokens: int) -> Iterator:
+    """Non-overlapping (input, next-token) windows, at most ``max_tokens`` inputs, in order."""
+    n = (len(tokens) - 1) // context
+    if max_tokens:
+        n = min(n, max(1, max_tokens // context))
+    x = tokens[: n * context].view(n, context)
+    y = tokens[1 : n * context + 1].view(n, context)
+    for i in range(0, n, batch_size):
+        yield x[i : i + batch_size], y[i : i + batch_size]
+
+
+@dataclass
+class LayerSolve:
+    layer: int
+    lam_rel: float
+    lam: float
+    kappa: float
+    solver: str
+    fallback: str | None
+    seconds: float
+    curve: dict[float, float]  # λ_rel -> held-out MSE
+    gram_seconds: float = 0.0  # streaming features + float64 Gram (train and held-out rows)
+    step: float = 1.0  # functional-gradient step size (1 for other targets)
+
+
+@torch.no_grad()
+def gram_for_layer(model, layer, target, tokens, cfg, device) -> GramStats:
+    pil = model.blocks[layer].mlp
+    d = model.cfg.d_model
+    stats = GramStats.zeros(pil.n_features, d, device=device)
+    for xb, yb in batches(tokens, model.cfg.context, cfg["batch_size"], cfg["max_tokens"]):
+        xb, yb = xb.to(device), yb.to(device)
+        x, u = stream_to_ffn(model, xb, layer)
+        Y = target(model, layer, x, u, yb)
+        stats.update(pil.features(u).flatten(0, 1), Y.flatten(0, 1))
+    return stats
+
+
+def solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device) -> LayerSolve:
+    """Stream the Gram of one layer on train and held-out rows, pick λ, install W_out."""
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    tr = gram_for_layer(model, layer, target, train_tokens, cfg, device)
+    va = gram_for_layer(model, layer, target, valid_tokens, cfg, device)
+    sync()
+    t_gram = time.perf_counter() - t0
+    scale = (torch.trace(tr.hth) / tr.hth.shape[0]).item()  # λ relative to the mean feature energy
+    lams = [lr * scale for lr in cfg["lambdas"]]
+    sol, curve = select_lambda(tr, va, lams, kappa_max=cfg["kappa_max"])
+    model.blocks[layer].mlp.w_out.copy_(sol.weight.to(model.blocks[layer].mlp.w_out.dtype))
+    sync()
+    return LayerSolve(
+        layer,
+        sol.lam / scale if scale else 0.0,
+        sol.lam,
+        sol.kappa,
+        sol.solver,
+        sol.fallback_reason,
+        time.perf_counter() - t0,
+        {lr: curve[lam] for lr, lam in zip(cfg["lambdas"], lams, strict=True)},
+        gram_seconds=t_gram,
+    )
+
+
+def solve_all_layers(
+    model: GPT,
+    target: Target,
+    train_tokens,
+    valid_tokens,
+    cfg,
+    device,
+    step_search: Callable[[int], float] | None = None,
+) -> list[LayerSolve]:
+    """Bottom-up: solve layer 0, then layer 1 on the updated stream, ..."""
+    solves = []
+    for layer in range(model.cfg.n_layer):
+        s = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
+        if step_search is not None:
+            s.step = step_search(layer)
+        solves.append(s)
+    return solves
+
+
+def functional_gradient_step_search(
+    model: GPT, valid_tokens, cfg, device
+) -> Callable[[int], float]:
+    """Returns a function that scales layer l's solved map by the held-out-best step size η."""
+    from pillm.lm.evaluate import evaluate_lm
+
+    def search(layer: int) -> float:
+        pil = model.blocks[layer].mlp
+        w = pil.w_out.clone()
+        sub = valid_tokens[: cfg["max_tokens"] or None]
+        best = (math.inf, 0.0)
+        for eta in cfg["fgrad_steps"]:
+            pil.w_out.copy_(eta * w)
+            loss = evaluate_lm(model, sub, model.cfg.context, cfg["batch_size"], 1)["loss"]
+            best = min(best, (loss, eta))
+        pil.w_out.copy_(best[1] * w)
+        return best[1]
+
+    return search
+
+
+def frozen_copy(model: GPT) -> GPT:
+    teacher = copy.deepcopy(model).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher

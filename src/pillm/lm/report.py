@@ -1,0 +1,474 @@
+"""The LM study's report: aggregation of the runs, tables and ``numbers.tex``.
+
+Outputs of ``aggregate`` (``results/<name>/summary``): ``runs.parquet`` (every metric row of every
+run), ``lm.parquet`` (mean/std/n over seeds per variant and metric), ``curves``, ``solves`` and
+``samples``. Tables render through Jinja2 with numbers formatted here, never in the template.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from scipy import stats
+
+from pillm.core.records import read_records, write_text
+from pillm.paper.latex import fmt_num, fmt_pm, make_env, tex_escape
+from pillm.paper.tidy import stack_parquet, summarise, write_parquet
+from pillm.plan import VARIANTS
+
+
+def metric_table(summary: pl.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """{variant: {metric: {mean, std, n, n_expected}}} from the lm summary."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in summary.iter_rows(named=True):
+        out.setdefault(row["variant"], {})[row["metric"]] = row
+    return out
+
+
+def _scale(x: float | None, k: float) -> float | None:
+    return None if x is None else x * k
+
+
+def numbers(
+    summary: pl.DataFrame, runs: pl.DataFrame, tokens_meta: dict, params: dict
+) -> dict[str, str]:
+    """Macro name -> formatted value for numbers.tex."""
+    b = metric_table(summary)["baseline"]
+    model, train = params["model"], params["train"]
+    devices = sorted(set(runs["device_name"].to_list()))
+    return {
+        "ConfigName": tex_escape(params["name"]),
+        "DataPolicy": tex_escape(describe_policy(tokens_meta["policy"])),
+        "TokenizerName": tex_escape(tokens_meta["tokenizer"]),
+        "VocabSize": fmt_num(tokens_meta["vocab_size"], 0),
+        "TrainTokens": fmt_num(tokens_meta["tokens"]["train"], 0),
+        "ValidTokens": fmt_num(tokens_meta["tokens"]["valid"], 0),
+        "TestTokens": fmt_num(tokens_meta["tokens"]["test"], 0),
+        "ModelLayers": str(model["n_layer"]),
+        "ModelDim": str(model["d_model"]),
+        "ModelHeads": str(model["n_head"]),
+        "ContextLen": str(model["context"]),
+        "Epochs": str(train["epochs"]),
+        "BatchSize": str(train["batch_size"]),
+        "LearningRate": f"{train['lr']:g}",
+        "NumSeeds": str(b["test_ppl"]["n"]),
+        "SeedCount": f"{b['test_ppl']['n']} seed" + ("s" if b["test_ppl"]["n"] != 1 else ""),
+        "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["std"], 1),
+        "BaselineAccPM": fmt_pm(
+            100 * b["test_acc"]["mean"], _scale(b["test_acc"]["std"], 100), 1
+        ).replace(" $\\pm$", "\\% $\\pm$")
+        + "\\%",
+        "BaselinePPL": fmt_num(b["test_ppl"]["mean"], 1),
+        "BaselinePPLStd": fmt_num(b["test_ppl"]["std"], 1),
+        "BaselineAcc": fmt_num(100 * b["test_acc"]["mean"], 1),
+        "BaselineAccStd": fmt_num(_scale(b["test_acc"]["std"], 100), 1),
+        "BaselineBPB": fmt_num(b["test_bpb"]["mean"], 3),
+        "BaselineParams": fmt_num(b["params_total"]["mean"] / 1e6, 2),
+        "BaselineNonEmbParams": fmt_num(b["params_non_embedding"]["mean"] / 1e6, 2),
+        "BaselineTrainTime": fmt_num(b["train_time_s"]["mean"], 1),
+        "BaselineTokensPerSec": fmt_num(b["tokens_per_s"]["mean"], 0),
+        "Device": tex_escape(" / ".join(devices)),
+    }
+
+
+def describe_policy(policy: str) -> str:
+    """Human wording of a data policy string written by ``data.load_corpus``."""
+    source, rest = policy.split(":", 1)
+    where = "offline mirror" if source == "local" else "Hugging Face hub"
+    return f"{where}; {rest.split(':', 1)[1]}"
+
+
+LM_TABLES = {  # name -> (label, column spec, header)
+    "lm_samples": ("tab:samples", "lp{0.62\\linewidth}", ["Model", "Continuation (first seed)"]),
+    "lm_main": (
+        "tab:main",
+        "lrrrrrrrrr",
+        [
+            "Model",
+            "Trainable (M)",
+            "Solved (M)",
+            "Grad. (s)",
+            "Solve (s)",
+            "PPL $\\downarrow$",
+            "Acc (\\%) $\\uparrow$",
+            "BPB $\\downarrow$",
+            "LAMBADA (\\%)",
+            "$n$",
+        ],
+    ),
+    "lm_contribution": (
+        "tab:contribution",
+        "lrrr",
+        [
+            "Model",
+            "PPL",
+            "$\\mathrm{PPL}_{\\mathrm{full}}/\\mathrm{PPL}$ (\\%)",
+            "Loss share (\\%)",
+        ],
+    ),
+    "lm_features": (
+        "tab:features",
+        "lrrrrr",
+        [
+            "PIL features",
+            "Solved (M)",
+            "PPL",
+            "$\\Delta$PPL vs.\\ baseline",
+            "Solve (s)",
+            "$\\kappa_{\\max}$",
+        ],
+    ),
+    "lm_strategies": ("tab:strategies", "lrrr", ["Strategy", "PPL", "Acc (\\%)", "Total time (s)"]),
+    "lm_targets": (
+        "tab:targets",
+        "llrrr",
+        [
+            "PIL target",
+            "Reference",
+            "PPL",
+            "$\\Delta\\mathcal{L}$ vs.\\ ref.\\ (nats)",
+            "$p$ (paired $t$)",
+        ],
+    ),
+}
+
+
+def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
+    seeds = f"mean $\\pm$ sample std over {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+    return {
+        "lm_main": f"All LM variants on WikiText-2 ({tokenizer}; {policy}); {seeds}. Trainable: "
+        "parameters updated by gradient (including the run a variant starts from); Solved: output "
+        "weights set by ridge regression. Grad./Solve: wall time of the gradient phases and of the "
+        "closed-form solves. LAMBADA: last-word accuracy. $n$: runs present / expected.",
+        "lm_contribution": "Contribution analysis. The seed outline's measure is the perplexity "
+        "ratio; the loss share is $(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L})/"
+        "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$ with an add-one unigram model "
+        f"of the train split as the floor; both per seed, {seeds}.",
+        "lm_features": "Single vs.\\ Bi-PIL features, fitted to the trained baseline FFNs "
+        "(``refit''). Two independent Gaussian projections of width $4d$ are distributed like one "
+        f"of width $8d$; the last row is that control. $\\Delta$PPL paired by seed; {seeds}.",
+        "lm_strategies": f"PIL training strategies (seed Table 4); {seeds}. Total time includes "
+        "the gradient training of the model a strategy starts from.",
+        "lm_samples": "Generation samples: top-$k$ ($k=40$, temperature 0.8) continuations of the "
+        "first configured prompt by each variant's first-seed model, decoded as is (characters "
+        "outside printable ASCII shown as ?).",
+        "lm_targets": "PIL targets against the model they start from, paired by seed. "
+        "$\\Delta\\mathcal{L}<0$ means the solved FFNs lower the test loss; $p$: two-sided paired "
+        f"$t$-test over seeds ('--' with fewer than two seeds); {seeds}.",
+    }
+
+
+def sample_rows(
+    samples: pl.DataFrame, variants: list[str], max_chars: int = 160
+) -> list[list[str]]:
+    """One continuation per variant: first seed, first prompt, escaped and cut to a line or two."""
+    from pillm.plan import VARIANTS
+
+    first = samples.sort("seed").group_by("variant", maintain_order=True).first()
+    text = dict(zip(first["variant"], first["continuation"], strict=True))
+    prompt = first["prompt"][0] if first.height else ""
+    rows = []
+    for v in variants:
+        cont = " ".join(text.get(v, "").split())[:max_chars]
+        # Byte-level BPE can decode partial UTF-8 (U+FFFD); pdflatex cannot set arbitrary Unicode.
+        cont = "".join(c if 32 <= ord(c) < 127 else "?" for c in cont)
+        rows.append([VARIANTS[v].label, f"\\textit{{{tex_escape(prompt)}}} {tex_escape(cont)}"])
+    return rows
+
+
+def render_tables(
+    summary_dir: str,
+    tokens_meta_path: str,
+    params: dict,
+    template_dir: str,
+    tables_dir: str,
+    numbers_path: str,
+) -> None:
+    from pillm.lm.report import LMReport, lm_numbers
+
+    summary_dir = Path(summary_dir)
+    summary = pl.read_parquet(summary_dir / "lm.parquet")
+    runs = pl.read_parquet(summary_dir / "runs.parquet")
+    samples = pl.read_parquet(summary_dir / "samples.parquet")
+    tokens_meta = json.loads(Path(tokens_meta_path).read_text())
+    env = make_env(template_dir)
+    rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
+    n_seeds = len(params["seeds"])
+    captions = lm_captions(
+        tex_escape(tokens_meta["tokenizer"]),
+        tex_escape(describe_policy(tokens_meta["policy"])),
+        n_seeds,
+    )
+    rows = {
+        "lm_main": rep.main_rows(),
+        "lm_contribution": rep.contribution_rows(),
+        "lm_features": rep.feature_rows(),
+        "lm_strategies": rep.strategy_rows(),
+        "lm_targets": rep.target_rows(),
+        "lm_samples": sample_rows(samples, params["variants"]),
+    }
+    template = env.get_template("table.tex.j2")
+    for name, (label, colspec, header) in LM_TABLES.items():
+        tex = template.render(
+            caption=captions[name], label=label, colspec=colspec, header=header, rows=rows[name]
+        )
+        write_text(Path(tables_dir) / f"{name}.tex", tex)
+    macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
+    write_text(numbers_path, env.get_template("numbers.tex.j2").render(macros=macros))
+
+
+def aggregate(
+    metrics_paths: list[str],
+    curve_paths: list[str],
+    solve_paths: list[str],
+    sample_paths: list[str],
+    variants: list[str],
+    seeds: list[int],
+    out_dir: str,
+) -> None:
+    out = Path(out_dir)
+    runs = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
+    write_parquet(runs, out / "runs.parquet")
+    write_parquet(stack_parquet(curve_paths), out / "curves.parquet")
+    write_parquet(stack_parquet(solve_paths), out / "solves.parquet")
+    write_parquet(pl.DataFrame(read_records(sample_paths)), out / "samples.parquet")
+    write_parquet(summarise(runs, variants, seeds), out / "lm.parquet")
+
+
+# ---- Paired comparisons and macros of the LM study ------------------------------------------
+
+
+TARGET_VARIANTS = ["attn_then_pil", "attn_then_tp", "attn_then_distill", "attn_then_fgrad"]
+STRATEGY_VARIANTS = ["pil_then_attn", "attn_then_pil", "attn_then_tp", "pil_pure"]
+FEATURE_VARIANTS = ["refit_single", "refit", "refit_single8d"]
+WIDTH_SWEEP = {  # single-projection refits: variant -> feature width in units of d
+    "refit_single1d": 1,
+    "refit_single2d": 2,
+    "refit_single": 4,
+    "refit_single8d": 8,
+    "refit_single16d": 16,
+}
+FEATURE_WIDTH = {
+    "refit_single": "$4d$ (1 proj.)",
+    "refit": "$2{\\times}4d$ (Bi-PIL)",
+    "refit_single8d": "$8d$ (1 proj.)",
+}
+
+
+def per_seed(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
+    """{variant: {seed: value}} of one metric."""
+    out: dict[str, dict[int, float]] = {}
+    for r in runs.filter(pl.col("metric") == metric).iter_rows(named=True):
+        out.setdefault(r["variant"], {})[int(r["seed"])] = r["value"]
+    return out
+
+
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return mean, std
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], float | None]:
+    """Differences a - b over common seeds and the two-sided paired t-test p-value (n >= 2)."""
+    seeds = sorted(set(a) & set(b))
+    diffs = [a[s] - b[s] for s in seeds]
+    if len(diffs) < 2 or all(d == diffs[0] for d in diffs):
+        return diffs, None
+    return diffs, float(stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds]).pvalue)
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "--"
+    return "$<$0.001" if p < 0.001 else f"{p:.3f}"
+
+
+class LMReport:
+    def __init__(
+        self, summary: pl.DataFrame, runs: pl.DataFrame, variants: list[str], unigram_loss: float
+    ):
+        self.variants = variants
+        self.unigram = unigram_loss
+        self.m: dict[str, dict[str, dict[str, Any]]] = metric_table(summary)
+        self.loss = per_seed(runs, "test_loss")
+        self.ppl = per_seed(runs, "test_ppl")
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.variants and n in self.m for n in names)
+
+    def pm(self, variant: str, metric: str, digits: int = 1, scale: float = 1.0) -> str:
+        r = self.m[variant].get(metric)
+        if r is None:
+            return "--"
+        std = None if r["std"] is None else r["std"] * scale
+        return fmt_pm(r["mean"] * scale, std, digits)
+
+    def mean(self, variant: str, metric: str) -> float:
+        return self.m[variant][metric]["mean"]
+
+    def main_rows(self) -> list[list[str]]:
+        rows = []
+        for v in self.variants:
+            r = self.m[v]
+            rows.append(
+                [
+                    VARIANTS[v].label,
+                    fmt_num(self.mean(v, "params_trainable") / 1e6, 2),
+                    fmt_num(self.mean(v, "params_solved") / 1e6, 2),
+                    self.pm(v, "grad_time_s", 1),
+                    self.pm(v, "solve_time_s", 2),
+                    self.pm(v, "test_ppl", 1),
+                    self.pm(v, "test_acc", 1, 100),
+                    self.pm(v, "test_bpb", 3),
+                    self.pm(v, "lambada_acc", 1, 100),
+                    f"{r['test_ppl']['n']}/{r['test_ppl']['n_expected']}",
+                ]
+            )
+        return rows
+
+    def share(self, variant: str) -> tuple[float, float | None]:
+        """Loss-based share (L_uni - L_v) / (L_uni - L_full), per seed, then mean and std."""
+        full = self.loss["baseline"]
+        vals = [
+            (self.unigram - self.loss[variant][s]) / (self.unigram - full[s])
+            for s in sorted(set(full) & set(self.loss[variant]))
+        ]
+        return mean_std(vals)
+
+    def ratio(self, variant: str) -> tuple[float, float | None]:
+        """The seed outline's measure: PPL_full / PPL_variant, per seed, then mean and std."""
+        full = self.ppl["baseline"]
+        return mean_std(
+            [full[s] / self.ppl[variant][s] for s in sorted(set(full) & set(self.ppl[variant]))]
+        )
+
+    def contribution_rows(self) -> list[list[str]]:
+        rows = [["Unigram (train counts)", fmt_num(math.exp(self.unigram), 1), "--", "0.0"]]
+        for v in ("baseline", "attn_only", "ffn_only"):
+            if self.has(v):
+                r_mean, r_std = self.ratio(v)
+                s_mean, s_std = self.share(v)
+                rows.append(
+                    [
+                        VARIANTS[v].label,
+                        self.pm(v, "test_ppl", 1),
+                        fmt_pm(100 * r_mean, _s(r_std), 1),
+                        fmt_pm(100 * s_mean, _s(s_std), 1),
+                    ]
+                )
+        return rows
+
+    def feature_rows(self) -> list[list[str]]:
+        rows = []
+        for v in FEATURE_VARIANTS:
+            if self.has(v, "baseline"):
+                diffs, p = paired(self.ppl[v], self.ppl["baseline"])
+                d_mean, d_std = mean_std(diffs)
+                rows.append(
+                    [
+                        FEATURE_WIDTH[v],
+                        fmt_num(self.mean(v, "params_solved") / 1e6, 2),
+                        self.pm(v, "test_ppl", 1),
+                        fmt_pm(d_mean, d_std, 2),
+                        self.pm(v, "solve_time_s", 2),
+                        f"{self.mean(v, 'kappa_max'):.1e}",
+                    ]
+                )
+        return rows
+
+    def strategy_rows(self) -> list[list[str]]:
+        return [
+            [
+                VARIANTS[v].label,
+                self.pm(v, "test_ppl", 1),
+                self.pm(v, "test_acc", 1, 100),
+                self.pm(v, "train_time_s", 1),
+            ]
+            for v in STRATEGY_VARIANTS
+            if self.has(v)
+        ]
+
+    def target_comparison(
+        self, variant: str, reference: str
+    ) -> tuple[float, float | None, float | None]:
+        """Test-loss change vs the reference (negative = better), its std and paired p-value."""
+        diffs, p = paired(self.loss[variant], self.loss[reference])
+        mean, std = mean_std(diffs)
+        return mean, std, p
+
+    def target_rows(self) -> list[list[str]]:
+        rows = []
+        pairs = [(v, "attn_only") for v in TARGET_VARIANTS] + [(v, "baseline") for v in ("refit",)]
+        for v, ref in pairs:
+            if self.has(v, ref):
+                d, s, p = self.target_comparison(v, ref)
+                rows.append(
+                    [
+                        VARIANTS[v].label,
+                        VARIANTS[ref].label,
+                        self.pm(v, "test_ppl", 1),
+                        fmt_pm(d, s, 4),
+                        fmt_p(p),
+                    ]
+                )
+        return rows
+
+    def beats_attn_only(self) -> list[str]:
+        """Targets whose paired loss is lower than attention-only's at p < 0.05."""
+        out = []
+        for v in TARGET_VARIANTS:
+            if self.has(v, "attn_only"):
+                d, _, p = self.target_comparison(v, "attn_only")
+                if d < 0 and p is not None and p < 0.05:
+                    out.append(v)
+        return out
+
+
+def _s(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+NUMBER_WORDS = {"1": "One", "2": "Two", "4": "Four", "8": "Eight", "16": "Sixteen"}
+
+
+def macro_name(variant: str) -> str:
+    """refit_single16d -> RefitSingleSixteenD: LaTeX macro names take letters only."""
+    name = variant.title().replace("_", "")
+    return re.sub(r"\d+", lambda m: NUMBER_WORDS[m.group()], name)
+
+
+def lm_numbers(rep: LMReport) -> dict[str, str]:
+    """Macros for every variant (PPL, accuracy, LAMBADA, times) and the headline comparisons."""
+    out: dict[str, str] = {}
+    for v in rep.variants:
+        name = macro_name(v)
+        out[f"PPL{name}"] = rep.pm(v, "test_ppl", 1)
+        out[f"Acc{name}"] = rep.pm(v, "test_acc", 1, 100)
+        out[f"Lambada{name}"] = rep.pm(v, "lambada_acc", 1, 100)
+        out[f"Solve{name}"] = rep.pm(v, "solve_time_s", 2)
+        out[f"Grad{name}"] = rep.pm(v, "grad_time_s", 1)
+    out["UnigramPPL"] = fmt_num(math.exp(rep.unigram), 1)
+    if rep.has("baseline", "attn_only"):
+        r, rs = rep.ratio("attn_only")
+        s, ss = rep.share("attn_only")
+        out["RatioAttnOnly"] = fmt_pm(100 * r, _s(rs), 1)
+        out["ShareAttnOnly"] = fmt_pm(100 * s, _s(ss), 1)
+    if rep.has("baseline", "ffn_only"):
+        s, ss = rep.share("ffn_only")
+        out["ShareFfnOnly"] = fmt_pm(100 * s, _s(ss), 1)
+    winners = rep.beats_attn_only()
+    out["NumTargetsBeatAttnOnly"] = str(len(winners))
+    out["TargetsBeatAttnOnly"] = ", ".join(VARIANTS[v].label for v in winners) or "none"
+    for v in TARGET_VARIANTS:
+        if rep.has(v, "attn_only"):
+            d, s, p = rep.target_comparison(v, "attn_only")
+            out[f"DeltaLoss{macro_name(v)}"] = fmt_pm(d, s, 4)
+            out[f"PValue{macro_name(v)}"] = fmt_p(p)
+    return out

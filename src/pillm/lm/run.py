@@ -1,0 +1,185 @@
+"""One LM run of any variant: gradient training, closed-form FFN solves, or a solve then training.
+
+Writes the run folder: ``model.pt``, ``curve.parquet`` (gradient steps; empty for pure solves),
+``solve.parquet`` (per layer and λ: held-out MSE, the chosen λ, κ, solver), and ``metrics.json``
+last, so a killed run never leaves a folder that looks finished.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from pillm.core.records import (
+    IDENTITY,
+    config_hash,
+    provenance,
+    tidy_records,
+    write_json,
+    write_rows_parquet,
+)
+from pillm.core.runtime import resolve_device, seed_everything
+from pillm.data.corpus import load_tokens
+from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
+from pillm.lm.checkpoint import load_checkpoint, save_checkpoint
+from pillm.lm.model import GPT, GPTConfig
+from pillm.lm.pil import (
+    attach_pil,
+    frozen_copy,
+    functional_gradient_step_search,
+    make_distill_target,
+    solve_all_layers,
+    target_functional_gradient,
+    target_propagation,
+    target_residual,
+)
+from pillm.lm.train import fit, lm_metrics
+from pillm.plan import VARIANTS
+
+CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")
+# fit() metrics a run records; compiled / cuda_graphs say which step path ran (train_step.py)
+GRAD_RECORDS = ("tokens_per_s", "train_steps", "compiled", "cuda_graphs")
+
+
+def _dep_metrics(run_dir: str) -> dict[str, float]:
+    rows = json.loads((Path(run_dir) / "metrics.json").read_text())
+    return {r["metric"]: r["value"] for r in rows}
+
+
+def build_model(
+    name: str, seed: int, params: dict, vocab_size: int, deps: dict[str, str], device: str
+) -> tuple[GPT, float, int]:
+    """The starting model, the gradient seconds and trainable parameters it already cost."""
+    v = VARIANTS[name]
+    if v.base is None:
+        cfg = GPTConfig(
+            vocab_size=vocab_size, **params["model"], use_attn=v.use_attn, use_ffn=v.use_ffn
+        )
+        return GPT(cfg).to(device), 0.0, 0
+    base = _dep_metrics(deps[v.base])
+    model = load_checkpoint(Path(deps[v.base]) / "model.pt", device)
+    return model, base["grad_time_s"], int(base["params_trainable"])
+
+
+def solve_ffns(
+    name: str, seed: int, model: GPT, arrays: dict, params: dict, deps: dict, device: str
+):
+    """Attach PIL FFNs and solve them bottom-up with the variant's target."""
+    v = VARIANTS[name]
+    pil_cfg = params["pil"]
+    attach_pil(model, v.features, seed)
+    step_search = None
+    if v.target == "distill":
+        teacher = frozen_copy(load_checkpoint(Path(deps[v.teacher]) / "model.pt", device))
+        target = make_distill_target(teacher)
+    elif v.target == "fgrad":
+        target = target_functional_gradient
+        step_search = functional_gradient_step_search(model, arrays["valid"], pil_cfg, device)
+    else:
+        target = {"residual": target_residual, "tp": target_propagation}[v.target]
+    model.eval()
+    return solve_all_layers(
+        model, target, arrays["train"], arrays["valid"], pil_cfg, device, step_search
+    )
+
+
+def run_variant(
+    name: str,
+    seed: int,
+    params: dict[str, Any],
+    tokens_dir: str,
+    deps: dict[str, str],
+    out_dir: str,
+    device: str,
+) -> dict[str, float]:
+    v = VARIANTS[name]
+    device = resolve_device(device)
+    seed_everything(seed)
+    arrays, meta = load_tokens(tokens_dir)
+    model, grad_time, trainable = build_model(name, seed, params, meta["vocab_size"], deps, device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    solves, curve, extra = [], [], {}
+    if v.solves:
+        solves = solve_ffns(name, seed, model, arrays, params, deps, device)
+        extra = {"pil_features": v.features, "pil_seed": seed}
+    if v.trains:
+        grad, curve = fit(model, arrays, meta, params["train"], seed, device)
+        grad_time += grad["grad_time_s"]
+        trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
+        extra |= {k: grad[k] for k in GRAD_RECORDS}
+    model.eval()
+    solve_time = sum(s.seconds for s in solves)
+    metrics = {
+        **lm_metrics(model, arrays, meta, params["train"]["eval_batch_size"], device),
+        "params_trainable": trainable,
+        "grad_time_s": grad_time,
+        "solve_time_s": solve_time,
+        "train_time_s": grad_time + solve_time,
+        **{k: val for k, val in extra.items() if k in GRAD_RECORDS},
+    }
+    for s in solves:
+        metrics[f"kappa_l{s.layer}"] = s.kappa
+        metrics[f"lambda_rel_l{s.layer}"] = s.lam_rel
+        metrics[f"step_l{s.layer}"] = s.step
+    if solves:
+        metrics["kappa_max"] = max(s.kappa for s in solves)
+        metrics["solver_fallbacks"] = sum(s.solver != "cholesky" for s in solves)
+    if curve:
+        curve[-1]["val_loss"] = metrics["val_loss"]
+
+    out = Path(out_dir)
+    identity = {
+        "experiment": "lm",
+        "variant": name,
+        "seed": seed,
+        "corpus": meta["corpus"],
+        "tokenizer": meta["tokenizer"],
+        "data_policy": meta["policy"],
+    }
+    save_checkpoint(out / "model.pt", model, {"config": params, **extra})
+    write_rows_parquet(out / "curve.parquet", curve or [dict.fromkeys(CURVE_COLUMNS)], identity)
+    sweep = [
+        {
+            "layer": s.layer,
+            "lambda_rel": lr,
+            "val_mse": mse,
+            "chosen": lr == s.lam_rel,
+            "kappa": s.kappa,
+            "solver": s.solver,
+            "seconds": s.seconds,
+        }
+        for s in solves
+        for lr, mse in s.curve.items()
+    ]
+    write_rows_parquet(out / "solve.parquet", sweep or [{"layer": None}], identity)
+    context = {"config_hash": config_hash(params), **provenance(device)}
+    write_json(out / "metrics.json", tidy_records(identity, metrics, context))
+    print(json.dumps({k: round(float(x), 4) for k, x in metrics.items()}), file=sys.stderr)
+    return metrics
+
+
+# ---- LAMBADA and generation samples of a finished run (the lm_extras rule) -------------------
+def run_extras(run_dir: str, tokens_dir: str, params: dict[str, Any], device: str) -> None:
+    """Write ``extras.json`` (tidy LAMBADA rows) and ``samples.json`` next to the run's metrics."""
+    device = resolve_device(device)
+    run = Path(run_dir)
+    records = json.loads((run / "metrics.json").read_text())
+    identity = {k: records[0][k] for k in IDENTITY}
+    context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
+    model = load_checkpoint(run / "model.pt", device)
+    tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))
+    lam, data = params["lambada"], params["data"]
+    passages = load_lambada(data["source"], data["local_dir"], lam["max_examples"])
+    metrics = lambada_accuracy(model, tok, passages, device=device, batch_size=lam["batch_size"])
+    smp = params["samples"]
+    samples = generate_samples(
+        model, tok, smp["prompts"], smp["max_new_tokens"], seed=identity["seed"], device=device
+    )
+    write_json(run / "samples.json", [{**identity, **s} for s in samples])
+    write_json(run / "extras.json", tidy_records(identity, metrics, context))

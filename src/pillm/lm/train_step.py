@@ -1,0 +1,211 @@
+"""One optimizer step of ``train.fit``: eager (CPU, the reference numerics) or fast (CUDA).
+
+At the paper shape a step is 4,096 tokens: a GPU spends more time launching a few hundred small
+kernels than running them. The fast path removes that overhead with three levers, each a
+``train.*`` config key and each applied on CUDA only (CPU always runs the eager step, so CPU
+metrics stay bit-identical whatever the keys say):
+
+- ``compile``: ``torch.compile`` of forward + loss (Inductor fuses the elementwise ops);
+- ``cuda_graphs``: after ``GRAPH_WARMUP`` eager steps, the whole step (forward, backward,
+  gradient clip, fused AdamW with ``capturable=True`` and the learning rate as a device tensor)
+  is captured once into a CUDA graph and replayed: one launch per step, no host sync;
+- ``ce_chunk``: the output layer and cross-entropy fused in row chunks (``linear_ce``), so the
+  (tokens x vocab) logits are never materialised at once.
+
+If compiling or capturing fails (e.g. a variant's module that Dynamo or graph capture cannot
+handle) the step falls back, warns on stderr, and ``path()`` reports what actually ran, which
+``fit`` records in the run's metrics (``compiled``, ``cuda_graphs``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+
+from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.model import GPT
+
+GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state, cuBLAS handles)
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    compile: bool = False
+    cuda_graphs: bool = False
+    ce_chunk: int = 0  # rows per output-layer chunk; 0: plain F.cross_entropy on full logits
+    backend: str | Callable = "inductor"  # torch.compile backend (tests: "aot_eager", no codegen)
+
+    @classmethod
+    def from_config(cls, train_cfg: dict, device: str) -> StepOptions:
+        """The ``train.compile / cuda_graphs / ce_chunk`` keys on CUDA; all off elsewhere."""
+        if not device.startswith("cuda"):
+            return cls()
+        return cls(
+            compile=bool(train_cfg.get("compile", False)),
+            cuda_graphs=bool(train_cfg.get("cuda_graphs", False)),
+            ce_chunk=int(train_cfg.get("ce_chunk", 0)),
+        )
+
+    @property
+    def fast(self) -> bool:
+        return self.compile or self.cuda_graphs or self.ce_chunk > 0
+
+
+def make_optimizer(
+    model: torch.nn.Module, cfg: dict, device: str, capturable: bool = False
+) -> torch.optim.Optimizer:
+    """AdamW, fused on CUDA; ``capturable``: step counters and lr on the device (CUDA graphs)."""
+    # Decay matrices only (nanoGPT): biases, LayerNorm gains and nothing 1-D.
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg["weight_decay"]},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    if not capturable:
+        return torch.optim.AdamW(
+            groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=device.startswith("cuda")
+        )
+    lr = torch.tensor(float(cfg["lr"]), device=device)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg["betas"]), fused=True, capturable=True)
+    for g in opt.param_groups:  # one shared device scalar: a step sets it with one fill_
+        g["lr"] = lr
+    return opt
+
+
+class TrainStep:
+    """``step(chunk, lr) -> loss``: one AdamW step on a (B, T+1) batch of token windows.
+
+    The returned loss is a device tensor that stays valid (no host sync is needed to read it
+    later). ``grad_clip`` > 0 clips the global gradient norm before the step.
+    """
+
+    def __init__(self, model: GPT, train_cfg: dict, device: str, options: StepOptions):
+        if options.cuda_graphs and not device.startswith("cuda"):
+            raise ValueError(f"train.cuda_graphs needs a CUDA device, got {device!r}")
+        self.model, self.device, self.options = model, device, options
+        self.ce_chunk = options.ce_chunk  # a plain int: what the compiled loss guards on
+        self.clip = float(train_cfg["grad_clip"])
+        self.amp = torch.bfloat16 if device.startswith("cuda") else None
+        self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
+        self.lr = self.opt.param_groups[0]["lr"] if options.cuda_graphs else None
+        self.loss_fn = (
+            torch.compile(self._loss, dynamic=False, backend=options.backend)
+            if options.compile
+            else self._loss
+        )
+        self.compiled, self.graphed = options.compile, False
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.n_calls = 0
+        self.side = torch.cuda.Stream() if options.cuda_graphs else None
+
+    def path(self) -> dict[str, float]:
+        """What ran (1/0), for the run's metrics."""
+        return {"compiled": float(self.compiled), "cuda_graphs": float(self.graphed)}
+
+    # -------------------------------------------------------------------- the step itself
+    def _autocast(self) -> torch.autocast:
+        kind = self.device.split(":")[0]
+        return torch.autocast(kind, dtype=self.amp, enabled=self.amp is not None)
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.ce_chunk <= 0:
+            return self.model(x, y)[1]
+        return linear_cross_entropy(
+            self.model.hidden(x),
+            self.model.lm_head.weight,
+            y,
+            chunk=self.ce_chunk,
+            compute_dtype=self.amp or self.model.lm_head.weight.dtype,
+        )
+
+    def _eager(self, chunk: torch.Tensor, lr: float) -> torch.Tensor:
+        """The reference step: exactly the operations (and order) of the original loop."""
+        x, y = chunk[:, :-1], chunk[:, 1:]
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        with self._autocast():
+            _, loss = self.model(x, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.opt.step()
+        return loss.detach()
+
+    def _fast(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Forward, backward, clip, step with no host sync (capturable as one graph)."""
+        x, y = chunk[:, :-1], chunk[:, 1:]
+        with self._autocast():
+            loss = self.loss_fn(x, y)
+        loss.backward()
+        if self.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.opt.step()
+        return loss.detach()
+
+    def __call__(self, chunk: torch.Tensor, lr: float) -> torch.Tensor:
+        self.n_calls += 1
+        if not self.options.fast:
+            return self._eager(chunk, lr)
+        if self.lr is not None:
+            self.lr.fill_(lr)  # a device write, no sync
+        else:
+            for g in self.opt.param_groups:
+                g["lr"] = lr
+        if self.graph is not None:
+            self.static_chunk.copy_(chunk)
+            self.graph.replay()
+            return self.static_loss.clone()
+        if self.options.cuda_graphs and self.n_calls > GRAPH_WARMUP:
+            loss = self._capture(chunk)
+            if loss is not None:
+                return loss
+        return self._warmup_step(chunk)
+
+    def _warmup_step(self, chunk: torch.Tensor) -> torch.Tensor:
+        """A fast step run directly (before capture, or for good without graphs)."""
+        self.opt.zero_grad(set_to_none=True)
+        if self.side is None:
+            return self._guarded(chunk)
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):  # warm-up off the capture-to-be stream (CUDA docs)
+            loss = self._guarded(chunk)
+        torch.cuda.current_stream().wait_stream(self.side)
+        return loss.clone()
+
+    def _guarded(self, chunk: torch.Tensor) -> torch.Tensor:
+        if not self.compiled or self.n_calls > 1:
+            return self._fast(chunk)
+        try:  # the first call compiles: a variant Dynamo/Inductor cannot handle runs eagerly
+            return self._fast(chunk)
+        except Exception as err:  # noqa: BLE001 - any compiler failure means: run uncompiled
+            print(f"warning: torch.compile failed ({type(err).__name__}: {err}); "
+                  "this run trains uncompiled (metric compiled = 0)", file=sys.stderr)  # fmt: skip
+            self.compiled, self.loss_fn = False, self._loss
+            self.opt.zero_grad(set_to_none=True)
+            return self._fast(chunk)
+
+    def _capture(self, chunk: torch.Tensor) -> torch.Tensor | None:
+        """Capture the whole step into a CUDA graph and run it once; None if capture failed."""
+        self.static_chunk = chunk.clone()
+        self.opt.zero_grad(set_to_none=True)  # backward inside the graph allocates the grads
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):  # records only: nothing runs until replay
+                self.static_loss = self._fast(self.static_chunk)
+        except Exception as err:  # noqa: BLE001 - any capture failure means: run without graphs
+            print(f"warning: CUDA graph capture failed ({type(err).__name__}: {err}); "
+                  "this run trains without graphs (metric cuda_graphs = 0)", file=sys.stderr)  # fmt: skip
+            self.options = replace(self.options, cuda_graphs=False)
+            self.side = None
+            torch.cuda.synchronize()
+            return None
+        self.graph, self.graphed = graph, True
+        graph.replay()
+        return self.static_loss.clone()

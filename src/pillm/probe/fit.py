@@ -1,0 +1,401 @@
+"""How linear is each FFN block? Closed-form linear (and rank-r bilinear) probes of FFN maps.
+
+Contract. Each FFN block is treated as a position-wise map X (rows, d_in) -> Y (rows, d_out),
+X being the block's FFN input and Y its output before any dropout, residual add or norm. Rows
+are streamed into float64 Gram statistics (``pillm.ridge.GramStats``) of [X, 1] -> Y, so
+memory is O(d²) whatever the number of tokens. Every ``holdout_every``-th batch is held out;
+``r2_lin`` is the held-out R² of the exact least-squares map fitted on the other batches
+(minimum-norm when [X, 1] is rank-deficient; an optional ridge is recorded). A second pass fits
+[X, 1, products of the top-r principal components] the same way: ``r2_bilinear``.
+
+Families: the pipeline's ``GPT``; Hugging Face ``gpt2``, ``gpt_neox``, ``llama``, ``bert``.
+BERT's FFN is two modules (``intermediate`` then ``output.dense``): it is captured by a pre-hook
+on the first and a hook on the second, and swapped as a pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import reduce
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from pillm.core.ridge import (
+    GramStats,
+    RidgeFallbackWarning,
+    RidgeSolution,
+    r2_score_from_stats,
+    solve_ridge,
+)
+from pillm.lm.model import GPT
+
+_F64 = torch.float64
+# family -> (attribute of the base model holding the blocks, FFN-input module, FFN-output module)
+_LAYOUT: dict[str, tuple[str, str, str]] = {
+    "pillm": ("blocks", "mlp", "mlp"),
+    "gpt2": ("h", "mlp", "mlp"),
+    "gpt_neox": ("layers", "mlp", "mlp"),
+    "llama": ("layers", "mlp", "mlp"),
+    "bert": ("encoder.layer", "intermediate", "output.dense"),
+}
+Batch = Tensor | Sequence[Tensor | None] | Mapping[str, Tensor]
+
+
+def _get(obj: object, path: str) -> nn.Module:
+    return reduce(getattr, path.split("."), obj)
+
+
+def _set(obj: object, path: str, value: nn.Module | None) -> None:
+    head, _, last = path.rpartition(".")
+    setattr(_get(obj, head) if head else obj, last, value)
+
+
+class SplitFFN(nn.Module):
+    """second(first(x)): a view (sharing the model's modules) of BERT's two-module FFN."""
+
+    def __init__(self, first: nn.Module, second: nn.Module):
+        super().__init__()
+        self.first, self.second = first, second
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.second(self.first(x))
+
+
+def model_family(model: nn.Module) -> str:
+    """'pillm' for ``pillm.model.GPT``, else the HF ``config.model_type``; ValueError if unknown."""
+    if isinstance(model, GPT):
+        return "pillm"
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in _LAYOUT:
+        raise ValueError(f"unsupported model_type={model_type!r}; supported: {sorted(_LAYOUT)}")
+    return model_type
+
+
+def _blocks(model: nn.Module) -> tuple[str, list[nn.Module]]:
+    family = model_family(model)
+    # HF task heads (GPT2LMHeadModel, BertForMaskedLM, ...) wrap the base model; base_model
+    # resolves to it (or to the model itself for GPT2Model/BertModel), so both work.
+    base = model if family == "pillm" else model.base_model
+    return family, list(_get(base, _LAYOUT[family][0]))
+
+
+def _hook_points(model: nn.Module) -> list[tuple[nn.Module, nn.Module]]:
+    """Per block: (module whose input is the FFN input, module whose output is the FFN output)."""
+    family, blocks = _blocks(model)
+    _, first, second = _LAYOUT[family]
+    points = [(_get(block, first), _get(block, second)) for block in blocks]
+    if missing := [i for i, (a, b) in enumerate(points) if a is None or b is None]:
+        raise ValueError(f"blocks {missing} have no FFN ({first} is None)")
+    return points
+
+
+def ffn_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Per block, in order: (qualified name, module mapping FFN input -> FFN output).
+
+    BERT: a ``SplitFFN`` view of (intermediate, output.dense), named by both joined with '+'.
+    """
+    name = {id(m): n for n, m in model.named_modules()}
+    return [
+        (name[id(a)], a) if a is b else (f"{name[id(a)]}+{name[id(b)]}", SplitFFN(a, b))
+        for a, b in _hook_points(model)
+    ]
+
+
+class FFNCapture:
+    """Rows recorded by ``capture_ffn_io``. Set ``attention_mask`` (shape (B, T), nonzero =
+    keep) before a forward to drop padding rows; ``pop()`` returns and forgets what was seen."""
+
+    def __init__(self, layers: Sequence[int], attention_mask: Tensor | None = None):
+        self.layers = list(layers)
+        self.attention_mask = attention_mask
+        self._rows: dict[int, list[tuple[Tensor, Tensor]]] = {i: [] for i in self.layers}
+        self._pending: dict[int, Tensor] = {}
+
+    def _add(self, i: int, x: Tensor, y: Tensor) -> None:
+        x2, y2 = x.detach().reshape(-1, x.shape[-1]), y.detach().reshape(-1, y.shape[-1])
+        if self.attention_mask is not None:
+            keep = self.attention_mask.reshape(-1).to(x2.device) != 0
+            if keep.shape[0] != x2.shape[0]:
+                raise ValueError(f"mask has {keep.shape[0]} positions, FFN input {len(x2)} rows")
+            x2, y2 = x2[keep], y2[keep]
+        self._rows[i].append((x2, y2))
+
+    def pop(self) -> dict[int, tuple[Tensor, Tensor]]:
+        """{layer: (X (rows, d_in), Y (rows, d_out))} for the forwards since the last pop."""
+        out = {
+            i: (torch.cat([x for x, _ in rows]), torch.cat([y for _, y in rows]))
+            for i, rows in self._rows.items()
+            if rows
+        }
+        self._rows = {i: [] for i in self.layers}
+        return out
+
+
+@contextlib.contextmanager
+def capture_ffn_io(
+    model: nn.Module, layers: Sequence[int] | None = None, attention_mask: Tensor | None = None
+) -> Iterator[FFNCapture]:
+    """Record FFN input/output rows of ``layers`` (default all) for every forward in the block.
+
+    Hooks bind to the modules present on entry: enter ``swap_ffns`` outside this block. They are
+    removed in ``finally``, so none survives an exception. Chunked BERT FFNs are unsupported.
+    """
+    points = _hook_points(model)
+    layers = list(range(len(points))) if layers is None else list(layers)
+    if bad := [i for i in layers if not 0 <= i < len(points)]:
+        raise IndexError(f"layers {bad} out of range for {len(points)} blocks")
+    cap = FFNCapture(layers, attention_mask)
+
+    def hooks(i: int) -> tuple[Callable, Callable]:  # a factory, so each closure binds its i
+        def pre(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            cap._pending[i] = args[0] if args else next(iter(kwargs.values()))
+
+        def post(module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+            if i not in cap._pending:
+                raise RuntimeError(f"layer {i}: FFN output seen without its input")
+            cap._add(i, cap._pending.pop(i), output[0] if isinstance(output, tuple) else output)
+
+        return pre, post
+
+    handles = []
+    try:  # registration inside try: a failure half-way still removes what was registered
+        for i in layers:
+            (first, second), (pre, post) = points[i], hooks(i)
+            handles.append(first.register_forward_pre_hook(pre, with_kwargs=True))
+            handles.append(second.register_forward_hook(post, with_kwargs=True))
+        yield cap
+    finally:
+        for h in handles:
+            h.remove()
+        cap._pending.clear()
+
+
+def _forward(model: nn.Module, batch: Batch, cap: FFNCapture, device: torch.device | str) -> None:
+    if isinstance(batch, Tensor):
+        ids, mask = batch, None
+    elif isinstance(batch, Mapping):
+        ids, mask = batch["input_ids"], batch.get("attention_mask")
+    else:
+        ids, mask = batch[0], (batch[1] if len(batch) > 1 else None)
+    ids, cap.attention_mask = ids.to(device), (None if mask is None else mask.to(device))
+    if isinstance(model, GPT):
+        model.hidden(ids)  # causal and maskless: padded rows are only dropped by the capture
+    else:  # the base model runs every FFN; skipping the task head saves the vocab projection
+        model.base_model(input_ids=ids, attention_mask=cap.attention_mask)
+
+
+def _with_ones(x: Tensor) -> Tensor:
+    return torch.cat([x, x.new_ones(x.shape[0], 1)], dim=1)
+
+
+def accumulate_ffn_stats(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    device: torch.device | str = "cpu",
+    holdout_every: int = 5,
+    layers: Sequence[int] | None = None,
+    featurize: Callable[[int, Tensor], Tensor] | None = None,
+) -> dict[int, tuple[GramStats, GramStats]]:
+    """One pass: {layer: (train, held-out) GramStats of featurize(layer, X) -> Y}.
+
+    Default features [X, 1]; X arrives float64 on ``device``. Batch b is held out when
+    (b + 1) % holdout_every == 0. Memory: one batch of rows plus O(p² + pk) per layer.
+    """
+    featurize = featurize or (lambda _i, x: _with_ones(x))
+    if holdout_every < 2:
+        raise ValueError(f"holdout_every must be >= 2, got {holdout_every}")
+    stats: dict[int, tuple[GramStats, GramStats]] = {}
+    flags = [m.training for m in model.modules()]  # eval() for the pass, then restore each flag
+    try:
+        model.eval()
+        with torch.no_grad(), capture_ffn_io(model, layers) as cap:
+            for b, batch in enumerate(batches):
+                _forward(model, batch, cap, device)
+                held = int((b + 1) % holdout_every == 0)
+                for i, (x, y) in cap.pop().items():
+                    h = featurize(i, x.to(device=device, dtype=_F64))
+                    if i not in stats:
+                        p, k = h.shape[1], y.shape[1]
+                        stats[i] = (GramStats.zeros(p, k, device), GramStats.zeros(p, k, device))
+                    stats[i][held].update(h, y)  # rows die here: only the Gram sums survive
+    finally:
+        for m, flag in zip(model.modules(), flags, strict=True):
+            m.training = flag
+    for i, (tr, va) in stats.items():
+        if tr.n == 0 or va.n == 0:
+            raise ValueError(f"layer {i}: {tr.n} train / {va.n} held-out rows; need both > 0")
+    return stats
+
+
+def _solve(stats: GramStats, ridge: float, rtol: float | None) -> RidgeSolution:
+    # LayerNorm outputs obey Σ_j (x_j - β_j) / γ_j = 0, so [X, 1] is exactly singular for
+    # LN-fed FFNs and the fit takes ridge.py's eigh pseudo-inverse (expected, hence silenced;
+    # solver and kappa are reported). That drops the null direction; a tiny ridge would not,
+    # it would put rounding noise / λ into W along it (harmless for R², not for effective rank).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RidgeFallbackWarning)
+        return solve_ridge(stats, lam=ridge * float(stats.hth.diagonal().mean()), rtol=rtol)
+
+
+def effective_rank(w: Tensor) -> float:
+    """exp(entropy of the singular values normalised to sum 1); 0 for a zero matrix."""
+    s = torch.linalg.svdvals(w.to(_F64))
+    p = s[s > 0] / s.sum()
+    return float(torch.exp(-(p * p.log()).sum())) if p.numel() else 0.0
+
+
+def _bilinear_basis(tr: GramStats, d: int, rank: int) -> tuple[Tensor, Tensor]:
+    """(mean (d,), whitened top-``rank`` principal directions (d, rank)) from train stats."""
+    mu = tr.h_sum[:d] / tr.n
+    cov = tr.hth[:d, :d] / tr.n - torch.outer(mu, mu)
+    ev, vec = torch.linalg.eigh((cov + cov.T) / 2)
+    ev, vec = ev.flip(0)[:rank], vec.flip(1)[:, :rank]
+    # Numerically null directions (LayerNorm's sum constraint, rank > true rank) carry only
+    # rounding noise: drop them rather than amplify it. Whitening the rest puts z_i z_j on the
+    # scale of X's features whatever the spectrum, so one scalar ridge suits all features.
+    keep = ev > float(ev[0]) * 1e-10
+    return mu, vec[:, keep] / ev[keep].sqrt()
+
+
+def probe_model(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    device: torch.device | str = "cpu",
+    holdout_every: int = 5,
+    rank: int = 16,
+    *,
+    layers: Sequence[int] | None = None,
+    ridge: float = 0.0,
+    rtol: float | None = None,
+) -> list[dict]:
+    """Per probed block, a dict of linear-recoverability metrics and the fitted map ``W``.
+
+    ``batches``: input_ids (B, T), (input_ids, attention_mask) or {"input_ids", "attention_mask"}
+    (moved to ``device``, where the model must live); read twice when ``rank`` > 0, so pass a
+    re-iterable (list, DataLoader). Run the model in float32: the eigh cutoff ``rtol`` (ridge.py
+    default p·eps) cannot drop the LN null direction of half-precision rows. Keys: layer, name,
+    r2_lin, r2_feature_median, effective_rank (of W's d_in x d_out linear part), n_train_rows,
+    n_heldout_rows, d_in, d_out, lam, ridge (lam / mean diag of HᵀH), solver, kappa, W ((d_in +
+    1, d_out) float64 CPU, last row = bias), heldout (the held-out ``GramStats`` of [X, 1] -> Y, to
+    score any other linear map on the same rows) and, None when rank = 0, r2_bilinear, bilinear_gain,
+    bilinear_rank (capped at the numerically nonzero principal directions), bilinear_features,
+    bilinear_solver.
+    """
+    if rank > 0 and isinstance(batches, Iterator):
+        raise TypeError("rank > 0 needs two passes over batches: pass a list, not an iterator")
+    names = [n for n, _ in ffn_modules(model)]
+    lin = accumulate_ffn_stats(model, batches, device, holdout_every, layers)
+    out: list[dict] = []
+    for i, (tr, va) in lin.items():
+        d_in, d_out = tr.hty.shape[0] - 1, tr.hty.shape[1]
+        sol = _solve(tr, ridge, rtol)
+        r2, r2_per = r2_score_from_stats(sol.weight, va)
+        out.append(
+            dict(
+                layer=i, name=names[i], r2_lin=r2,
+                r2_feature_median=float(torch.quantile(r2_per, 0.5)),
+                effective_rank=effective_rank(sol.weight[:d_in]),
+                n_train_rows=tr.n, n_heldout_rows=va.n, d_in=d_in, d_out=d_out,
+                lam=sol.lam, ridge=ridge, solver=sol.solver, kappa=sol.kappa,
+                W=sol.weight.cpu(), heldout=va, r2_bilinear=None, bilinear_gain=None, bilinear_rank=None,
+                bilinear_features=None, bilinear_solver=None,
+            )
+        )  # fmt: skip
+    if rank > 0:
+        bases = {i: _bilinear_basis(tr, tr.hty.shape[0] - 1, rank) for i, (tr, _) in lin.items()}
+
+        def quad(i: int, x: Tensor) -> Tensor:
+            mu, proj = bases[i]
+            z = (x - mu) @ proj
+            iu = torch.triu_indices(z.shape[1], z.shape[1], device=z.device)
+            return torch.cat([_with_ones(x), z[:, iu[0]] * z[:, iu[1]]], dim=1)
+
+        bil = accumulate_ffn_stats(model, batches, device, holdout_every, layers, quad)
+        for rec in out:
+            tr, va = bil[rec["layer"]]
+            sol = _solve(tr, ridge, rtol)
+            r2b, r = r2_score_from_stats(sol.weight, va)[0], bases[rec["layer"]][1].shape[1]
+            rec.update(r2_bilinear=r2b, bilinear_gain=r2b - rec["r2_lin"], bilinear_rank=r)
+            rec.update(bilinear_features=tr.hth.shape[0], bilinear_solver=sol.solver)
+    return out
+
+
+def linear_replacement(W: Tensor, dtype: torch.dtype = torch.float32) -> nn.Linear:
+    """nn.Linear computing x @ W[:-1] + W[-1] for W of shape (d_in + 1, d_out)."""
+    d_in, d_out = W.shape[0] - 1, W.shape[1]
+    lin = nn.Linear(d_in, d_out, device=W.device, dtype=dtype)
+    with torch.no_grad():
+        lin.weight.copy_(W[:-1].T)
+        lin.bias.copy_(W[-1])
+    return lin
+
+
+def default_low_rank(d_in: int, d_out: int, factor: int = 8) -> int:
+    """Rank giving ~``factor``x fewer weights than the dense d_in x d_out map (at least 1)."""
+    return max(1, d_in * d_out // (factor * (d_in + d_out)))
+
+
+class LowRankLinear(nn.Module):
+    """x -> up(down(x)): rank-k factorisation with k (d_in + d_out) + d_out parameters."""
+
+    def __init__(self, down: nn.Linear, up: nn.Linear):
+        super().__init__()
+        self.down, self.up = down, up
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.up(self.down(x))
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def low_rank_replacement(
+    W: Tensor, rank: int | None = None, dtype: torch.dtype = torch.float32
+) -> LowRankLinear:
+    """Best rank-k (Eckart-Young) approximation of the linear part of W, bias kept exact.
+
+    Default k = ``default_low_rank(d_in, d_out)`` (about 8x fewer weights than the dense map).
+    """
+    d_in, d_out = W.shape[0] - 1, W.shape[1]
+    k = default_low_rank(d_in, d_out) if rank is None else rank
+    if not 1 <= k <= min(d_in, d_out):
+        raise ValueError(f"rank must be in [1, {min(d_in, d_out)}], got {k}")
+    u, s, vh = torch.linalg.svd(W[:-1].to(_F64), full_matrices=False)
+    root = s[:k].sqrt()  # split S evenly so both factors have comparable norms
+    down = nn.Linear(d_in, k, bias=False, device=W.device, dtype=dtype)
+    up = nn.Linear(k, d_out, device=W.device, dtype=dtype)
+    with torch.no_grad():
+        down.weight.copy_((u[:, :k] * root).T)
+        up.weight.copy_((root.unsqueeze(1) * vh[:k]).T)
+        up.bias.copy_(W[-1])
+    return LowRankLinear(down, up)
+
+
+@contextlib.contextmanager
+def swap_ffns(model: nn.Module, replacements: Mapping[int, nn.Module]) -> Iterator[nn.Module]:
+    """Temporarily make ``replacements[i]`` block i's FFN (maps (..., d) -> (..., d)).
+
+    BERT: ``intermediate`` becomes the replacement and ``output.dense`` an Identity, so dropout,
+    residual and LayerNorm still follow. Originals are restored (same objects) in ``finally``.
+    """
+    family, blocks = _blocks(model)
+    _, first, second = _LAYOUT[family]
+    if bad := [i for i in replacements if not 0 <= i < len(blocks)]:
+        raise IndexError(f"layers {bad} out of range for {len(blocks)} blocks")
+    saved: list[tuple[nn.Module, str, nn.Module | None]] = []
+    try:
+        for i, repl in replacements.items():
+            block = blocks[i]
+            saved.append((block, first, _get(block, first)))
+            _set(block, first, repl)
+            if second != first:
+                saved.append((block, second, _get(block, second)))
+                _set(block, second, nn.Identity())
+        yield model
+    finally:
+        for block, path, original in reversed(saved):
+            _set(block, path, original)

@@ -1,0 +1,347 @@
+"""SAFFU explicit-solution baseline: a re-implementation of the single-layer explicit solution of
+arXiv 2311.07498 / 2311.07510 (DESIGN 3.5) as a language model. No public code exists; this is ours.
+
+The layer. ``p(y | x) = softmax(x W)`` over the full output vocabulary, ``W`` in R^{n x V},
+with inputs ``x >= 0``, ``||x||_1 = 1`` and one-hot targets ``y``.
+
+The explicit solution (our derivation). Cross-entropy over rows ``(x_t, y_t)`` has gradient
+``X^T (P - Y)``, so a stationary point satisfies ``X^T P = X^T Y = F``, where
+``F[i, j] = sum_t x_t[i] y_t[j]`` is the generalised co-occurrence of input feature i and output
+type j (fractional counts when x is not one-hot). For one-hot inputs ``softmax(x_t W)`` is the
+softmax of row i of W, and the stationarity condition reads ``softmax(W[i]) = F[i] / F[i].sum()``:
+``W[i, j] = log F[i, j] + c_i`` is exactly optimal (the empirical conditional) whenever every
+``F[i, j] > 0``, for any translation ``c``. The translation is free for every 1-normalised input,
+one-hot or not: adding ``c_i`` to row i (the translation the published solution leaves free; it
+acts on rows here because W stores inputs as rows) shifts every logit of ``x`` by the same
+``x . c``, which softmax ignores. Adding
+``d_j`` to a column instead acts as an output bias (it does change predictions).
+For mixed inputs (several non-zero ``x_i``), ``softmax(x log F)`` is the geometric pool
+``prod_i p(j | i)^{x_i}`` of the rows' conditionals: a one-pass warm start, not a stationary point
+in general (tests/test_saffu.py measures the gap to the gradient-descent optimum on a toy).
+
+The LM. Input types are the ``top_types`` most frequent train types plus one "other" bucket (a
+dense (V+1) x V map is infeasible for GPT-2's 50,257 types). Two views of the context before
+each predicted token, each non-negative and 1-normalised: the *block* view, a uniform bag of the
+previous ``block`` tokens (uniform self-attention over the block), and the *radial* view, the
+previous ``radius`` tokens weighted 1/k by their distance k. Aggregation ``sum`` adds the two
+views in one type space (shared rows of W); ``cat`` concatenates them (separate rows: twice the
+inputs). Either way the input is (view_B + view_R) / 2, so ``||x||_1 = 1``. The SAFFU attention
+and decoder matrices of the seed are not learned here: the views are fixed (uniform and 1/k).
+
+Counts are smoothed towards the train unigram ``u`` (a Dirichlet prior of mass alpha):
+``W[i, j] = log(F[i, j] + alpha u_j) - log(F[i].sum() + alpha)``, alpha chosen on the held-out
+split. Warm start: that W, then AdamW; cold start: N(0, init_std^2), then the same AdamW with
+the same steps, batches and seed. Perplexity is the LM table's: exp of the mean next-token NLL
+over every test token after the first (here each with up to ``max(block, radius)`` tokens of
+context, across window boundaries).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from pillm.core.records import (
+    config_hash,
+    provenance,
+    tidy_records,
+    write_json,
+    write_rows_parquet,
+)
+from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device
+from pillm.data.corpus import load_tokens
+from pillm.lm.evaluate import bits_per_byte, perplexity
+
+AGGREGATIONS = ("sum", "cat")
+INITS = ("explicit", "random")
+
+
+# ---------------------------------------------------------------- the explicit solution
+
+
+def cooccurrence(idx: Tensor, wts: Tensor, targets: Tensor, n_in: int, vocab: int) -> Tensor:
+    """Generalised co-occurrence ``F = X^T Y`` (float64, n_in x vocab) in one pass over sparse
+    rows: row t of X has weights ``wts[t]`` at inputs ``idx[t]``; Y is one-hot ``targets``."""
+    assert idx.shape == wts.shape and idx.shape[0] == targets.shape[0]
+    f = torch.zeros(n_in, vocab, dtype=torch.float64, device=idx.device)
+    cols = targets[:, None].expand_as(idx)
+    f.index_put_((idx.flatten(), cols.flatten()), wts.flatten().double(), accumulate=True)
+    return f
+
+
+def explicit_solution(f: Tensor, alpha: float = 0.0, prior: Tensor | None = None) -> Tensor:
+    """``W[i, j] = log(F[i, j] + alpha prior_j) - log(F[i].sum() + alpha)``.
+
+    The row translation makes each row a log-conditional; any other translation gives the same
+    predictions for 1-normalised inputs. ``alpha = 0`` is the unsmoothed solution (exactly optimal
+    for one-hot inputs when every count is positive; a zero count gives -inf).
+    """
+    if alpha > 0:
+        if prior is None:
+            raise ValueError("explicit_solution: alpha > 0 needs a prior distribution")
+        f = f + alpha * prior.to(f)[None, :]
+    return (f.log() - f.sum(1, keepdim=True).log()).float()
+
+
+def unigram(targets: Tensor, vocab: int) -> Tensor:
+    """Add-one smoothed unigram distribution of the train targets (every type > 0)."""
+    counts = torch.bincount(targets, minlength=vocab).double() + 1.0
+    return counts / counts.sum()
+
+
+# ---------------------------------------------------------------- features
+
+
+def type_index(train: Tensor, vocab: int, top_types: int) -> tuple[Tensor, int]:
+    """Token id -> input type: the ``top_types`` most frequent train types get 0..K-1 (by rank,
+    ties by id), every other id the "other" bucket K. Returns (map, K + 1)."""
+    counts = torch.bincount(train, minlength=vocab)
+    k = min(top_types, vocab)
+    order = torch.argsort(counts, descending=True, stable=True)
+    index = torch.full((vocab,), k, dtype=torch.long)
+    index[order[:k]] = torch.arange(k)
+    return index, k + 1
+
+
+def n_inputs(agg: str, m: int) -> int:
+    if agg not in AGGREGATIONS:
+        raise ValueError(f"saffu aggregation {agg!r}: use one of {AGGREGATIONS}")
+    return m if agg == "sum" else 2 * m
+
+
+def _view(types: Tensor, offsets: int, weight_of: Tensor) -> tuple[Tensor, Tensor]:
+    """The previous ``offsets`` types of every position j >= 1 (N-1 rows), with weights
+    ``weight_of[k-1]`` for distance k, renormalised over the distances that exist."""
+    n = types.shape[0]
+    pad = torch.full((offsets,), -1, dtype=types.dtype, device=types.device)
+    padded = torch.cat([pad, types])
+    # column k-1 holds the type at j - k, i.e. padded[offsets + j - k] for j = 1..n-1
+    cols = [padded[offsets - k + 1 : offsets - k + n] for k in range(1, offsets + 1)]
+    idx = torch.stack(cols, 1)  # (N-1, offsets)
+    valid = idx >= 0
+    w = weight_of[None, :].to(types.device) * valid
+    w = w / w.sum(1, keepdim=True)
+    return idx.clamp(min=0), w.float()
+
+
+def context_features(
+    tokens: Tensor, index: Tensor, m: int, block: int, radius: int, agg: str
+) -> tuple[Tensor, Tensor]:
+    """Sparse rows (idx, wts), each (N-1, block + radius), of the inputs predicting tokens[1:].
+
+    Every row is non-negative with weights summing to 1: (block view + radial view) / 2, the
+    radial view's indices shifted by ``m`` under ``cat``.
+    """
+    if block < 1 or radius < 1:
+        raise ValueError(f"saffu block ({block}) and radius ({radius}) must be >= 1")
+    n_inputs(agg, m)
+    types = index.to(tokens.device)[tokens]
+    bi, bw = _view(types, block, torch.ones(block))
+    ri, rw = _view(types, radius, 1.0 / torch.arange(1, radius + 1, dtype=torch.float32))
+    if agg == "cat":
+        ri = ri + m
+    return torch.cat([bi, ri], 1), torch.cat([bw, rw], 1) / 2
+
+
+# ---------------------------------------------------------------- the model
+
+
+class SaffuLM(nn.Module):
+    """One softmax layer on sparse non-negative inputs: logits = x W (no bias: with
+    ||x||_1 = 1 a bias is a column translation of W)."""
+
+    def __init__(self, n_in: int, vocab: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(n_in, vocab))
+
+    def forward(self, idx: Tensor, wts: Tensor) -> Tensor:
+        return F.embedding_bag(idx, self.weight, per_sample_weights=wts, mode="sum")  # (B, V)
+
+
+@torch.no_grad()
+def evaluate(
+    model: SaffuLM, idx: Tensor, wts: Tensor, targets: Tensor, chunk: int
+) -> dict[str, float]:
+    """Total and mean NLL (nats), accuracy, count over all rows, in chunks of ``chunk`` rows."""
+    nll = torch.zeros((), dtype=torch.float64, device=idx.device)
+    correct = torch.zeros((), dtype=torch.long, device=idx.device)
+    for s in range(0, idx.shape[0], chunk):
+        logits = model(idx[s : s + chunk], wts[s : s + chunk]).float()
+        y = targets[s : s + chunk]
+        nll += F.cross_entropy(logits, y, reduction="sum").double()
+        correct += (logits.argmax(-1) == y).sum()
+    n = idx.shape[0]
+    total = nll.item()
+    return {"nll": total, "loss": total / n, "acc": correct.item() / n, "n": float(n)}
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass(frozen=True)
+class Setting:
+    agg: str
+    block: int
+    radius: int
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def select_alpha(
+    f: Tensor, prior: Tensor, alphas: list[float], model: SaffuLM, valid: tuple, chunk: int
+) -> tuple[float, list[dict[str, float]]]:
+    """Smoothing mass with the lowest held-out loss; the model is left at the chosen solution."""
+    grid = []
+    for a in alphas:
+        model.weight.data.copy_(explicit_solution(f, a, prior))
+        grid.append({"alpha": a, "val_loss": evaluate(model, *valid, chunk)["loss"]})
+    best = min(grid, key=lambda g: g["val_loss"])
+    model.weight.data.copy_(explicit_solution(f, best["alpha"], prior))
+    return best["alpha"], grid
+
+
+def run_saffu(
+    setting_name: str,
+    init: str,
+    seed: int,
+    cfg: dict[str, Any],
+    tokens_dir: str | Path,
+    out_dir: str | Path,
+    device: str = "auto",
+) -> dict[str, float]:
+    """Build one SAFFU LM (explicit warm start or random cold start), train it with AdamW for
+    ``cfg['steps']`` steps and write ``metrics.json`` (tidy records) and ``curve.parquet``."""
+    if init not in INITS:
+        raise ValueError(f"saffu init {init!r}: use one of {INITS}")
+    if setting_name not in cfg["settings"]:
+        raise ValueError(
+            f"saffu setting {setting_name!r} is not in saffu.settings {sorted(cfg['settings'])}"
+        )
+    setting = Setting(**cfg["settings"][setting_name])
+    device = resolve_device(device)
+    t_start = time.perf_counter()
+    torch.manual_seed(seed)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+    arrays, meta = load_tokens(tokens_dir)
+    vocab = meta["vocab_size"]
+    index, m = type_index(arrays["train"], vocab, cfg["top_types"])
+    n_in = n_inputs(setting.agg, m)
+    data = {}
+    for split, toks in arrays.items():
+        toks = toks.to(device)
+        idx, wts = context_features(toks, index, m, setting.block, setting.radius, setting.agg)
+        data[split] = (idx, wts, toks[1:])
+    chunk = cfg["eval_chunk"]
+    model = SaffuLM(n_in, vocab).to(device)
+    out: dict[str, float] = {}
+
+    # ---- initial weights: the explicit solution (one pass + smoothing choice) or random
+    _sync(device)
+    t0 = time.perf_counter()
+    if init == "explicit":
+        f = cooccurrence(*data["train"], n_in, vocab)
+        prior = unigram(data["train"][2], vocab)
+        _sync(device)
+        out["cooccurrence_time_s"] = time.perf_counter() - t0
+        alpha, grid = select_alpha(f, prior, cfg["alphas"], model, data["valid"], chunk)
+        del f
+        out["alpha"] = alpha
+        out["alpha_val_loss"] = min(g["val_loss"] for g in grid)
+    else:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        model.weight.data.copy_(torch.randn(n_in, vocab, generator=gen) * cfg["init_std"])
+    _sync(device)
+    out["solve_time_s"] = time.perf_counter() - t0 if init == "explicit" else 0.0
+
+    val0 = evaluate(model, *data["valid"], chunk)
+    out["init_val_loss"] = val0["loss"]
+    n_tok, n_bytes = len(arrays["test"]), meta["bytes"]["test"]
+    if init == "explicit":  # the explicit solution as a model of its own (no gradient step)
+        test0 = evaluate(model, *data["test"], chunk)
+        out.update(init_test_loss=test0["loss"], init_test_ppl=perplexity(test0["loss"]))
+        out["init_test_acc"] = test0["acc"]
+        out["init_test_bpb"] = bits_per_byte(test0["nll"], int(test0["n"]), n_tok, n_bytes)
+
+    # ---- AdamW, identical for both inits (same steps, batch order, schedule)
+    tr_idx, tr_wts, tr_y = data["train"]
+    n_train = tr_idx.shape[0]
+    steps, bs = cfg["steps"], cfg["batch_size"]
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg["lr"], betas=tuple(cfg["betas"]),
+        weight_decay=cfg["weight_decay"],
+    )  # fmt: skip
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    order = torch.randperm(n_train, generator=gen).to(device)
+    pos = 0
+    warmup = int(cfg["warmup_frac"] * steps)
+    curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": val0["loss"]}]
+    _sync(device)
+    t1 = time.perf_counter()
+    for step in tqdm(
+        range(1, steps + 1), desc=f"saffu {setting_name}/{init}/s{seed}", mininterval=5
+    ):
+        if pos + bs > n_train:
+            order = torch.randperm(n_train, generator=gen).to(device)
+            pos = 0
+        b = order[pos : pos + bs]
+        pos += bs
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step - 1, steps, cfg["lr"], warmup, cfg["min_lr_frac"])
+        loss = F.cross_entropy(model(tr_idx[b], tr_wts[b]).float(), tr_y[b])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        row = {"step": step, "tokens": step * bs, "train_loss": loss.item(), "val_loss": None}
+        if step == steps or (cfg["eval_every"] and step % cfg["eval_every"] == 0):
+            row["val_loss"] = evaluate(model, *data["valid"], chunk)["loss"]
+        curve.append(row)
+    _sync(device)
+    train_time = time.perf_counter() - t1
+
+    val = evaluate(model, *data["valid"], chunk)
+    test = evaluate(model, *data["test"], chunk)
+    out.update(
+        test_loss=test["loss"],
+        test_ppl=perplexity(test["loss"]),
+        test_acc=test["acc"],
+        test_bpb=bits_per_byte(test["nll"], int(test["n"]), n_tok, n_bytes),
+        val_loss=val["loss"],
+        val_ppl=perplexity(val["loss"]),
+        train_time_s=train_time,
+        tokens_per_s=steps * bs / train_time if train_time > 0 else math.nan,
+        train_steps=float(steps),
+        params=float(n_in * vocab),
+        n_inputs=float(n_in),
+        other_share=float((index[arrays["train"]] == m - 1).double().mean()),
+        test_predicted=test["n"],
+        peak_memory_mb=peak_memory_mb(device),
+        total_time_s=time.perf_counter() - t_start,
+    )
+    identity = {
+        "experiment": "saffu", "variant": setting_name, "seed": seed,
+        "corpus": meta["corpus"], "tokenizer": meta["tokenizer"], "data_policy": meta["policy"],
+    }  # fmt: skip
+    context = {
+        **provenance(device), "init": init, "agg": setting.agg, "block": setting.block,
+        "radius": setting.radius, "top_types": cfg["top_types"], "vocab_size": vocab,
+        "config_hash": config_hash({k: v for k, v in cfg.items() if k != "settings"}
+                                   | {"setting": cfg["settings"][setting_name]}),
+    }  # fmt: skip
+    out_dir = Path(out_dir)
+    curve_id = {"variant": setting_name, "init": init, "seed": seed, "agg": setting.agg,
+                "block": setting.block, "radius": setting.radius}  # fmt: skip
+    write_rows_parquet(out_dir / "curve.parquet", curve, curve_id)
+    write_json(out_dir / "metrics.json", tidy_records(identity, out, context))
+    return out
