@@ -77,7 +77,7 @@ class PeakMemory:
 
 def random_own(device: str) -> BaseModel:
     """The pipeline's GPT at the paper shape, random init, GPT-2-sized byte vocabulary stand-in."""
-    from pillm.lm.model import GPT, GPTConfig
+    from pillm.models.gpt import GPT, GPTConfig
 
     cfg = yaml.safe_load(Path("config/config.yaml").read_text())["model"]
     torch.manual_seed(0)

@@ -20,8 +20,8 @@ import torch
 import yaml
 
 from pillm.core.ridge import GramStats
-from pillm.lm.model import GPT, GPTConfig
-from pillm.lm.pil import FEATURES, attach_pil, solve_all_layers, target_propagation
+from pillm.lm.pil import solve_all_layers, target_propagation
+from pillm.models.gpt import FEATURES, GPT, GPTConfig, attach_pil
 
 SEED_OUTLINE_SECONDS = 8.3  # the seed outline's "PIL-LM (Pure)" time in its Table 1
 

@@ -25,9 +25,9 @@ import psutil
 import torch
 import yaml
 
-from pillm.core.pretrained import ProbeModel, load_probe_model
 from pillm.data.sources import load_corpus
-from pillm.lm.model import GPT
+from pillm.models.gpt import GPT
+from pillm.models.pretrained import ProbeModel, load_probe_model
 from pillm.probe.fit import probe_model
 from pillm.probe.run import token_windows
 
@@ -58,10 +58,10 @@ def own_model(checkpoint: str | None, device: str) -> ProbeModel:
     from tokenizers import Tokenizer
 
     from pillm.data.tokenizer import encode, gpt2_tokenizer
-    from pillm.lm.model import GPTConfig
+    from pillm.models.gpt import GPTConfig
 
     if checkpoint:
-        from pillm.lm.checkpoint import load_checkpoint
+        from pillm.models.checkpoint import load_checkpoint
 
         model, what = load_checkpoint(checkpoint, device), f"trained ({checkpoint})"
     else:

@@ -38,8 +38,8 @@ import yaml
 
 from pillm.core.runtime import lr_at, resolve_device
 from pillm.data.corpus import load_tokens
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lm.train import fit
+from pillm.models.gpt import GPT, GPTConfig
 
 PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
     ("H100 PCIe", 756e12),

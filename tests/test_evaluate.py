@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from pillm.lm.evaluate import bits_per_byte, evaluate_lm, perplexity, windows
+from pillm.models.evaluate import bits_per_byte, evaluate_lm, perplexity, windows
 
 
 class Uniform(torch.nn.Module):

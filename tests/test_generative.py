@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from pillm.data.images import load_images
+from pillm.generative.flow import FeatureConfig
 from pillm.generative.report import aggregate_generative, gen_figures, macro, render_gen_tables
 from pillm.generative.run import (
     adamw_steps,
@@ -71,7 +72,8 @@ def test_settings_cover_methods_budgets_and_ablations_only_where_asked():
         ablated = {"flow_bipil", "flow_pil_raw", "diff_pil_shared"} & set(names)
         assert bool(ablated) == (ds in g["ablation_datasets"])
     s = settings(g, "mnist")
-    main, bi = s["flow_pil"].feature_config(g), s["flow_bipil"].feature_config(g)
+    main = FeatureConfig(**s["flow_pil"].feature_options(g))
+    bi = FeatureConfig(**s["flow_bipil"].feature_options(g))
     assert bi.n_proj == 2 and main.n_features(784) == bi.n_features(784)  # equal feature count
 
 

@@ -9,7 +9,7 @@ from tokenizers.models import WordLevel
 from pillm.data import sources as data
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
 from pillm.data.sources import DataError
-from pillm.lm.model import GPT, GPTConfig
+from pillm.models.gpt import GPT, GPTConfig
 
 V = 32  # w0..w30 and [UNK]
 MARGIN = 20.0  # logit of the forced next token; all others 0

@@ -15,7 +15,6 @@ from transformers import BertConfig, BertModel
 from pillm.core.ridge import GramStats, solve_ridge
 from pillm.data.sources import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
 from pillm.lora.run import (
     BaseModel,
@@ -28,6 +27,7 @@ from pillm.lora.run import (
     run_fits,
     weights_digest,
 )
+from pillm.models.gpt import GPT, GPTConfig
 from pillm.plan import ConfigError, validate_config
 
 from .conftest import REPO

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from pillm.lm.model import GPT, GPTConfig
+from pillm.models.gpt import GPT, GPTConfig
 
 
 def tiny(**kw) -> GPTConfig:

@@ -1,16 +1,13 @@
 import torch
 
-from pillm.lm.checkpoint import load_checkpoint, save_checkpoint
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lm.pil import (
-    FEATURES,
-    PILFFN,
-    attach_pil,
     frozen_copy,
     make_distill_target,
     solve_all_layers,
     target_residual,
 )
+from pillm.models.checkpoint import load_checkpoint, save_checkpoint
+from pillm.models.gpt import FEATURES, GPT, PILFFN, GPTConfig, attach_pil
 
 CFG = {"lambdas": [1e-10, 1e-6, 1e-2], "kappa_max": 1e10, "batch_size": 16, "max_tokens": 0}
 

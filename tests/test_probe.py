@@ -18,7 +18,7 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from pillm.lm.model import GPT, GPTConfig
+from pillm.models.gpt import GPT, GPTConfig
 from pillm.probe.fit import (
     SplitFFN,
     accumulate_ffn_stats,

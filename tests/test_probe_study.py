@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
 
-from pillm.core.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
-from pillm.lm.model import GPT, GPTConfig
+from pillm.models.gpt import GPT, GPTConfig
+from pillm.models.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
 from pillm.plan import ConfigError, check_probe_models
 from pillm.probe.report import aggregate_probe
 from pillm.probe.run import gradient_fit, run_probe, token_windows

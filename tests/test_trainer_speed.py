@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from pillm.lm.linear_ce import linear_cross_entropy
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lm.train import train
 from pillm.lm.train_step import StepOptions, TrainStep
+from pillm.models.gpt import GPT, GPTConfig
 
 from .conftest import write_toy_tokens
 

@@ -221,7 +221,7 @@ def test_template_change_reruns_only_tables_and_paper(workdir):
 
 
 def test_model_source_edit_reruns_training(workdir):
-    with edited(workdir / "src/pillm/lm/model.py"):
+    with edited(workdir / "src/pillm/models/gpt.py"):
         rules = planned_rules(workdir, *SMOKE)
     assert "run_lm" in rules
     assert not rules & {"prepare_corpus", "tokenize"}

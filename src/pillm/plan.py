@@ -165,10 +165,9 @@ class Setting:
     n_buckets: int | None = None  # diffusion PIL: ε weight sets over t
     budget: float | None = None  # AdamW: training pairs, as a multiple of the PIL solve's
 
-    def feature_config(self, cfg: dict):
-        from pillm.generative.flow import FeatureConfig  # torch: not needed to plan the DAG
-
-        return FeatureConfig(**{**cfg["features"], **self.features})
+    def feature_options(self, cfg: dict) -> dict:
+        """generative.features with this setting's overrides (generative.flow.FeatureConfig)."""
+        return {**cfg["features"], **self.features}
 
 
 def settings(cfg: dict, dataset: str) -> dict[str, Setting]:

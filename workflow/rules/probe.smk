@@ -8,10 +8,10 @@ rule probe:
         code=src(
             "probe/fit",
             "probe/run",
-            "core/pretrained",
+            "models/pretrained",
             "core/ridge",
-            "lm/model",
-            "lm/checkpoint",
+            "models/gpt",
+            "models/checkpoint",
             "data/tokenizer",
             "lm/pil",
             "lm/train",

@@ -11,7 +11,7 @@ rule saffu:
             "test.npy",
             "meta.json",
         ),
-        code=src("saffu/run", "lm/train", "core/runtime", "lm/evaluate"),
+        code=src("saffu/run", "lm/train", "core/runtime", "models/evaluate"),
     output:
         metrics=res("saffu/{setting}/{init}/seed{seed}/metrics.json"),
         curve=res("saffu/{setting}/{init}/seed{seed}/curve.parquet"),

@@ -13,7 +13,6 @@ import torch
 from pillm.core.records import atomic_path, write_json, write_text
 from pillm.data.sources import SPLITS, load_corpus
 from pillm.data.tokenizer import build_tokenizer, encode
-from pillm.lm.train_step import StepOptions, TrainStep, make_optimizer  # noqa: F401 (re-export)
 
 
 def prepare_corpus(

@@ -49,6 +49,7 @@ from pillm.generative.diffusion import (
     train_gradient_diffusion,
 )
 from pillm.generative.flow import (
+    FeatureConfig,
     FlowConfig,
     TrainConfig,
     fit_pil_flow,
@@ -199,7 +200,7 @@ def pil_pairs(setting: Setting, cfg: dict, n_fit: int) -> int:
 
 def fit_setting(setting: Setting, cfg: dict, x_fit, x_val, device: str):
     """Fit one setting. Returns (callable model, metrics, curve rows)."""
-    feats = setting.feature_config(cfg)
+    feats = FeatureConfig(**setting.feature_options(cfg))
     lambdas = tuple(cfg["lambdas"])
     seed, chunk = cfg["seed"], cfg["chunk_size"]
     d = cfg["diffusion"]

@@ -24,56 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from pillm.core.ridge import GramStats, select_lambda
-from pillm.lm.model import GPT
-
-FEATURES: dict[
-    str, tuple[int, int]
-] = {  # name -> (projections, width per projection in units of d)
-    "single": (1, 4),
-    "bi": (2, 4),
-    "single8d": (1, 8),
-    # width sweep (single projection): 1d, 2d and 16d next to single (4d) and single8d
-    "single1d": (1, 1),
-    "single2d": (1, 2),
-    "single16d": (1, 16),
-}
-
-
-class PILFFN(nn.Module):
-    """FFN(u) = φ(u) W_out with fixed random φ; only ``w_out`` is ever solved (all buffers)."""
-
-    def __init__(self, d: int, n_proj: int, width: int, seed: int):
-        super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.register_buffer("w_in", torch.randn(n_proj, d, width, generator=g) / math.sqrt(d))
-        self.register_buffer("b_in", 0.5 * torch.randn(n_proj, width, generator=g))
-        self.register_buffer("w_out", torch.zeros(n_proj * width + 1, d))
-
-    @property
-    def n_features(self) -> int:
-        return self.w_out.shape[0]
-
-    def features(self, u: torch.Tensor) -> torch.Tensor:
-        """(..., d) -> (..., m*w + 1): GELU random features plus a ones column (the bias)."""
-        z = torch.einsum("...d,mdw->...mw", u, self.w_in.to(u.dtype)) + self.b_in.to(u.dtype)
-        h = F.gelu(z).flatten(-2)  # (..., m*w)
-        return torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
-
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
-        return self.features(u) @ self.w_out.to(u.dtype)
-
-
-def attach_pil(model: GPT, features: str, seed: int) -> None:
-    """Replace every block's FFN by a PIL FFN with zero output map (seeded per layer)."""
-    n_proj, mult = FEATURES[features]
-    d = model.cfg.d_model
-    device = model.wte.weight.device
-    for layer, block in enumerate(model.blocks):
-        block.mlp = PILFFN(d, n_proj, mult * d, seed=10_000 * seed + layer).to(device)
+from pillm.models.gpt import GPT
 
 
 def stream_to_ffn(model: GPT, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,7 +171,7 @@ def functional_gradient_step_search(
     model: GPT, valid_tokens, cfg, device
 ) -> Callable[[int], float]:
     """Returns a function that scales layer l's solved map by the held-out-best step size η."""
-    from pillm.lm.evaluate import evaluate_lm
+    from pillm.models.evaluate import evaluate_lm
 
     def search(layer: int) -> float:
         pil = model.blocks[layer].mlp

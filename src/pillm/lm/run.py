@@ -26,10 +26,7 @@ from pillm.core.records import (
 from pillm.core.runtime import resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
-from pillm.lm.checkpoint import load_checkpoint, save_checkpoint
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lm.pil import (
-    attach_pil,
     frozen_copy,
     functional_gradient_step_search,
     make_distill_target,
@@ -39,6 +36,8 @@ from pillm.lm.pil import (
     target_residual,
 )
 from pillm.lm.train import fit, lm_metrics
+from pillm.models.checkpoint import load_checkpoint, save_checkpoint
+from pillm.models.gpt import GPT, GPTConfig, attach_pil
 from pillm.plan import VARIANTS
 
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")

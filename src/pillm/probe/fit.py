@@ -31,7 +31,7 @@ from pillm.core.ridge import (
     r2_score_from_stats,
     solve_ridge,
 )
-from pillm.lm.model import GPT
+from pillm.models.gpt import GPT
 
 _F64 = torch.float64
 # family -> (attribute of the base model holding the blocks, FFN-input module, FFN-output module)

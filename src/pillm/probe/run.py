@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pillm.core.pretrained import ProbeModel, own_seed
 from pillm.core.records import (
     IDENTITY,
     provenance,
@@ -32,6 +31,7 @@ from pillm.core.records import (
 )
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.core.runtime import peak_memory_mb
+from pillm.models.pretrained import ProbeModel, own_seed
 from pillm.probe.fit import (
     _forward,
     _solve,
@@ -304,8 +304,8 @@ def probe_job(
     """Load the model and the corpus's splits (as written by prepare_corpus), then probe."""
     import json
 
-    from pillm.core.pretrained import load_probe_model
     from pillm.core.runtime import resolve_device
+    from pillm.models.pretrained import load_probe_model
 
     device = resolve_device(device)
     t0 = time.perf_counter()

@@ -58,7 +58,7 @@ from pillm.core.records import (
 )
 from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device
 from pillm.data.corpus import load_tokens
-from pillm.lm.evaluate import bits_per_byte, perplexity
+from pillm.models.evaluate import bits_per_byte, perplexity
 
 AGGREGATIONS = ("sum", "cat")
 INITS = ("explicit", "random")

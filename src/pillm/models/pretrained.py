@@ -62,7 +62,7 @@ def load_own(name: str, checkpoint: str | Path, tokenizer_json: str | Path) -> P
     from tokenizers import Tokenizer
 
     from pillm.data.tokenizer import encode
-    from pillm.lm.checkpoint import load_checkpoint
+    from pillm.models.checkpoint import load_checkpoint
 
     model = load_checkpoint(checkpoint).float()
     tok = Tokenizer.from_file(str(tokenizer_json))

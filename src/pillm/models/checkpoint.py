@@ -8,8 +8,7 @@ from typing import Any
 import torch
 
 from pillm.core.records import atomic_path
-from pillm.lm.model import GPT, GPTConfig
-from pillm.lm.pil import PILFFN, attach_pil
+from pillm.models.gpt import GPT, PILFFN, GPTConfig, attach_pil
 
 
 def save_checkpoint(path: str | Path, model: GPT, extra: dict[str, Any]) -> None:

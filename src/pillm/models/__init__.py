@@ -1,0 +1,1 @@
+"""The models every study shares: the GPT (with its PIL FFN), checkpoints, pretrained loading, evaluation."""
