@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pillm.plan import ConfigError, validate_config
+from pillm.plan import ConfigError, check_config, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "config" / "schema.yaml"
@@ -40,3 +40,27 @@ def test_unknown_key_is_rejected():
     cfg["train"]["learning_rate"] = 1e-3
     with pytest.raises(ConfigError, match="learning_rate"):
         validate_config(cfg, SCHEMA)
+
+
+def test_variant_names_come_from_the_registry_not_the_schema():
+    from pillm.plan import VARIANTS
+
+    assert "refit_single16d" not in SCHEMA.read_text()  # no copy of the registry to drift
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["lm"]["variants"] = ["baseline", "no_such_variant"]
+    with pytest.raises(ConfigError, match=r"- lm\.variants\.1: 'no_such_variant' is not one of"):
+        validate_config(cfg, SCHEMA)
+    cfg["lm"]["variants"] = list(VARIANTS)
+    validate_config(cfg, SCHEMA)
+
+
+def test_check_config_runs_the_plan_checks_too():
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    check_config(cfg, SCHEMA)
+    cfg["saffu"]["main_setting"] = "nope"
+    with pytest.raises(ConfigError, match="saffu.main_setting"):
+        check_config(cfg, SCHEMA)
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["lm"]["variants"] = ["refit"]
+    with pytest.raises(ConfigError, match=r"lm.variants needs \['baseline'\]"):
+        check_config(cfg, SCHEMA)

@@ -1,4 +1,4 @@
-"""Planning, torch-free: config checks and every job list the Snakefile expands.
+"""Planning, torch-free: config checks, every job list the Snakefile expands, per-job config.
 
 Bad config stops here, before any job, with a message that names the key and the fix. The LM
 variant registry (how each variant is built and what it builds on), the probe's model names and
@@ -27,6 +27,8 @@ def _key_path(err: jsonschema.ValidationError) -> str:
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
     """Raise ConfigError listing every violation of the schema, each with its dotted key."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    # The variant names come from the registry below, never from a copy kept in the schema.
+    schema["properties"]["lm"]["properties"]["variants"]["items"]["enum"] = list(VARIANTS)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -45,7 +47,7 @@ def check_variant_dependencies(config: dict[str, Any]) -> None:
     missing = sorted({d for v in listed for d in dependencies(v)} - set(listed))
     if missing:
         raise ConfigError(
-            f"lm.variants needs {missing}: listed variants build on them (src/pillm/variants.py). "
+            f"lm.variants needs {missing}: listed variants build on them (pillm.plan.VARIANTS). "
             "Add them to lm.variants."
         )
 
@@ -225,3 +227,70 @@ def check_generative(cfg: dict) -> None:
             f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
             f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
         )
+
+
+# ---- Job lists and per-job config (what workflow/rules/*.smk expand) --------------------------
+
+
+def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Every config check, once, before any job: the schema (variant names from VARIANTS), then
+    what a schema cannot say (variant dependencies, probe models, generative ranges, SAFFU
+    setting names)."""
+    validate_config(config, schema_path)
+    check_variant_dependencies(config)
+    check_probe_models(config)
+    check_generative(config["generative"])
+    saffu_settings(config)
+
+
+def own_model_names(models: list[str], seeds: list[int]) -> list[str]:
+    """``models`` with ``pillm`` expanded to this config's baseline of every seed."""
+    names: list[str] = []
+    for m in models:
+        names += [f"{OWN_PREFIX}{s}" for s in seeds] if m == "pillm" else [m]
+    return names
+
+
+def probe_model_names(config: dict[str, Any]) -> list[str]:
+    """The probe jobs' model names (probe.models, pillm expanded per lm.seeds)."""
+    return own_model_names(config["probe"]["models"], config["lm"]["seeds"])
+
+
+def lora_model_names(config: dict[str, Any]) -> list[str]:
+    """The SST-2 jobs' base model names (lora.models, pillm expanded per lm.seeds)."""
+    return own_model_names(config["lora"]["models"], config["lm"]["seeds"])
+
+
+def lm_params(config: dict[str, Any], variant: str) -> dict[str, Any]:
+    """Config one LM run depends on: the solve settings only for variants that solve."""
+    cfg = {"model": config["model"], "train": config["train"]}
+    if VARIANTS[variant].solves:
+        cfg["pil"] = config["pil"]
+    return cfg
+
+
+def generative_jobs(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dataset, setting) of every generative fit, dataset by dataset."""
+    return [(ds, s) for ds, names in all_settings(config["generative"]).items() for s in names]
+
+
+def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """saffu.settings by name (without the name); ConfigError on a duplicate name or a
+    saffu.main_setting that names none of them."""
+    saffu = config["saffu"]
+    named = {s["name"]: {k: v for k, v in s.items() if k != "name"} for s in saffu["settings"]}
+    if len(named) != len(saffu["settings"]):
+        raise ConfigError("saffu.settings: two settings share a name; give each a unique name")
+    if saffu["main_setting"] not in named:
+        raise ConfigError(
+            f"saffu.main_setting: {saffu['main_setting']!r} is not the name of a saffu.settings "
+            f"entry {sorted(named)}; name one of them (config/README.md)"
+        )
+    return named
+
+
+def saffu_job_params(config: dict[str, Any], setting: str) -> dict[str, Any]:
+    """The saffu config one job depends on: its own setting, not the other settings."""
+    saffu = config["saffu"]
+    cfg = {k: v for k, v in saffu.items() if k not in ("settings", "seeds", "inits")}
+    return {**cfg, "settings": {setting: saffu_settings(config)[setting]}}

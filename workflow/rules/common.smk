@@ -1,16 +1,13 @@
-# Config validation, paths, code dependencies and target lists shared by every stage.
+# Snakemake glue shared by every stage: config check, paths, code stamps, job lists.
+# What to run is planned in pillm.plan (torch-free, unit-tested); this file only maps it to paths.
 import glob
 import json
 import os
 
-from pillm.plan import check_probe_models, check_variant_dependencies, validate_config
-from pillm.plan import all_settings, check_generative
+from pillm import codedeps, plan
 from pillm.plan import VARIANTS, dependencies
 
-validate_config(config, "config/schema.yaml")
-check_variant_dependencies(config)
-check_probe_models(config)
-check_generative(config["generative"])
+plan.check_config(config, "config/schema.yaml")
 
 CORPUS = config["data"]["corpus"]
 RESULTS = f"results/{config['name']}"  # one tree per config: smoke and paper runs never clobber
@@ -23,6 +20,11 @@ def res(path):
 
 LM_VARIANTS = config["lm"]["variants"]
 SEEDS = config["lm"]["seeds"]
+PROBE = config["probe"]
+GEN = config["generative"]
+LORA = config["lora"]
+SAFFU = config["saffu"]
+SAFFU_SETTINGS = plan.saffu_settings(config)
 
 
 wildcard_constraints:
@@ -34,14 +36,38 @@ wildcard_constraints:
     setting=r"[a-z0-9_]+",
 
 
-def src(*modules):
-    """The package modules a job executes, listed as its inputs so that editing
-    one reruns the job (Snakemake does not follow imports)."""
-    return [f"src/pillm/{m}.py" for m in ("__main__", "core/records", *modules)]
+def code(command):
+    """The code stamp of ``python -m pillm <command>``: a file named by the fingerprint of the
+    modules it imports (pillm.codedeps), so a real code edit reruns exactly the rules that run
+    that code and a comment or docstring edit reruns nothing. One stamp tree per config.
+    """
+    return codedeps.stamp(command, res("code"))
+
+
+def logfile(path):
+    return res(f"logs/{path}.log")
+
+
+def benchfile(path):
+    return res(f"benchmarks/{path}.tsv")
+
+
+# What every GPU job shares: one GPU slot, the device flag, its torch CPU threads.
+GPU = {"gpu": 1}
+DEVICE = config["device"]
+
+
+def gpu_shell(command):
+    """The shell of a GPU job: its pillm command, then the device and thread flags and the log."""
+    return f"{command} --device {{params.device}} --threads {{threads}} > {{log}} 2>&1"
 
 
 def as_json(obj):
     return json.dumps(obj, sort_keys=True)
+
+
+def parent(path):
+    return os.path.dirname(path)
 
 
 def lm_runs(name):
@@ -53,31 +79,29 @@ def lm_runs(name):
     )
 
 
-PROBE = config["probe"]
-
-
-def probe_model_names():
-    """probe.models with pillm expanded to this config's baseline of every seed."""
-    names = []
-    for m in PROBE["models"]:
-        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
-    return names
+def lm_run_inputs(wildcards):
+    """Runs a variant builds on (same seed): their metrics and checkpoints."""
+    deps = {}
+    for d in dependencies(wildcards.variant):
+        run = res(f"lm/{d}/seed{wildcards.seed}")
+        deps[f"dep_{d}"] = [f"{run}/metrics.json", f"{run}/model.pt"]
+    return deps
 
 
 def probe_jobs(name):
     return expand(
         res("probe/{model}/{corpus}/{name}"),
-        model=probe_model_names(),
+        model=plan.probe_model_names(config),
         corpus=PROBE["corpora"],
         name=name,
     )
 
 
-def probe_inputs(wildcards):
+def own_model_inputs(wildcards):
     """The pipeline's own models need their checkpoint and the tokenizer they were trained with."""
-    if not wildcards.model.startswith("pillm-s"):
+    if not wildcards.model.startswith(plan.OWN_PREFIX):
         return {}
-    run = res(f"lm/baseline/seed{wildcards.model.removeprefix('pillm-s')}")
+    run = res(f"lm/baseline/seed{wildcards.model.removeprefix(plan.OWN_PREFIX)}")
     return {
         "checkpoint": f"{run}/model.pt",
         "run_metrics": f"{run}/metrics.json",
@@ -85,51 +109,18 @@ def probe_inputs(wildcards):
     }
 
 
-GEN = config["generative"]
-GEN_SETTINGS = all_settings(GEN)  # dataset -> setting names
-
-
 def gen_jobs(name):
     return [
-        res(f"generative/{ds}/{setting}/{name}")
-        for ds, names in GEN_SETTINGS.items()
-        for setting in names
+        res(f"generative/{ds}/{s}/{name}") for ds, s in plan.generative_jobs(config)
     ]
-
-
-LORA = config["lora"]
-
-
-def lora_model_names():
-    """lora.models with pillm expanded to this config's baseline of every seed."""
-    names = []
-    for m in LORA["models"]:
-        names += [f"pillm-s{s}" for s in SEEDS] if m == "pillm" else [m]
-    return names
 
 
 def lora_jobs(name):
     return expand(
         res("lora/{model}/{method}/{name}"),
-        model=lora_model_names(),
+        model=plan.lora_model_names(config),
         method=LORA["methods"],
         name=name,
-    )
-
-
-# The SAFFU explicit-solution baseline (workflow/rules/saffu.smk).
-SAFFU = config["saffu"]
-SAFFU_SETTINGS = {
-    s["name"]: {k: v for k, v in s.items() if k != "name"} for s in SAFFU["settings"]
-}
-if len(SAFFU_SETTINGS) != len(SAFFU["settings"]):
-    raise ValueError(
-        "saffu.settings: two settings share a name; give each a unique name"
-    )
-if SAFFU["main_setting"] not in SAFFU_SETTINGS:
-    raise ValueError(
-        f"saffu.main_setting: {SAFFU['main_setting']!r} is not the name of a saffu.settings "
-        f"entry {sorted(SAFFU_SETTINGS)}; name one of them (config/README.md)"
     )
 
 
@@ -143,12 +134,6 @@ def saffu_runs(name):
     )
 
 
-def saffu_job_params(setting):
-    """The saffu config one job depends on: its own setting, not the other settings."""
-    cfg = {k: v for k, v in SAFFU.items() if k not in ("settings", "seeds", "inits")}
-    return {**cfg, "settings": {setting: SAFFU_SETTINGS[setting]}}
-
-
 def all_targets():
     return [
         "paper/generated/numbers.tex",
@@ -158,24 +143,3 @@ def all_targets():
         "paper/main.pdf",
         res("paper/arxiv.tar.gz"),
     ]
-
-
-def parent(path):
-    return os.path.dirname(path)
-
-
-def lm_run_inputs(wildcards):
-    """Runs a variant builds on (same seed): their metrics and checkpoints."""
-    deps = {}
-    for d in dependencies(wildcards.variant):
-        run = res(f"lm/{d}/seed{wildcards.seed}")
-        deps[f"dep_{d}"] = [f"{run}/metrics.json", f"{run}/model.pt"]
-    return deps
-
-
-def lm_params(variant):
-    """Config a run depends on: the solve settings only for variants that solve."""
-    cfg = {"model": config["model"], "train": config["train"]}
-    if VARIANTS[variant].solves:
-        cfg["pil"] = config["pil"]
-    return cfg

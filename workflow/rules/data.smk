@@ -3,13 +3,13 @@
 
 rule prepare_corpus:
     input:
-        code=src("data/sources", "data/corpus"),
+        code=code("prepare-corpus"),
     output:
         multiext(
             res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
         ),
     log:
-        res("logs/prepare_corpus/{corpus}.log"),
+        logfile("prepare_corpus/{corpus}"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -25,7 +25,7 @@ rule tokenize:
         corpus=multiext(
             res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
         ),
-        code=src("data/tokenizer", "data/sources", "data/corpus"),
+        code=code("tokenize"),
     output:
         multiext(
             res("tokens/{corpus}/"),
@@ -36,9 +36,9 @@ rule tokenize:
             "meta.json",
         ),
     log:
-        res("logs/tokenize/{corpus}.log"),
+        logfile("tokenize/{corpus}"),
     benchmark:
-        res("benchmarks/tokenize/{corpus}.tsv")
+        benchfile("tokenize/{corpus}")
     conda:
         "../envs/pillm.yaml"
     params:

@@ -3,11 +3,11 @@
 
 rule gen_images:
     input:
-        code=src("generative/run", "data/images", "data/sources"),
+        code=code("gen-images"),
     output:
         res("generative/{dataset}/images.npz"),
     log:
-        res("logs/generative/{dataset}/images.log"),
+        logfile("generative/{dataset}/images"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -20,26 +20,19 @@ rule gen_images:
 rule gen_classifier:
     input:
         images=rules.gen_images.output,
-        code=src(
-            "generative/run",
-            "plan",
-            "data/images",
-            "generative/sample_quality",
-            "lm/train",
-            "core/runtime",
-        ),
+        code=code("gen-classifier"),
     output:
         model=res("generative/{dataset}/classifier.pt"),
         metrics=res("generative/{dataset}/classifier.json"),
     log:
-        res("logs/generative/{dataset}/classifier.log"),
+        logfile("generative/{dataset}/classifier"),
     benchmark:
-        res("benchmarks/generative/{dataset}/classifier.tsv")
+        benchfile("generative/{dataset}/classifier")
     conda:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        gpu=1,
+        **GPU,
     params:
         # Only what the classifier and its floor depend on: other generative keys keep it.
         cfg=as_json(
@@ -55,55 +48,46 @@ rule gen_classifier:
             }
         ),
         out_dir=subpath(output.model, parent=True),
-        device=config["device"],
+        device=DEVICE,
     shell:
-        "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
-        " --images {input.images} --device {params.device} --threads {threads}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        gpu_shell(
+            "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
+            " --images {input.images} --out-dir {params.out_dir}"
+        )
 
 
 rule generative:
     input:
         images=rules.gen_images.output,
         classifier=rules.gen_classifier.output.model,
-        code=src(
-            "generative/run",
-            "plan",
-            "generative/flow",
-            "generative/diffusion",
-            "data/images",
-            "generative/sample_quality",
-            "generative/real_fid",
-            "core/ridge",
-            "data/sources",
-            "lm/train",
-            "core/runtime",
-        ),
+        code=code("generative"),
     output:
         metrics=res("generative/{dataset}/{setting}/metrics.json"),
         curves=res("generative/{dataset}/{setting}/curves.parquet"),
         samplers=res("generative/{dataset}/{setting}/samplers.parquet"),
         grid=res("generative/{dataset}/{setting}/samples.png"),
     log:
-        res("logs/generative/{dataset}/{setting}.log"),
+        logfile("generative/{dataset}/{setting}"),
     benchmark:
-        res("benchmarks/generative/{dataset}/{setting}.tsv")
+        benchfile("generative/{dataset}/{setting}")
     conda:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        gpu=1,
+        **GPU,
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).
         cfg=as_json(
             {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
         ),
         out_dir=subpath(output.metrics, parent=True),
-        device=config["device"],
+        device=DEVICE,
     shell:
-        "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
-        " --params {params.cfg:q} --images {input.images} --classifier {input.classifier}"
-        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        gpu_shell(
+            "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
+            " --params {params.cfg:q} --images {input.images} --classifier {input.classifier}"
+            " --out-dir {params.out_dir}"
+        )
 
 
 rule gen_aggregate:
@@ -114,14 +98,14 @@ rule gen_aggregate:
         classifiers=expand(
             res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]
         ),
-        code=src("paper/tidy"),
+        code=code("gen-aggregate"),
     output:
         runs=res("summary/generative.parquet"),
         curves=res("summary/generative_curves.parquet"),
         samplers=res("summary/generative_samplers.parquet"),
         classifiers=res("summary/generative_classifiers.parquet"),
     log:
-        res("logs/gen_aggregate.log"),
+        logfile("gen_aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -136,7 +120,7 @@ rule gen_tables:
     input:
         summary=rules.gen_aggregate.output,
         templates=glob.glob("paper/templates/gen_*.j2"),
-        code=src("generative/report", "lm/report", "paper/latex"),
+        code=code("gen-tables"),
     output:
         tables=expand(
             "paper/generated/tables/gen_{name}.tex",
@@ -144,7 +128,7 @@ rule gen_tables:
         ),
         numbers="paper/generated/gen_numbers.tex",
     log:
-        res("logs/gen_tables.log"),
+        logfile("gen_tables"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -162,13 +146,7 @@ rule gen_figures:
     input:
         summary=rules.gen_aggregate.output,
         grids=gen_jobs("samples.png"),
-        code=src(
-            "generative/report",
-            "lm/figures",
-            "paper/figures",
-            "lm/report",
-            "paper/latex",
-        ),
+        code=code("gen-figures"),
     output:
         pdf=expand(
             "paper/generated/figures/gen_{name}.pdf",
@@ -183,7 +161,7 @@ rule gen_figures:
             category="Figures",
         ),
     log:
-        res("logs/gen_figures.log"),
+        logfile("gen_figures"),
     conda:
         "../envs/pillm.yaml"
     params:

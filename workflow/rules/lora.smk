@@ -3,26 +3,15 @@
 
 rule lora:
     input:
-        unpack(probe_inputs),
-        code=src(
-            "lora/run",
-            "data/sst2",
-            "data/sources",
-            "core/ridge",
-            "models/pretrained",
-            "models/gpt",
-            "models/checkpoint",
-            "lm/pil",
-            "lm/train",
-            "core/runtime",
-        ),
+        unpack(own_model_inputs),
+        code=code("lora"),
     output:
         metrics=res("lora/{model}/{method}/metrics.json"),
         curve=res("lora/{model}/{method}/curve.parquet"),
     log:
-        res("logs/lora/{model}/{method}.log"),
+        logfile("lora/{model}/{method}"),
     benchmark:
-        res("benchmarks/lora/{model}/{method}.tsv")
+        benchfile("lora/{model}/{method}")
     wildcard_constraints:
         method="pil_lora|ridge|lora",
     conda:
@@ -31,7 +20,7 @@ rule lora:
     # MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
     threads: 1
     resources:
-        gpu=1,
+        **GPU,
     params:
         # Not lora.models: which models run is the DAG's business, not any one job's.
         cfg=as_json(
@@ -46,28 +35,31 @@ rule lora:
             else ""
         ),
         out_dir=subpath(output.metrics, parent=True),
-        device=config["device"],
+        device=DEVICE,
     shell:
-        "python -m pillm lora --model {wildcards.model} --method {wildcards.method}"
-        " --params {params.cfg:q} {params.own} --device {params.device}"
-        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        gpu_shell(
+            "python -m pillm lora --model {wildcards.model} --method {wildcards.method}"
+            " --params {params.cfg:q} {params.own} --out-dir {params.out_dir}"
+        )
 
 
 rule lora_aggregate:
     input:
         metrics=lora_jobs("metrics.json"),
         curves=lora_jobs("curve.parquet"),
-        code=src("lora/report", "lm/report", "paper/latex"),
+        code=code("lora-aggregate"),
     output:
         summary=res("summary/lora.parquet"),
         curves=res("summary/lora_curves.parquet"),
     log:
-        res("logs/lora_aggregate.log"),
+        logfile("lora_aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
         jobs=expand(
-            "{model}/{method}", model=lora_model_names(), method=LORA["methods"]
+            "{model}/{method}",
+            model=plan.lora_model_names(config),
+            method=LORA["methods"],
         ),
         out_dir=subpath(output.summary, parent=True),
     shell:
@@ -82,12 +74,12 @@ rule lora_tables:
             "paper/templates/lora_table.tex.j2",
             "paper/templates/lora_numbers.tex.j2",
         ],
-        code=src("lora/report", "lm/report", "paper/latex"),
+        code=code("lora-tables"),
     output:
         table="paper/generated/tables/lora.tex",
         numbers="paper/generated/lora_numbers.tex",
     log:
-        res("logs/lora_tables.log"),
+        logfile("lora_tables"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -103,9 +95,7 @@ rule lora_tables:
 rule lora_figures:
     input:
         summary=rules.lora_aggregate.output,
-        code=src(
-            "lora/report", "lm/report", "paper/latex", "lm/figures", "paper/figures"
-        ),
+        code=code("lora-figures"),
     output:
         pdf="paper/generated/figures/lora_accuracy_time.pdf",
         png=report(
@@ -114,7 +104,7 @@ rule lora_figures:
             category="Figures",
         ),
     log:
-        res("logs/lora_figures.log"),
+        logfile("lora_figures"),
     conda:
         "../envs/pillm.yaml"
     params:

@@ -7,7 +7,7 @@ rule aggregate:
         curves=lm_runs("curve.parquet"),
         solves=lm_runs("solve.parquet"),
         samples=lm_runs("samples.json"),
-        code=src("paper/tidy"),
+        code=code("aggregate"),
     output:
         runs=res("summary/runs.parquet"),
         lm=res("summary/lm.parquet"),
@@ -15,7 +15,7 @@ rule aggregate:
         solves=res("summary/solves.parquet"),
         samples=res("summary/samples.parquet"),
     log:
-        res("logs/aggregate.log"),
+        logfile("aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -34,7 +34,7 @@ rule tables:
         samples=rules.aggregate.output.samples,
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
-        code=src("lm/report", "paper/latex", "lm/report", "plan"),
+        code=code("tables"),
     output:
         table=report(
             "paper/generated/tables/lm_main.tex",
@@ -53,7 +53,7 @@ rule tables:
         ),
         numbers="paper/generated/numbers.tex",
     log:
-        res("logs/tables.log"),
+        logfile("tables"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -79,7 +79,7 @@ rule tables:
 rule figure_curves:
     input:
         curves=rules.aggregate.output.curves,
-        code=src("lm/figures", "paper/figures"),
+        code=code("figure-curves"),
     output:
         pdf="paper/generated/figures/training_curves.pdf",
         png=report(
@@ -88,7 +88,7 @@ rule figure_curves:
             category="Figures",
         ),
     log:
-        res("logs/figure_curves.log"),
+        logfile("figure_curves"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -99,7 +99,7 @@ rule figure_curves:
 rule figure_lambda:
     input:
         solves=rules.aggregate.output.solves,
-        code=src("lm/figures", "paper/figures"),
+        code=code("figure-lambda"),
     output:
         pdf="paper/generated/figures/pil_lambda.pdf",
         png=report(
@@ -108,7 +108,7 @@ rule figure_lambda:
             category="Figures",
         ),
     log:
-        res("logs/figure_lambda.log"),
+        logfile("figure_lambda"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -119,7 +119,7 @@ rule figure_lambda:
 rule figure_width:
     input:
         summary=rules.aggregate.output.lm,
-        code=src("lm/figures", "paper/figures", "lm/report"),
+        code=code("figure-width"),
     output:
         pdf="paper/generated/figures/pil_width.pdf",
         png=report(
@@ -128,7 +128,7 @@ rule figure_width:
             category="Figures",
         ),
     log:
-        res("logs/figure_width.log"),
+        logfile("figure_width"),
     conda:
         "../envs/pillm.yaml"
     shell:
@@ -159,12 +159,12 @@ rule pdf:
             "paper/refs.bib",
             *sorted(glob.glob("paper/sections/*.tex")),
         ],
-        code=src("paper/build"),
+        code=code("pdf"),
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
         bbl=res("paper/build/main.bbl"),
     log:
-        res("logs/pdf.log"),
+        logfile("pdf"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -178,11 +178,11 @@ rule arxiv:
     input:
         pdf=rules.pdf.output.pdf,
         bbl=rules.pdf.output.bbl,
-        code=src("paper/build"),
+        code=code("arxiv"),
     output:
         res("paper/arxiv.tar.gz"),
     log:
-        res("logs/arxiv.log"),
+        logfile("arxiv"),
     conda:
         "../envs/pillm.yaml"
     params:

@@ -3,33 +3,22 @@
 
 rule probe:
     input:
-        unpack(probe_inputs),
+        unpack(own_model_inputs),
         corpus=multiext(res("data/{corpus}/"), "test.txt", "valid.txt", "meta.json"),
-        code=src(
-            "probe/fit",
-            "probe/run",
-            "models/pretrained",
-            "core/ridge",
-            "models/gpt",
-            "models/checkpoint",
-            "data/tokenizer",
-            "lm/pil",
-            "lm/train",
-            "core/runtime",
-        ),
+        code=code("probe"),
     output:
         blocks=res("probe/{model}/{corpus}/blocks.parquet"),
         gradient=res("probe/{model}/{corpus}/gradient.parquet"),
         metrics=res("probe/{model}/{corpus}/metrics.json"),
     log:
-        res("logs/probe/{model}/{corpus}.log"),
+        logfile("probe/{model}/{corpus}"),
     benchmark:
-        res("benchmarks/probe/{model}/{corpus}.tsv")
+        benchfile("probe/{model}/{corpus}")
     conda:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        gpu=1,
+        **GPU,
     params:
         # Not probe.models: which models run is the DAG's business, not any one job's.
         cfg=as_json({k: v for k, v in PROBE.items() if k != "models"}),
@@ -40,11 +29,13 @@ rule probe:
         ),
         corpus_dir=lambda w, input: parent(input.corpus[0]),
         out_dir=subpath(output.blocks, parent=True),
-        device=config["device"],
+        device=DEVICE,
     shell:
-        "python -m pillm probe --model {wildcards.model} --corpus {wildcards.corpus}"
-        " --corpus-dir {params.corpus_dir} --params {params.cfg:q} {params.own}"
-        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        gpu_shell(
+            "python -m pillm probe --model {wildcards.model} --corpus {wildcards.corpus}"
+            " --corpus-dir {params.corpus_dir} --params {params.cfg:q} {params.own}"
+            " --out-dir {params.out_dir}"
+        )
 
 
 rule probe_aggregate:
@@ -52,13 +43,13 @@ rule probe_aggregate:
         blocks=probe_jobs("blocks.parquet"),
         gradients=probe_jobs("gradient.parquet"),
         metrics=probe_jobs("metrics.json"),
-        code=src("paper/tidy"),
+        code=code("probe-aggregate"),
     output:
         probe=res("summary/probe.parquet"),
         gradient=res("summary/probe_gradient.parquet"),
         jobs=res("summary/probe_jobs.parquet"),
     log:
-        res("logs/probe_aggregate.log"),
+        logfile("probe_aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -72,7 +63,7 @@ rule probe_tables:
     input:
         summary=rules.probe_aggregate.output,
         templates=glob.glob("paper/templates/probe_*.j2"),
-        code=src("probe/report", "lm/report", "paper/latex"),
+        code=code("probe-tables"),
     output:
         tables=expand(
             "paper/generated/tables/probe_{name}.tex",
@@ -80,7 +71,7 @@ rule probe_tables:
         ),
         numbers="paper/generated/probe_numbers.tex",
     log:
-        res("logs/probe_tables.log"),
+        logfile("probe_tables"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -107,14 +98,7 @@ rule probe_tables:
 rule probe_figures:
     input:
         summary=rules.probe_aggregate.output,
-        code=src(
-            "probe/figures",
-            "probe/report",
-            "lm/figures",
-            "paper/figures",
-            "lm/report",
-            "paper/latex",
-        ),
+        code=code("probe-figures"),
     output:
         pdf=expand(
             "paper/generated/figures/probe_{name}.pdf",
@@ -129,7 +113,7 @@ rule probe_figures:
             category="Figures",
         ),
     log:
-        res("logs/probe_figures.log"),
+        logfile("probe_figures"),
     conda:
         "../envs/pillm.yaml"
     params:

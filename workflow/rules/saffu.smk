@@ -11,14 +11,14 @@ rule saffu:
             "test.npy",
             "meta.json",
         ),
-        code=src("saffu/run", "lm/train", "core/runtime", "models/evaluate"),
+        code=code("saffu"),
     output:
         metrics=res("saffu/{setting}/{init}/seed{seed}/metrics.json"),
         curve=res("saffu/{setting}/{init}/seed{seed}/curve.parquet"),
     log:
-        res("logs/saffu/{setting}/{init}/seed{seed}.log"),
+        logfile("saffu/{setting}/{init}/seed{seed}"),
     benchmark:
-        res("benchmarks/saffu/{setting}/{init}/seed{seed}.tsv")
+        benchfile("saffu/{setting}/{init}/seed{seed}")
     wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
         setting="|".join(SAFFU_SETTINGS),
         init="explicit|random",
@@ -27,29 +27,31 @@ rule saffu:
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
     threads: 1
     resources:
-        gpu=1,
+        **GPU,
     params:
-        cfg=lambda w: as_json(saffu_job_params(w.setting)),
+        cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting)),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
-        device=config["device"],
+        device=DEVICE,
     shell:
-        "python -m pillm saffu --setting {wildcards.setting} --init {wildcards.init}"
-        " --seed {wildcards.seed} --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
-        " --device {params.device} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        gpu_shell(
+            "python -m pillm saffu --setting {wildcards.setting} --init {wildcards.init}"
+            " --seed {wildcards.seed} --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
+            " --out-dir {params.out_dir}"
+        )
 
 
 rule saffu_aggregate:
     input:
         metrics=saffu_runs("metrics.json"),
         curves=saffu_runs("curve.parquet"),
-        code=src("saffu/report"),
+        code=code("saffu-aggregate"),
     output:
         runs=res("summary/saffu_runs.parquet"),
         summary=res("summary/saffu.parquet"),
         curves=res("summary/saffu_curves.parquet"),
     log:
-        res("logs/saffu_aggregate.log"),
+        logfile("saffu_aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -71,14 +73,14 @@ rule saffu_tables:
         summary=rules.saffu_aggregate.output.summary,
         lm=res("summary/lm.parquet"),
         templates=glob.glob("paper/templates/saffu_*.j2"),
-        code=src("saffu/report", "lm/report", "paper/latex"),
+        code=code("saffu-tables"),
     output:
         tables=expand(
             "paper/generated/tables/{name}.tex", name=["saffu", "saffu_ablation"]
         ),
         numbers="paper/generated/saffu_numbers.tex",
     log:
-        res("logs/saffu_tables.log"),
+        logfile("saffu_tables"),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -96,7 +98,7 @@ rule saffu_figures:
     input:
         runs=rules.saffu_aggregate.output.runs,
         curves=rules.saffu_aggregate.output.curves,
-        code=src("saffu/report", "lm/figures", "paper/figures"),
+        code=code("saffu-figures"),
     output:
         pdf=expand(
             "paper/generated/figures/{name}.pdf",
@@ -111,7 +113,7 @@ rule saffu_figures:
             category="Figures",
         ),
     log:
-        res("logs/saffu_figures.log"),
+        logfile("saffu_figures"),
     conda:
         "../envs/pillm.yaml"
     params:

@@ -1,0 +1,355 @@
+"""Command line as a table: one entry per Snakemake rule's ``python -m pillm <command>``.
+
+Each :class:`Command` names the ``module:function`` it runs (imported only when that command
+runs, so a report command never imports torch), its flags, and how the parsed flags become the
+function's positional arguments. Flags map one-to-one onto arguments except where a small named
+adapter below the table says otherwise (a JSON section split into several arguments, ``--deps
+A=dir`` into a dict). ``pillm.codedeps`` reads the same table to find the code a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# A positional argument of the entry function: a parsed flag's name, or an adapter of the parse.
+Value = str | Callable[[argparse.Namespace], Any]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One flag: its name and argparse's keyword options."""
+
+    flag: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: ``target`` is ``package.module:function``, called with ``passes``.
+
+    ``device`` adds ``--device`` and pins the job to one GPU before anything starts CUDA;
+    ``threads`` adds ``--threads`` (torch CPU threads, 0: torch's default). ``user_errors`` are
+    ``module:Exception`` names reported as one line and exit status 2 instead of a traceback.
+    """
+
+    name: str
+    target: str
+    help: str
+    args: tuple[Arg, ...]
+    passes: tuple[Value, ...]
+    device: bool = False
+    threads: bool = False
+    user_errors: tuple[str, ...] = ()
+
+    @property
+    def module(self) -> str:
+        return self.target.split(":")[0]
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--params is not valid JSON: {err}") from err
+
+
+def req(flag: str, help: str | None = None) -> Arg:
+    return Arg(flag, {"required": True, "help": help})
+
+
+def opt(flag: str, help: str | None = None) -> Arg:
+    return Arg(flag, {"help": help})
+
+
+def many(flag: str, help: str | None = None) -> Arg:
+    return Arg(flag, {"nargs": "+", "required": True, "help": help})
+
+
+def js(flag: str = "--params", help: str | None = None) -> Arg:
+    return Arg(flag, {"type": _json, "required": True, "help": help})
+
+
+# ---- Adapters: flags that are not one argument each ----------------------------------------
+
+
+def section(key: str, sub: str | None = None) -> Callable[[argparse.Namespace], Any]:
+    """``--params``'s ``key`` entry (or its ``sub`` key): one JSON flag, several arguments."""
+
+    def get(ns: argparse.Namespace) -> Any:
+        return ns.params[key] if sub is None else ns.params[key][sub]
+
+    get.__name__ = f"params[{key}]" + ("" if sub is None else f"[{sub}]")
+    return get
+
+
+def deps_map(ns: argparse.Namespace) -> dict[str, str]:
+    """``--deps VARIANT=RUN_DIR ...`` as {variant: run dir}."""
+    return dict(d.split("=", 1) for d in ns.deps)
+
+
+SUMMARY = req("--summary-dir")
+TEMPLATES = req("--templates")
+NUMBERS = req("--numbers")
+OUT_DIR = req("--out-dir")
+PDF_PNG = (req("--pdf"), req("--png"))
+OWN = (
+    opt("--checkpoint", "pillm models: the baseline's model.pt"),
+    opt("--tokenizer", "pillm models: the tokenizer.json it was trained with"),
+)
+
+COMMANDS: tuple[Command, ...] = (
+    # -- data
+    Command(
+        "prepare-corpus", "pillm.data.corpus:prepare_corpus",
+        "load a corpus (hub or local mirror) into split texts",
+        (req("--corpus"), js(help="the config's data section (JSON)"), OUT_DIR),
+        ("corpus", section("source"), section("local_dir"), section("heldout_fraction"),
+         "out_dir"),
+    ),
+    Command(
+        "tokenize", "pillm.data.corpus:tokenize_corpus",
+        "tokenize split texts into .npy arrays",
+        (req("--corpus-dir"), js(help="{tokenizer: ..., data: ...} (JSON)"), OUT_DIR),
+        ("corpus_dir", section("tokenizer", "kind"), section("tokenizer", "vocab_size"),
+         section("data", "source"), section("data", "local_dir"), "out_dir"),
+    ),
+    # -- language models
+    Command(
+        "run-lm", "pillm.lm.run:run_variant",
+        "build one LM variant/seed (train and/or solve), evaluate it",
+        (req("--variant"), Arg("--seed", {"type": int, "required": True}), req("--tokens-dir"),
+         Arg("--deps", {"nargs": "*", "default": [], "help": "VARIANT=RUN_DIR of runs it builds on"}),
+         js(help="{model, train, pil} (JSON)"), OUT_DIR),
+        ("variant", "seed", "params", "tokens_dir", deps_map, "out_dir", "device"),
+        device=True,
+    ),
+    Command(
+        "lm-extras", "pillm.lm.run:run_extras",
+        "LAMBADA last-word accuracy and generation samples",
+        (req("--run-dir"), req("--tokens-dir"), js(help="{data, lambada, samples} (JSON)")),
+        ("run_dir", "tokens_dir", "params", "device"),
+        device=True,
+    ),
+    Command(
+        "aggregate", "pillm.lm.report:aggregate",
+        "collect run records into summary parquet files",
+        (many("--metrics"), many("--curves"), many("--solves"), many("--samples"),
+         js(help="{variants, seeds} (JSON)"), OUT_DIR),
+        ("metrics", "curves", "solves", "samples", section("variants"), section("seeds"),
+         "out_dir"),
+    ),
+    Command(
+        "tables", "pillm.lm.report:render_tables",
+        "render LaTeX tables and numbers.tex",
+        (SUMMARY, req("--tokens-meta"), js(), TEMPLATES, req("--tables-dir"), NUMBERS),
+        ("summary_dir", "tokens_meta", "params", "templates", "tables_dir", "numbers"),
+    ),
+    Command(
+        "figure-curves", "pillm.lm.figures:training_curves", "training-curve figure",
+        (req("--curves"), *PDF_PNG), ("curves", "pdf", "png"),
+    ),
+    Command(
+        "figure-lambda", "pillm.lm.figures:lambda_sweep", "λ-sweep figure of the PIL solves",
+        (req("--solves"), *PDF_PNG), ("solves", "pdf", "png"),
+    ),
+    Command(
+        "figure-width", "pillm.lm.figures:feature_width",
+        "feature-width figure of the refitted FFNs",
+        (req("--summary"), *PDF_PNG), ("summary", "pdf", "png"),
+    ),
+    # -- probe
+    Command(
+        "probe", "pillm.probe.run:probe_job",
+        "R²_lin probe of one model's FFN blocks on one corpus",
+        (req("--model", "pillm-s<seed>, minilm, smollm2 or a hub name"), req("--corpus"),
+         req("--corpus-dir", "prepare_corpus output (test/valid text)"),
+         js(help="the config's probe section"), *OWN, OUT_DIR),
+        ("model", "corpus", "corpus_dir", "params", "device", "out_dir", "checkpoint",
+         "tokenizer"),
+        device=True, threads=True,
+    ),
+    Command(
+        "probe-aggregate", "pillm.probe.report:aggregate_probe",
+        "stack every probe job into summary parquet",
+        (many("--blocks"), many("--gradients"), many("--metrics"), OUT_DIR),
+        ("blocks", "gradients", "metrics", "out_dir"),
+    ),
+    Command(
+        "probe-tables", "pillm.probe.report:render_probe_tables",
+        "probe tables and probe_numbers.tex",
+        (SUMMARY, js(), TEMPLATES, req("--tables-dir"), NUMBERS),
+        ("summary_dir", "params", "templates", "tables_dir", "numbers"),
+    ),
+    Command(
+        "probe-figures", "pillm.probe.figures:probe_figures", "probe figures (pdf + png)",
+        (SUMMARY, OUT_DIR), ("summary_dir", "out_dir"),
+    ),
+    # -- generative
+    Command(
+        "gen-images", "pillm.generative.run:prepare_images",
+        "decode an image dataset's splits into one uint8 .npz",
+        (req("--dataset"), js("--data", "the config's data section"), req("--out")),
+        ("dataset", "data", "out"),
+    ),
+    Command(
+        "gen-classifier", "pillm.generative.run:classifier_job",
+        "train the feature CNN sample quality is scored in",
+        (req("--dataset"), js(help="the config's generative section"),
+         req("--images", "gen-images output"), OUT_DIR),
+        ("dataset", "params", "images", "device", "out_dir"),
+        device=True, threads=True,
+    ),
+    Command(
+        "generative", "pillm.generative.run:generative_job",
+        "fit one generative setting on one dataset, score samples",
+        (req("--dataset"), req("--setting", "a name from pillm.plan.settings"),
+         js(help="the config's generative section"), req("--images", "gen-images output"),
+         req("--classifier", "gen-classifier's classifier.pt"), OUT_DIR),
+        ("dataset", "setting", "params", "images", "classifier", "device", "out_dir"),
+        device=True, threads=True,
+    ),
+    Command(
+        "gen-aggregate", "pillm.generative.report:aggregate_generative",
+        "stack every generative job into summary parquet",
+        (many("--metrics"), many("--curves"), many("--samplers"), many("--classifiers"),
+         OUT_DIR),
+        ("metrics", "curves", "samplers", "classifiers", "out_dir"),
+    ),
+    Command(
+        "gen-tables", "pillm.generative.report:render_gen_tables",
+        "generative tables and gen_numbers.tex",
+        (SUMMARY, js(), TEMPLATES, req("--tables-dir"), NUMBERS),
+        ("summary_dir", "params", "templates", "tables_dir", "numbers"),
+    ),
+    Command(
+        "gen-figures", "pillm.generative.report:gen_figures", "generative figures (pdf + png)",
+        (SUMMARY, req("--results-dir", "results/<name>/generative (sample grids)"), OUT_DIR),
+        ("summary_dir", "results_dir", "out_dir"),
+    ),
+    # -- SAFFU
+    Command(
+        "saffu", "pillm.saffu.run:run_saffu",
+        "one SAFFU LM (explicit or random start, then AdamW)",
+        (req("--setting", "a key of saffu.settings"),
+         Arg("--init", {"required": True, "choices": ["explicit", "random"]}),
+         Arg("--seed", {"type": int, "required": True}), req("--tokens-dir"),
+         js(help="the config's saffu section"), OUT_DIR),
+        ("setting", "init", "seed", "params", "tokens_dir", "out_dir", "device"),
+        device=True, threads=True,
+    ),
+    Command(
+        "saffu-aggregate", "pillm.saffu.report:aggregate_saffu",
+        "stack every SAFFU run into summary parquet",
+        (many("--metrics"), many("--curves"), js(help="{settings, inits, seeds} (JSON)"),
+         OUT_DIR),
+        ("metrics", "curves", "params", "out_dir"),
+    ),
+    Command(
+        "saffu-tables", "pillm.saffu.report:render_saffu_tables",
+        "SAFFU tables and saffu_numbers.tex",
+        (SUMMARY, opt("--lm-summary", "lm.parquet: the GPT baseline and PIL rows beside SAFFU"),
+         js(), TEMPLATES, req("--tables-dir"), NUMBERS),
+        ("summary_dir", "lm_summary", "params", "templates", "tables_dir", "numbers"),
+    ),
+    Command(
+        "saffu-figures", "pillm.saffu.report:saffu_figures", "SAFFU figures (pdf + png)",
+        (SUMMARY, req("--main-setting"), OUT_DIR), ("summary_dir", "main_setting", "out_dir"),
+    ),
+    # -- LoRA
+    Command(
+        "lora", "pillm.lora.run:lora_job",
+        "PIL-LoRA / ridge / LoRA on SST-2 for one base model",
+        (req("--model", "pillm-s<seed> or minilm"), req("--method", "pil_lora, ridge or lora"),
+         js(help="{lora: ..., data: ...} (JSON)"), *OWN, OUT_DIR),
+        ("model", "method", section("lora"), section("data"), "device", "out_dir",
+         "checkpoint", "tokenizer"),
+        device=True, threads=True,
+    ),
+    Command(
+        "lora-aggregate", "pillm.lora.report:aggregate_lora",
+        "stack every lora job into summary parquet",
+        (many("--metrics"), many("--curves"), many("--jobs", "expected MODEL/METHOD jobs"),
+         OUT_DIR),
+        ("metrics", "curves", "jobs", "out_dir"),
+    ),
+    Command(
+        "lora-tables", "pillm.lora.report:render_lora_tables", "SST-2 table and lora_numbers.tex",
+        (SUMMARY, js(), TEMPLATES, req("--table"), NUMBERS),
+        ("summary_dir", "params", "templates", "table", "numbers"),
+    ),
+    Command(
+        "lora-figures", "pillm.lora.report:lora_figure",
+        "SST-2 accuracy vs fitting time (pdf + png)",
+        (SUMMARY, *PDF_PNG), ("summary_dir", "pdf", "png"),
+    ),
+    # -- paper
+    Command(
+        "pdf", "pillm.paper.build:build_pdf", "build the paper PDF with latexmk",
+        (req("--paper-dir"), req("--build-dir"), req("--out")),
+        ("paper_dir", "build_dir", "out"),
+        user_errors=("pillm.paper.build:TexMissing",),
+    ),
+    Command(
+        "arxiv", "pillm.paper.build:pack_arxiv", "pack the arXiv tarball from a built paper",
+        (req("--build-dir"), req("--out")), ("build_dir", "out"),
+    ),
+)  # fmt: skip
+
+BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+
+
+def command(name: str) -> Command:
+    """The table entry of ``name``; a KeyError lists the known commands."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no pillm command {name!r}; known: {sorted(BY_NAME)}") from None
+
+
+def _resolve(spec: str) -> Any:
+    module, attr = spec.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pillm", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for c in COMMANDS:
+        sp = sub.add_parser(c.name, help=c.help)
+        for a in c.args:
+            sp.add_argument(a.flag, **a.options)
+        if c.device:
+            sp.add_argument("--device", default="auto")
+        if c.threads:
+            sp.add_argument(
+                "--threads", type=int, default=0, help="CPU threads for torch (0: default)"
+            )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cmd = BY_NAME[args.command]
+    if cmd.device:
+        from pillm.core.gpu_slots import assign_gpu
+
+        assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
+    if cmd.threads and args.threads > 0:
+        import torch  # only job commands take --threads: report commands stay torch-free
+
+        torch.set_num_threads(args.threads)
+    fn = _resolve(cmd.target)
+    values = [getattr(args, v) if isinstance(v, str) else v(args) for v in cmd.passes]
+    errors = tuple(_resolve(e) for e in cmd.user_errors)
+    try:
+        fn(*values)
+    except errors as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,151 @@
+"""The code a ``python -m pillm`` command runs, and a fingerprint of it (stdlib only).
+
+Snakemake does not follow imports, so a rule's code dependency is derived here instead of listed
+by hand: the command's ``module:function`` comes from the CLI table (:mod:`pillm.cli`), and its
+*closure* is every module of ``src/pillm`` reachable from that module, the CLI and
+``__main__`` through absolute ``pillm.*`` or relative imports, function-level imports included
+(a lazy import still runs), plus the package ``__init__`` files on each module's path.
+
+The fingerprint hashes each module's AST with docstrings removed (comments never reach the AST),
+so a comment or docstring edit keeps it and a real code edit changes it. :func:`stamp` turns it
+into a file a rule can list as an input: the file is named by the fingerprint and written once,
+so its path and mtime change exactly when the code does (see workflow/rules/common.smk).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import cache
+from pathlib import Path
+
+from pillm.cli import command
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+ENTRY = ("pillm.__main__", "pillm.cli")
+
+
+def module_path(module: str, root: Path = PACKAGE_DIR) -> Path | None:
+    """The file of a ``pillm.*`` module under ``root`` (the pillm package directory), or None."""
+    parts = module.split(".")
+    if parts[0] != "pillm":
+        return None
+    base = root.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _packages(module: str) -> list[str]:
+    """The packages a module's import runs first: pillm, pillm.lm, ... (not the module)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _tree(path: Path) -> ast.Module:
+    st = path.stat()
+    return _parse(path, st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    """Parsed once per version of a file: planning asks for the same modules ~30 times."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def imports(module: str, root: Path = PACKAGE_DIR) -> set[str]:
+    """The ``pillm.*`` modules ``module`` imports anywhere in its body, packages included.
+
+    ``from pillm.x import y`` counts ``pillm.x.y`` when that is a module, else ``pillm.x``.
+    """
+    path = module_path(module, root)
+    if path is None:
+        return set()
+    is_pkg = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "pillm"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                pkg = module.split(".") if is_pkg else module.split(".")[:-1]
+                pkg = pkg[: len(pkg) - node.level + 1]
+                base = ".".join(pkg + ([base] if base else []))
+            if base.split(".")[0] != "pillm":
+                continue
+            found.add(base)
+            for a in node.names:
+                if module_path(f"{base}.{a.name}", root) is not None:
+                    found.add(f"{base}.{a.name}")
+    return {m for m in found if module_path(m, root) is not None}
+
+
+def closure(name: str, root: Path = PACKAGE_DIR) -> list[Path]:
+    """Files of every module command ``name`` may run, sorted: its target, the CLI, and what
+    they import, transitively, with each one's parent packages."""
+    todo = [command(name).module, *ENTRY]
+    seen: set[str] = set()
+    while todo:
+        mod = todo.pop()
+        if mod in seen or module_path(mod, root) is None:
+            continue
+        seen.add(mod)
+        todo += [*_packages(mod), *imports(mod, root)]
+    return sorted(p for m in seen if (p := module_path(m, root)) is not None)
+
+
+class _Docstrings(ast.NodeTransformer):
+    """Drop the docstring of every module, class and function (comments are not in the AST)."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+        return node
+
+
+def file_fingerprint(path: Path) -> str:
+    """sha256 of the file's AST without docstrings (no line numbers: moves don't count)."""
+    st = path.stat()
+    return _file_fingerprint(path, st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _file_fingerprint(path: Path, mtime_ns: int, size: int) -> str:
+    tree = _Docstrings().visit(ast.parse(path.read_text(), filename=str(path)))
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
+def fingerprint(name: str, root: Path = PACKAGE_DIR) -> str:
+    """One sha256 over command ``name``'s closure: each file's path and AST fingerprint."""
+    h = hashlib.sha256()
+    for path in closure(name, root):
+        h.update(f"{path.relative_to(root).as_posix()} {file_fingerprint(path)}\n".encode())
+    return h.hexdigest()
+
+
+def stamp(name: str, directory: str | Path, root: Path = PACKAGE_DIR) -> str:
+    """Path of ``<directory>/<name>/<fingerprint[:16]>.sha``, written only if absent.
+
+    A rule lists this path as its code input: an edit that changes the code changes the path
+    (a new, newer file), a comment or docstring edit yields the existing file untouched, and
+    reverting an edit returns to the old file with its old mtime.
+    """
+    digest = fingerprint(name, root)
+    path = Path(directory) / name / f"{digest[:16]}.sha"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files = "".join(f"{p.relative_to(root).as_posix()}\n" for p in closure(name, root))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{digest}\n{files}")
+        tmp.replace(path)
+    return str(path)

@@ -1,0 +1,141 @@
+"""Code dependencies by import closure: what a command runs, and a fingerprint that ignores
+comments and docstrings (fast: no workflow, no torch)."""
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pillm import codedeps
+from pillm.cli import BY_NAME, COMMANDS, command
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rel(paths: list[Path], root: Path = codedeps.PACKAGE_DIR) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in paths}
+
+
+def imports_torch_at_import_time(path: Path) -> bool:
+    """Does importing this module import torch (a top-level import, not one inside a function)?"""
+    for node in ast.parse(path.read_text()).body:
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        if any(n.split(".")[0] == "torch" for n in names):
+            return True
+    return False
+
+
+def test_run_lm_closure_reaches_deep_modules_and_the_cli():
+    files = rel(codedeps.closure("run-lm"))
+    assert {"lm/train_step.py", "lm/linear_ce.py", "core/ridge.py", "lm/run.py"} <= files
+    assert {"__init__.py", "lm/__init__.py", "__main__.py", "cli.py", "plan.py"} <= files
+    assert not files & {"probe/report.py", "lora/run.py", "saffu/run.py"}
+
+
+def test_function_level_imports_count():
+    # lm/pil.py imports pillm.models.evaluate inside a function only
+    assert "pillm.models.evaluate" in codedeps.imports("pillm.lm.pil")
+
+
+def test_probe_tables_closure_imports_no_torch():
+    files = codedeps.closure("probe-tables")
+    assert "probe/report.py" in rel(files)
+    assert not [p for p in files if imports_torch_at_import_time(p)]
+    code = (
+        "import sys; from pillm.cli import command, _resolve; "
+        "_resolve(command('probe-tables').target); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_every_command_target_is_defined_in_its_module():
+    for c in COMMANDS:
+        path = codedeps.module_path(c.module)
+        assert path is not None, c.target
+        defined = {
+            n.name
+            for n in ast.parse(path.read_text()).body
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+        }
+        assert c.target.split(":")[1] in defined, c.target
+
+
+def test_every_rule_stamps_the_code_of_the_command_it_runs():
+    rules = 0
+    for smk in sorted((REPO / "workflow/rules").glob("*.smk")):
+        for block in re.split(r"(?m)^rule ", smk.read_text())[1:]:
+            ran = re.findall(r"python -m pillm ([a-z0-9-]+)", block)
+            if not ran:
+                continue
+            rules += 1
+            assert len(ran) == 1 and ran[0] in BY_NAME, block.split(":")[0]
+            assert f'code=code("{ran[0]}")' in block, block.split(":")[0]
+            assert "src(" not in block
+    assert rules == len(COMMANDS)
+
+
+def test_unknown_command_names_the_known_ones():
+    with pytest.raises(KeyError, match="run-lm"):
+        command("run-llm")
+
+
+@pytest.fixture
+def package(tmp_path) -> Path:
+    """A copy of src/pillm to edit."""
+    root = tmp_path / "pillm"
+    shutil.copytree(codedeps.PACKAGE_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_fingerprint_ignores_comments_and_docstrings_not_code(package):
+    before = {n: codedeps.fingerprint(n, package) for n in ("run-lm", "probe-tables")}
+    ce = package / "lm/linear_ce.py"
+    first_def = re.search(r"(?m)^def \w+\(", ce.read_text()).group(0)
+    edit(ce, first_def, f"# a comment\n{first_def}")
+    edit(ce, '"""', '"""Reworded docstring. ')
+    ridge = package / "core/ridge.py"
+    edit(ridge, "\n", "\n# top comment\n")
+    assert codedeps.fingerprint("run-lm", package) == before["run-lm"]
+
+    edit(ce, first_def, f"UNUSED = 1\n\n\n{first_def}")
+    assert codedeps.fingerprint("run-lm", package) != before["run-lm"]
+    assert codedeps.fingerprint("probe-tables", package) == before["probe-tables"]
+
+
+def test_stamp_path_and_mtime_move_only_with_the_code(package, tmp_path):
+    stamps = tmp_path / "code"
+    first = Path(codedeps.stamp("run-lm", stamps, package))
+    mtime = first.stat().st_mtime_ns
+    assert first.read_text().split("\n")[0].startswith(first.stem)
+    assert "lm/linear_ce.py" in first.read_text()
+
+    ridge = package / "core/ridge.py"
+    original = ridge.read_text()
+    ridge.write_text(original + "\n# only a comment\n")
+    assert Path(codedeps.stamp("run-lm", stamps, package)) == first
+    assert first.stat().st_mtime_ns == mtime
+
+    ridge.write_text(original + "\nUNUSED = 2\n")
+    second = Path(codedeps.stamp("run-lm", stamps, package))
+    assert second != first and second.exists()
+
+    ridge.write_text(original)  # reverting the edit returns to the old stamp, untouched
+    os.utime(ridge)
+    assert Path(codedeps.stamp("run-lm", stamps, package)) == first
+    assert first.stat().st_mtime_ns == mtime
