@@ -39,16 +39,27 @@ def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.Com
 
 
 @contextlib.contextmanager
-def edited(path: Path):
-    """Append a comment to a source file; restore content and mtime on exit, so later tests
-    still see an up-to-date tree."""
+def edited(path: Path, old: str | None = None, new: str = ""):
+    """Replace the first ``old`` in a source file by ``new`` (default: append a line of code);
+    restore content and mtime on exit, so later tests still see an up-to-date tree."""
     text, st = path.read_text(), path.stat()
-    path.write_text(text + "\n# edited\n")
+    assert old is None or old in text
+    path.write_text(text + "\n_EDITED = 1\n" if old is None else text.replace(old, new, 1))
     try:
         yield
     finally:
         path.write_text(text)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def rule_commands(workdir: Path) -> dict[str, str]:
+    """rule -> the pillm command its shell runs."""
+    found = {}
+    for smk in (workdir / "workflow/rules").glob("*.smk"):
+        for block in re.split(r"(?m)^rule ", smk.read_text())[1:]:
+            if m := re.search(r"python -m pillm ([a-z0-9-]+)", block):
+                found[block.split(":")[0]] = m.group(1)
+    return found
 
 
 def planned_rules(workdir: Path, *args: str) -> set[str]:
@@ -163,6 +174,42 @@ def test_probe_code_edit_reruns_probes_not_training(workdir):
         rules = planned_rules(workdir, *SMOKE)
     assert {"probe", "probe_aggregate", "probe_tables", "pdf"} <= rules
     assert not rules & {"run_lm", "lm_extras", "aggregate", "tables"}
+
+
+@pytest.mark.parametrize("module", ["lm/linear_ce.py", "core/ridge.py"])
+def test_deep_module_edit_restamps_exactly_the_commands_that_import_it(workdir, module):
+    """The rules whose code stamp changes are those whose command's import closure holds the
+    module, found here independently of the Snakefile: a dry run lists each job's stamp."""
+    from pillm import codedeps
+
+    package = workdir / "src/pillm"
+    expected = {
+        rule
+        for rule, cmd in rule_commands(workdir).items()
+        if package / module in codedeps.closure(cmd, package)
+    }
+    assert "run_lm" in expected
+    stamps = workdir / "results/smoke/code"
+    before = set(stamps.rglob("*.sha"))
+    with edited(package / module):
+        out = snakemake(workdir, "-n", *SMOKE).stdout
+    new = {str(p.relative_to(workdir)) for p in set(stamps.rglob("*.sha")) - before}
+    restamped = {
+        m.group(1)
+        for m in re.finditer(r"(?m)^rule (\w+):\n    input: (.*)$", out)
+        if set(m.group(2).split(", ")) & new
+    }
+    assert restamped == expected
+    planned = planned_rules(workdir, *SMOKE)  # the edit is reverted: back to the old stamps
+    assert planned == set()
+
+
+def test_comment_and_docstring_edits_rerun_nothing(workdir):
+    ridge = workdir / "src/pillm/core/ridge.py"
+    with edited(ridge, '"""', '"""Reworded: '):
+        assert planned_rules(workdir, *SMOKE) == set()
+    with edited(ridge, "\nimport ", "\n# a new comment\nimport "):
+        assert planned_rules(workdir, *SMOKE) == set()
 
 
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):

@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+from pathlib import Path
 
 from pillm import codedeps, plan
 from pillm.plan import VARIANTS, dependencies
@@ -36,12 +37,16 @@ wildcard_constraints:
     setting=r"[a-z0-9_]+",
 
 
+# This checkout's package (not whichever pillm is installed): the code its jobs run.
+PACKAGE = Path(workflow.basedir, "src", "pillm")
+
+
 def code(command):
     """The code stamp of ``python -m pillm <command>``: a file named by the fingerprint of the
     modules it imports (pillm.codedeps), so a real code edit reruns exactly the rules that run
     that code and a comment or docstring edit reruns nothing. One stamp tree per config.
     """
-    return codedeps.stamp(command, res("code"))
+    return codedeps.stamp(command, res("code"), PACKAGE)
 
 
 def logfile(path):
