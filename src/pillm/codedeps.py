@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -145,7 +147,13 @@ def stamp(name: str, directory: str | Path, root: Path = PACKAGE_DIR) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         files = "".join(f"{p.relative_to(root).as_posix()}\n" for p in closure(name, root))
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(f"{digest}\n{files}")
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{digest}\n{files}")
+        try:  # create, never replace: a stamp another planner just wrote keeps its mtime
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
     return str(path)

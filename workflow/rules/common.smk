@@ -67,6 +67,10 @@ def gpu_shell(command):
     return f"{command} --device {{params.device}} --threads {{threads}} > {{log}} 2>&1"
 
 
+# Every tables rule renders through the same shared templates (pillm.paper.report).
+TEMPLATES = sorted(glob.glob("paper/templates/*.tex.j2"))
+
+
 def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 

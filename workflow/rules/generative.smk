@@ -119,7 +119,7 @@ rule gen_aggregate:
 rule gen_tables:
     input:
         summary=rules.gen_aggregate.output,
-        templates=glob.glob("paper/templates/gen_*.j2"),
+        templates=TEMPLATES,
         code=code("gen-tables"),
     output:
         tables=expand(

@@ -70,10 +70,7 @@ rule lora_aggregate:
 rule lora_tables:
     input:
         summary=rules.lora_aggregate.output,
-        templates=[
-            "paper/templates/lora_table.tex.j2",
-            "paper/templates/lora_numbers.tex.j2",
-        ],
+        templates=TEMPLATES,
         code=code("lora-tables"),
     output:
         table="paper/generated/tables/lora.tex",

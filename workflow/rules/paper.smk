@@ -33,7 +33,7 @@ rule tables:
         lm=rules.aggregate.output.lm,
         samples=rules.aggregate.output.samples,
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
-        templates=["paper/templates/table.tex.j2", "paper/templates/numbers.tex.j2"],
+        templates=TEMPLATES,
         code=code("tables"),
     output:
         table=report(

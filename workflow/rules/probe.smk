@@ -62,7 +62,7 @@ rule probe_aggregate:
 rule probe_tables:
     input:
         summary=rules.probe_aggregate.output,
-        templates=glob.glob("paper/templates/probe_*.j2"),
+        templates=TEMPLATES,
         code=code("probe-tables"),
     output:
         tables=expand(

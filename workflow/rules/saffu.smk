@@ -72,7 +72,7 @@ rule saffu_tables:
     input:
         summary=rules.saffu_aggregate.output.summary,
         lm=res("summary/lm.parquet"),
-        templates=glob.glob("paper/templates/saffu_*.j2"),
+        templates=TEMPLATES,
         code=code("saffu-tables"),
     output:
         tables=expand(
