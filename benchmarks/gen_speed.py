@@ -22,7 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.runtime import peak_memory_mb  # noqa: E402
+from pillm.core.ridge import split_heldout  # noqa: E402
+from pillm.core.runtime import peak_memory_mb, sync  # noqa: E402
 from pillm.data.images import load_images  # noqa: E402
 from pillm.generative.diffusion import (
     DiffusionConfig,
@@ -37,8 +38,6 @@ from pillm.generative.flow import (
     block_seed,
     fit_pil_flow,
     flow_heldout_mse,
-    split_heldout,
-    sync_device,
 )
 
 
@@ -57,7 +56,7 @@ def adamw_to_target(model, batch, heldout, target, args, device) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = cuda  # as the pipeline's AdamW baselines
     clock, step, mse, history = 0.0, 0, float("inf"), []
     while clock < args.max_seconds:
-        sync_device(torch.device(device))
+        sync(device)
         t0 = time.perf_counter()
         for _ in range(args.eval_every):
             x, t, y = batch()
@@ -65,7 +64,7 @@ def adamw_to_target(model, batch, heldout, target, args, device) -> dict:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        sync_device(torch.device(device))
+        sync(device)
         clock += time.perf_counter() - t0
         step += args.eval_every
         model.eval()
@@ -97,10 +96,10 @@ def run(args) -> dict:
     rows = {}
     for ppi in (1, args.pairs_per_image):
         reset_peak(device)
-        sync_device(torch.device(device))
+        sync(device)
         t0 = time.perf_counter()
         net, fit = fit_pil_flow(x, FlowConfig(feats, ppi, args.chunk), 0, device, x_val=x_val)
-        sync_device(torch.device(device))
+        sync(device)
         rows[ppi] = {"seconds": time.perf_counter() - t0, "mse": fit.heldout_mse,
                      "peak_mb": peak_memory_mb(device), "pairs": fit.n_pairs}  # fmt: skip
     pil = rows[args.pairs_per_image]
@@ -126,14 +125,14 @@ def run(args) -> dict:
                            chunk_size=args.chunk)  # fmt: skip
     sched = dcfg.schedule()
     reset_peak(device)
-    sync_device(torch.device(device))
+    sync(device)
     t0 = time.perf_counter()
     eps_model, fits = fit_pil_diffusion(x, dcfg, 0, device, x_val=x_val)
-    sync_device(torch.device(device))
+    sync(device)
     secs = time.perf_counter() - t0
     mse = eps_heldout_mse(eps_model, x_val, sched, 0, 1, args.chunk, device)
     pil_d = {"seconds": secs, "mse": mse, "peak_mb": peak_memory_mb(device),
-             "pairs": sum(f.n_pairs for f in fits)}  # fmt: skip
+             "pairs": sum(f.n_train for f in fits)}  # fmt: skip
     reset_peak(device)
     net = RandomFeatureNet(dim, dim, feats, 0, trainable=True).to(device)
     model = EpsModel(net, 1000).to(device)

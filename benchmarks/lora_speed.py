@@ -26,6 +26,7 @@ import argparse
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from pillm.core.records import provenance
 from pillm.core.runtime import resolve_device
 from pillm.data.sst2 import load_sst2, split_train
 from pillm.lora.run import BaseModel, fit_closed_form, fit_lora, load_base
+from pillm.settings import LoraConfig
 
 
 class PeakMemory:
@@ -90,23 +92,24 @@ def random_own(device: str) -> BaseModel:
 
 
 def main() -> None:
-    cfg = yaml.safe_load(Path("config/config.yaml").read_text())["lora"]
+    section = yaml.safe_load(Path("config/config.yaml").read_text())["lora"]
+    cfg = LoraConfig.from_dict({k: v for k, v in section.items() if k != "models"}, "lora")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="pillm", help="pillm or minilm")
     ap.add_argument("--checkpoint", help="pillm: model.pt (random init without it)")
     ap.add_argument("--tokenizer", help="pillm: the tokenizer.json it was trained with")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data", default="../shared/data", help="the offline mirror (data.local_dir)")
-    ap.add_argument("--n-train", type=int, default=cfg["n_train"])
-    ap.add_argument("--n-select", type=int, default=cfg["n_select"])
+    ap.add_argument("--n-train", type=int, default=cfg.n_train)
+    ap.add_argument("--n-select", type=int, default=cfg.n_select)
     ap.add_argument("--scale", type=int, default=4, help="second PIL fit on this many x rows")
-    ap.add_argument("--max-len", type=int, default=cfg["max_len"])
-    ap.add_argument("--batch-size", type=int, default=cfg["batch_size"])
-    ap.add_argument("--pil-rank", type=int, default=cfg["pil_rank"])
+    ap.add_argument("--max-len", type=int, default=cfg.max_len)
+    ap.add_argument("--batch-size", type=int, default=cfg.batch_size)
+    ap.add_argument("--pil-rank", type=int, default=cfg.pil_rank)
     ap.add_argument("--max-steps", type=int, default=2000)
     ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--lr", type=float, default=cfg["lr"])
-    ap.add_argument("--train-batch-size", type=int, default=cfg["train_batch_size"])
+    ap.add_argument("--lr", type=float, default=cfg.lr)
+    ap.add_argument("--train-batch-size", type=int, default=cfg.train_batch_size)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
@@ -128,31 +131,31 @@ def main() -> None:
         return float((predict(val_ids) == val.labels).mean())
 
     def data(n_train: int):
-        fit, sel = split_train(splits["train"], n_train, a.n_select, cfg["seed"])
+        fit, sel = split_train(splits["train"], n_train, a.n_select, cfg.seed)
         return ((base.tokenize(fit.sentences, a.max_len), fit.labels),
                 (base.tokenize(sel.sentences, a.max_len), sel.labels))  # fmt: skip
 
     def pil(fit, sel, rank: int) -> dict:
         with PeakMemory(device) as mem:
-            res = fit_closed_form(base, fit, sel, rank, cfg["lambdas"], cfg["kappa_max"],
-                                  cfg["seed"], a.batch_size, device)  # fmt: skip
+            res = fit_closed_form(base, fit, sel, rank, cfg.lambdas, cfg.kappa_max,
+                                  cfg.seed, a.batch_size, device)  # fmt: skip
         return {"fit_s": res.fit_seconds, "capture_s": res.metrics["capture_seconds"],
                 "solve_s": res.metrics["solve_seconds"], "acc": evaluate(res.predict),
                 "peak_mb": mem.mb, "growth_mb": mem.growth_mb, "rows": len(fit[0])}  # fmt: skip
 
-    lcfg = {**cfg, "steps": a.max_steps, "eval_every": a.eval_every, "lr": a.lr,
-            "train_batch_size": a.train_batch_size, "batch_size": a.batch_size}  # fmt: skip
+    lcfg = replace(cfg, steps=a.max_steps, eval_every=a.eval_every, lr=a.lr,
+                   train_batch_size=a.train_batch_size, batch_size=a.batch_size)  # fmt: skip
     fit, sel = data(a.n_train)
     small = (fit[0][:256], fit[1][:256])  # warm-up: kernels, allocator, BLAS threads
     fit_closed_form(base, small, small, a.pil_rank, [1e-3], 1e10, 0, a.batch_size, device)
-    fit_lora(base, small, {**lcfg, "steps": 3, "eval_every": 0}, 0, device)
+    fit_lora(base, small, replace(lcfg, steps=3, eval_every=0), 0, device)
     out = {"pil_lora": pil(fit, sel, a.pil_rank), "ridge": pil(fit, sel, 0)}
     if a.scale > 1:
         big_fit, big_sel = data(a.n_train * a.scale)
         out[f"pil_lora_x{a.scale}"] = pil(big_fit, big_sel, a.pil_rank)
     target = out["pil_lora"]["acc"]
     with PeakMemory(device) as mem:
-        res = fit_lora(base, fit, lcfg, cfg["seed"], device, evaluate, target=target)
+        res = fit_lora(base, fit, lcfg, cfg.seed, device, evaluate, target=target)
     last = res.curve[-1]
     out["lora"] = {"fit_s": last["fit_seconds"], "acc": last["accuracy"], "steps": last["step"],
                    "reached": last["accuracy"] >= target, "peak_mb": mem.mb,
@@ -160,7 +163,7 @@ def main() -> None:
     prov = provenance(device)
     print(f"\n{base.label} on {prov['device_name']}, torch {prov['torch']}; fit rows "
           f"{a.n_train:,}, λ-selection rows {a.n_select:,}, max_len {a.max_len}, "
-          f"PIL rank {a.pil_rank}, LoRA r={cfg['lora_rank']} lr={a.lr} "
+          f"PIL rank {a.pil_rank}, LoRA r={cfg.lora_rank} lr={a.lr} "
           f"batch {a.train_batch_size}")  # fmt: skip
     print(f"{'method':<26}{'rows':>8}{'val acc':>9}{'fit s':>10}{'peak MiB':>10}{'growth':>9}")
     for name, r in out.items():

@@ -14,21 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import yaml
 
 from pillm.core.ridge import GramStats
+from pillm.core.runtime import sync
 from pillm.lm.pil import solve_all_layers, target_propagation
 from pillm.models.gpt import FEATURES, GPT, GPTConfig, attach_pil
+from pillm.settings import PILConfig
 
 SEED_OUTLINE_SECONDS = 8.3  # the seed outline's "PIL-LM (Pure)" time in its Table 1
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def timed(fn, device: str, repeat: int = 1) -> float:
@@ -56,7 +54,7 @@ def gram_only(rows: int, p: int, d: int, device: str, repeat: int) -> float:
     return 2 * rows * (p * p + p * d) / timed(lambda: stats.update(h, y), device, repeat)
 
 
-def full_fit(model_cfg: dict, pil_cfg: dict, vocab: int, n_tokens: int, device: str) -> dict:
+def full_fit(model_cfg: dict, pil_cfg: PILConfig, vocab: int, n_tokens: int, device: str) -> dict:
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=vocab, **model_cfg, use_ffn=False)
     model = GPT(cfg).to(device).eval()
@@ -68,8 +66,8 @@ def full_fit(model_cfg: dict, pil_cfg: dict, vocab: int, n_tokens: int, device: 
     solve_all_layers(
         model,
         target_propagation,
-        train[: 4 * cfg.context * pil_cfg["batch_size"]],
-        valid[: 2 * cfg.context * pil_cfg["batch_size"]],
+        train[: 4 * cfg.context * pil_cfg.batch_size],
+        valid[: 2 * cfg.context * pil_cfg.batch_size],
         pil_cfg,
         device,
     )
@@ -79,7 +77,7 @@ def full_fit(model_cfg: dict, pil_cfg: dict, vocab: int, n_tokens: int, device: 
         torch.cuda.reset_peak_memory_stats()
     sync(device)
     t0 = time.perf_counter()
-    solves = solve_all_layers(model, target_propagation, train, valid, pil_cfg, device)
+    fits, _ = solve_all_layers(model, target_propagation, train, valid, pil_cfg, device)
     sync(device)
     seconds = time.perf_counter() - t0
     p = model.blocks[0].mlp.n_features
@@ -88,14 +86,14 @@ def full_fit(model_cfg: dict, pil_cfg: dict, vocab: int, n_tokens: int, device: 
     return {
         "tokens": n_tokens,
         "fit_seconds": seconds,
-        "per_layer_seconds": [round(s.seconds, 3) for s in solves],
-        "gram_seconds": sum(s.gram_seconds for s in solves),
-        "gram_flops_per_s_in_fit": flops / sum(s.gram_seconds for s in solves),
+        "per_layer_seconds": [round(f.gram_seconds + f.solve_seconds, 3) for f in fits],
+        "gram_seconds": sum(f.gram_seconds for f in fits),
+        "gram_flops_per_s_in_fit": flops / sum(f.gram_seconds for f in fits),
         "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20
         if device.startswith("cuda")
         else None,
-        "kappa_max": max(s.kappa for s in solves),
-        "solvers": sorted({s.solver for s in solves}),
+        "kappa_max": max(f.kappa for f in fits),
+        "solvers": sorted({f.solver for f in fits}),
     }
 
 
@@ -112,9 +110,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     cfg = yaml.safe_load(Path(args.config).read_text())
-    model_cfg, pil_cfg = dict(cfg["model"]), dict(cfg["pil"], max_tokens=0)
+    model_cfg, pil_cfg = dict(cfg["model"]), PILConfig.from_dict(cfg["pil"], "pil")
+    pil_cfg = replace(pil_cfg, max_tokens=0)
     if args.batch_size:
-        pil_cfg["batch_size"] = args.batch_size
+        pil_cfg = replace(pil_cfg, batch_size=args.batch_size)
     vocab = 50257
     if args.quick:
         model_cfg |= {"n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}
@@ -123,7 +122,7 @@ def main() -> None:
     d = model_cfg["d_model"]
     n_proj, mult = FEATURES["bi"]
     p = n_proj * mult * d + 1
-    rows = pil_cfg["batch_size"] * model_cfg["context"]  # one streamed chunk
+    rows = pil_cfg.batch_size * model_cfg["context"]  # one streamed chunk
     repeat = 3 if args.quick else 20
     ref = matmul_reference(rows, p, device, repeat)
     gram = gram_only(rows, p, d, device, repeat)

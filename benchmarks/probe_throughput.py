@@ -25,6 +25,7 @@ import psutil
 import torch
 import yaml
 
+from pillm.core.runtime import sync
 from pillm.data.sources import load_corpus
 from pillm.models.gpt import GPT
 from pillm.models.pretrained import ProbeModel, load_probe_model
@@ -71,11 +72,6 @@ def own_model(checkpoint: str | None, device: str) -> ProbeModel:
     tok: Tokenizer = gpt2_tokenizer("local", args.data)
     return ProbeModel("pillm-s0", f"pillm baseline, {what}", "causal", model.eval(),
                       lambda t: encode(tok, t).astype("int64"))  # fmt: skip
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def measure(pm: ProbeModel, text: str, rows: int, seq_len: int, batch: int, device: str) -> dict:

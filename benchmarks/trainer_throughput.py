@@ -36,10 +36,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 
-from pillm.core.runtime import lr_at, resolve_device
+from pillm.core.runtime import lr_at, resolve_device, sync
 from pillm.data.corpus import load_tokens
 from pillm.lm.train import fit
 from pillm.models.gpt import GPT, GPTConfig
+from pillm.settings import TrainConfig
 
 PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
     ("H100 PCIe", 756e12),
@@ -207,7 +208,7 @@ def run_ours(arrays, meta, model_cfg, train_cfg, steps, seed, device):
     cfg = {**train_cfg, "max_steps": steps, "epochs": epochs_for(arrays, model_cfg, train_cfg, steps),
            "eval_every": 0}  # fmt: skip
     split = {k: arrays[k] for k in ("train", "valid", "test")}
-    metrics, curve = fit(model, split, meta, cfg, seed, device)
+    metrics, curve = fit(model, split, meta, TrainConfig.from_dict(cfg, "train"), seed, device)
     timed_steps = steps - cfg["warmup_steps_timing"]
     tokens = train_cfg["batch_size"] * model_cfg["context"]
     timed_s = timed_steps * tokens / metrics["tokens_per_s"]
@@ -229,11 +230,6 @@ def epochs_for(arrays, model_cfg, train_cfg, steps) -> int:
 
 
 # ----------------------------------------------------------------------------- shared
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def stack(losses: list[torch.Tensor]) -> list[float]:
     return torch.stack(losses).float().cpu().tolist()
 

@@ -89,7 +89,7 @@ def test_chunked_gram_gives_the_weights_of_one_chunk():
     base = FlowConfig(FeatureConfig(width=64), pairs_per_image=3)
     one, fit_one = fit_pil_flow(x, FlowConfig(**{**base.__dict__, "chunk_size": 10**6}), seed=1)
     many, fit_many = fit_pil_flow(x, FlowConfig(**{**base.__dict__, "chunk_size": 37}), seed=1)
-    assert fit_one.n_pairs == fit_many.n_pairs == 3 * 540
+    assert fit_one.n_train == fit_many.n_train == 3 * 540
     assert fit_one.lam_rel == fit_many.lam_rel
     torch.testing.assert_close(many.w_out, one.w_out, rtol=1e-5, atol=1e-6)
 

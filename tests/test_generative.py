@@ -23,6 +23,7 @@ from pillm.generative.run import (
     prepare_images,
 )
 from pillm.plan import all_settings, check_generative, settings
+from pillm.settings import GenerativeConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -41,7 +42,17 @@ def tiny_cfg() -> dict:
     return g
 
 
-DATA_CFG = {"source": "local", "local_dir": str(DATA)}
+DATA_CFG = {**SMOKE["data"], "source": "local", "local_dir": str(DATA)}
+
+
+def job_params(g: dict) -> dict:
+    """What the generative rule passes one job: the section less datasets and classifier."""
+    return {k: v for k, v in g.items() if k not in ("datasets", "classifier")}
+
+
+def classifier_params(g: dict) -> dict:
+    """What the gen_classifier rule passes: only the keys the classifier and its floor use."""
+    return {k: g[k] for k in ("classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size")}
 
 
 def metrics_of(path: Path) -> dict[str, float]:
@@ -54,10 +65,10 @@ def jobs(tmp_path_factory):
     cfg = tiny_cfg()
     images = str(root / "mnist/images.npz")
     prepare_images("mnist", DATA_CFG, images)
-    classifier_job("mnist", cfg, images, "cpu", str(root / "mnist"))
+    classifier_job("mnist", classifier_params(cfg), images, "cpu", str(root / "mnist"))
     for s in all_settings(cfg)["mnist"]:
-        generative_job("mnist", s, cfg, images, str(root / "mnist/classifier.pt"), "cpu",
-                       str(root / "mnist" / s))  # fmt: skip
+        generative_job("mnist", s, job_params(cfg), images, str(root / "mnist/classifier.pt"),
+                       "cpu", str(root / "mnist" / s))  # fmt: skip
     return root, cfg
 
 
@@ -80,7 +91,8 @@ def test_settings_cover_methods_budgets_and_ablations_only_where_asked():
 def test_adamw_budget_counts_the_pil_solves_pairs():
     g = tiny_cfg()
     s = settings(g, "mnist")
-    pairs = pil_pairs(s["diff_adamw2"], g, n_fit=540)
+    gen = GenerativeConfig.from_dict(job_params(g), "generative")
+    pairs = pil_pairs(s["diff_adamw2"], gen, n_fit=540)
     assert pairs == 540 * g["diffusion"]["pairs_per_image"] * g["diffusion"]["n_buckets"]
     steps = adamw_steps(s["diff_adamw2"], pairs, g["gradient"]["batch_size"])
     assert (
@@ -129,7 +141,7 @@ def test_prepared_images_equal_the_decoded_mirror_and_its_subsets(jobs):
 
 def test_a_rerun_gives_identical_metrics(jobs, tmp_path):
     root, cfg = jobs
-    generative_job("mnist", "diff_pil", cfg, str(root / "mnist/images.npz"),
+    generative_job("mnist", "diff_pil", job_params(cfg), str(root / "mnist/images.npz"),
                    str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
     a, b = metrics_of(root / "mnist/diff_pil/metrics.json"), metrics_of(tmp_path / "metrics.json")
     for key in ("heldout_mse", "fd_self", "kid_self", "nn1_acc", "lam_rel_median"):
@@ -139,7 +151,7 @@ def test_a_rerun_gives_identical_metrics(jobs, tmp_path):
 def test_unknown_setting_is_named(jobs, tmp_path):
     root, cfg = jobs
     with pytest.raises(ValueError, match="flow_nope"):
-        generative_job("mnist", "flow_nope", cfg, str(root / "mnist/images.npz"),
+        generative_job("mnist", "flow_nope", job_params(cfg), str(root / "mnist/images.npz"),
                        str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
 
 
@@ -174,7 +186,7 @@ def test_macro_names_are_letters_only():
 
 def test_real_fid_offline_names_the_key(jobs, tmp_path):
     root, cfg = jobs
-    cfg = {**cfg, "real_fid": True}
+    cfg = job_params({**cfg, "real_fid": True})
     with pytest.raises(RuntimeError, match="generative.real_fid"):
         generative_job("mnist", "flow_pil", cfg, str(root / "mnist/images.npz"),
                        str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip

@@ -29,6 +29,7 @@ from pillm.lora.run import (
 )
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.plan import ConfigError, validate_config
+from pillm.settings import LoraConfig
 
 from .conftest import REPO
 
@@ -37,6 +38,7 @@ LORA_CFG = dict(
     lambdas=[1e-6, 1e-4, 1e-2, 1.0], kappa_max=1e10, lora_rank=4, lora_alpha=8,
     lora_dropout=0.0, steps=12, lr=1e-2, train_batch_size=8, weight_decay=0.0, eval_every=4,
 )  # fmt: skip
+LORA = LoraConfig.from_dict({**LORA_CFG, "methods": ["pil_lora", "ridge", "lora"]}, "lora")
 
 
 # ---------------------------------------------------------------- toy base models
@@ -231,7 +233,7 @@ def test_lora_trains_only_adapters_and_head(build):
     before = {k: v.clone() for k, v in base.model.state_dict().items()}
     data = _sentences(64, 0)
     ids = base.tokenize(data.sentences, 8)
-    res = fit_lora(base, (ids, data.labels), LORA_CFG, 0, "cpu", lambda p: 0.5)
+    res = fit_lora(base, (ids, data.labels), LORA, 0, "cpu", lambda p: 0.5)
     assert all("lora_" in k or k.startswith("head.") for k in res.weights)
     assert any("lora_A" in k for k in res.weights) and any("lora_B" in k for k in res.weights)
     assert any(float(v.abs().max()) > 0 for k, v in res.weights.items() if "lora_B" in k)
@@ -251,7 +253,7 @@ def test_reruns_with_one_seed_are_bit_identical(method):
     data = _sentences(96, 1)
     fits, acc, peak, _ = run_fits(
         base, method, data.take(np.arange(64)), data.take(np.arange(64, 96)),
-        _sentences(40, 2), LORA_CFG, "cpu",
+        _sentences(40, 2), LORA, "cpu",
     )  # fmt: skip
     assert weights_digest(fits[0].weights) == weights_digest(fits[1].weights)
     assert 0 <= acc <= 1 and peak > 0 and fits[1].curve and fits[1].curve[-1]["accuracy"] == acc

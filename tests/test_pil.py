@@ -8,8 +8,11 @@ from pillm.lm.pil import (
 )
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import FEATURES, GPT, PILFFN, GPTConfig, attach_pil
+from pillm.settings import PILConfig
 
-CFG = {"lambdas": [1e-10, 1e-6, 1e-2], "kappa_max": 1e10, "batch_size": 16, "max_tokens": 0}
+CFG = PILConfig(
+    (1e-10, 1e-6, 1e-2), kappa_max=1e10, batch_size=16, max_tokens=0, fgrad_steps=(1.0,)
+)
 
 
 def tiny(use_ffn=False) -> GPT:
@@ -41,10 +44,10 @@ def test_distilling_an_identical_pil_teacher_recovers_it_exactly():
     teacher = frozen_copy(teacher)
     student = tiny()
     attach_pil(student, "single", seed=0)  # same random features as the teacher
-    solves = solve_all_layers(
+    fits, steps = solve_all_layers(
         student, make_distill_target(teacher), tokens(), tokens(seed=2), CFG, "cpu"
     )
-    assert [s.solver for s in solves] == ["cholesky", "cholesky"]
+    assert [f.solver for f in fits] == ["cholesky", "cholesky"] and steps == [1.0, 1.0]
     x = tokens(16, seed=3)[None]
     torch.testing.assert_close(student(x)[0], teacher(x)[0], atol=1e-4, rtol=1e-4)
 

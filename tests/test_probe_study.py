@@ -1,6 +1,7 @@
 """One probe job end to end on tiny random models, the model loaders, and probe aggregation."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -14,11 +15,13 @@ from pillm.models.pretrained import ModelUnavailable, ProbeModel, load_probe_mod
 from pillm.plan import ConfigError, check_probe_models
 from pillm.probe.report import aggregate_probe
 from pillm.probe.run import gradient_fit, run_probe, token_windows
+from pillm.settings import ProbeConfig
 
 V = 64
 TEXT = "".join(f"line {i} of some text with words {i % 7} and {i % 11}\n" for i in range(400))
 CFG = dict(
     hub_models={},
+    corpora=["wikitext2"],
     seq_len=16,
     fit_windows=50,
     eval_windows=8,
@@ -29,6 +32,7 @@ CFG = dict(
     swap_corpora=["wikitext2"],
     gradient=dict(layers=2, rows=256, steps=30, lr=1e-2, batch_size=64),
 )
+PROBE = ProbeConfig.from_dict(CFG, "probe")
 
 
 def _encode(text: str) -> np.ndarray:
@@ -58,7 +62,7 @@ def _bert(linear_ffn: bool) -> BertModel:
 
 
 def _job(pm: ProbeModel, out, swaps=True) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], CFG, "cpu", swaps, str(out), "test-policy", 0.0)
+    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], PROBE, "cpu", swaps, str(out), "test-policy", 0.0)
     metrics = {r["metric"]: r["value"] for r in json.loads((out / "metrics.json").read_text())}
     return (
         pl.read_parquet(out / "blocks.parquet"),
@@ -116,7 +120,7 @@ def test_too_few_windows_for_a_heldout_batch_names_the_key(tmp_path):
     pm = ProbeModel("m", "m", "causal", _gpt(False), _encode)
     with pytest.raises(ValueError, match="probe.fit_windows"):
         run_probe(
-            pm, "c", TEXT, TEXT, {**CFG, "fit_windows": 8}, "cpu", False, str(tmp_path), "", 0
+            pm, "c", TEXT, TEXT, replace(PROBE, fit_windows=8), "cpu", False, str(tmp_path), "", 0
         )
 
 

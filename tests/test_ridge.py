@@ -9,11 +9,15 @@ from pillm.core.ridge import (
     GramStats,
     RidgeFallbackWarning,
     accumulate_gram,
+    chunk_ranges,
     heldout_sse,
     r2_score_from_stats,
     ridge_path,
     select_lambda,
+    solve_relative,
     solve_ridge,
+    split_heldout,
+    stream_gram,
 )
 
 F64 = torch.float64
@@ -168,6 +172,38 @@ def test_select_lambda_picks_interior_best():
     assert list(curve) == lams
     for lam in lams:
         assert curve[lam] == pytest.approx(direct[lam], rel=1e-8)
+
+
+def test_solve_relative_scales_the_grid_by_mean_feature_energy():
+    h, y, _ = _problem(n=400, p=30, k=2, noise=3.0, seed=3)
+    h = 7.0 * h  # a feature scale the relative grid must absorb
+    tr, va = _stats(h[:40], y[:40]), _stats(h[40:], y[40:])
+    rel = [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0]
+    weight, fit = solve_relative(tr, va, rel, kappa_max=1e10)
+    scale = float(torch.trace(tr.hth)) / 30
+    sol, curve = select_lambda(tr, va, [r * scale for r in rel])
+    assert torch.equal(weight, sol.weight) and fit.lam == sol.lam
+    assert fit.lam_rel == sol.lam / scale and fit.lam_rel in rel
+    assert list(fit.curve) == rel and list(fit.curve.values()) == list(curve.values())
+    assert fit.heldout_mse == min(fit.curve.values()) == curve[sol.lam]
+    assert (fit.n_train, fit.n_val, fit.n_features) == (40, 360, 30)
+    assert fit.solver == "cholesky" and fit.fallback is None and fit.kappa == sol.kappa
+
+
+def test_stream_gram_is_chunk_independent_and_split_heldout_keeps_a_tail():
+    h, y, _ = _problem(n=103, p=5, k=2)
+
+    def pairs(a, b):
+        return h[a:b], None, y[a:b]
+
+    one = stream_gram(lambda x, t: x, pairs, 103, (5, 2), 1000, torch.device("cpu"))
+    many = stream_gram(lambda x, t: x, pairs, 103, (5, 2), 10, torch.device("cpu"))
+    _assert_stats_close(one, many)
+    assert list(chunk_ranges(5, 2)) == [(0, 2), (2, 4), (4, 5)]
+    fit, val = split_heldout(h, 0.1)
+    assert fit.shape[0] == 93 and torch.equal(val, h[-10:])
+    with pytest.raises(ValueError, match="heldout_fraction"):
+        split_heldout(h[:1], 0.5)
 
 
 def test_r2_matches_direct():

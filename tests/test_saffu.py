@@ -182,6 +182,7 @@ CFG = dict(
     eval_every=3,
     eval_chunk=128,
     settings={"cat_b4_r2": dict(agg="cat", block=4, radius=2)},
+    main_setting="cat_b4_r2",
 )
 
 

@@ -1,8 +1,11 @@
+import json
+
 import numpy as np
+import polars as pl
 import pytest
 
 from pillm.core.runtime import lr_at
-from pillm.lm.train import train
+from pillm.lm.run import run_variant
 
 from .conftest import write_toy_tokens
 
@@ -26,7 +29,12 @@ TRAIN = {
 @pytest.fixture()
 def tokens_dir(tmp_path):
     """A learnable toy language: a repeating cycle of 40 tokens with noise."""
-    return write_toy_tokens(tmp_path, {"train": 6000, "valid": 800, "test": 800})
+    out = write_toy_tokens(tmp_path, {"train": 6000, "valid": 800, "test": 800})
+    # run_variant records where its tokens came from, as the tokenize rule's meta.json says
+    meta = json.loads((out / "meta.json").read_text())
+    meta.update(corpus="toy", tokenizer="toy", policy="a 40-token cycle with 5 % noise")
+    (out / "meta.json").write_text(json.dumps(meta))
+    return out
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -35,12 +43,15 @@ def test_lr_schedule_warmup_then_cosine():
     assert lr_at(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
 
 
-def test_training_learns_and_is_deterministic_on_cpu(tokens_dir):
-    _, m1, curve = train(MODEL, TRAIN, 0, tokens_dir, "cpu")
-    _, m2, _ = train(MODEL, TRAIN, 0, tokens_dir, "cpu")
+def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):
+    """The pipeline's own run (run_variant, baseline) learns, and twice gives the same metrics."""
+    params = {"model": MODEL, "train": TRAIN}
+    m1 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "a"), "cpu")
+    m2 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "b"), "cpu")
+    curve = pl.read_parquet(tmp_path / "a" / "curve.parquet").to_dicts()
     assert m1["test_loss"] < 0.5 * np.log(64)  # far below uniform
     assert curve[-1]["train_loss"] < curve[0]["train_loss"]
-    assert any("val_loss" in row for row in curve[:-1])
+    assert any(row["val_loss"] is not None for row in curve[:-1])
     timing = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
     assert {k: v for k, v in m1.items() if k not in timing} == {
         k: v for k, v in m2.items() if k not in timing

@@ -12,14 +12,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 import torch.nn.functional as F
 
 from pillm.lm.linear_ce import linear_cross_entropy
-from pillm.lm.train import train
+from pillm.lm.run import run_variant
 from pillm.lm.train_step import StepOptions, TrainStep
+from pillm.models.checkpoint import load_checkpoint
 from pillm.models.gpt import GPT, GPTConfig
+from pillm.settings import TrainConfig
 
 from .conftest import write_toy_tokens
 
@@ -46,12 +49,26 @@ TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
 @pytest.fixture()
 def tokens_dir(tmp_path):
     """A learnable toy language: a repeating cycle of 40 tokens with noise."""
-    return write_toy_tokens(tmp_path, {"train": 4000, "valid": 600, "test": 600})
+    out = write_toy_tokens(tmp_path, {"train": 4000, "valid": 600, "test": 600})
+    # run_variant records where its tokens came from, as the tokenize rule's meta.json says
+    meta = json.loads((out / "meta.json").read_text())
+    meta.update(corpus="toy", tokenizer="toy", policy="a 40-token cycle with 5 % noise")
+    (out / "meta.json").write_text(json.dumps(meta))
+    return out
 
 
-def test_speed_flags_do_not_change_cpu_results(tokens_dir):
-    m_off, metrics_off, curve_off = train(MODEL, TRAIN, 0, tokens_dir, "cpu")
-    m_on, metrics_on, curve_on = train(MODEL, {**TRAIN, **FAST}, 0, tokens_dir, "cpu")
+def _baseline(tokens_dir, out: Path, train: dict) -> tuple[GPT, dict, list[dict]]:
+    """The pipeline's baseline run (run_variant): its model, metrics and curve as written."""
+    metrics = run_variant(
+        "baseline", 0, {"model": MODEL, "train": train}, str(tokens_dir), {}, str(out), "cpu"
+    )
+    curve = pl.read_parquet(out / "curve.parquet").to_dicts()
+    return load_checkpoint(out / "model.pt", "cpu"), metrics, curve
+
+
+def test_speed_flags_do_not_change_cpu_results(tokens_dir, tmp_path):
+    m_off, metrics_off, curve_off = _baseline(tokens_dir, tmp_path / "off", TRAIN)
+    m_on, metrics_on, curve_on = _baseline(tokens_dir, tmp_path / "on", {**TRAIN, **FAST})
     assert {k: v for k, v in metrics_on.items() if k not in TIMING} == {
         k: v for k, v in metrics_off.items() if k not in TIMING
     }
@@ -62,9 +79,10 @@ def test_speed_flags_do_not_change_cpu_results(tokens_dir):
 
 
 def test_step_options_apply_on_cuda_only():
-    assert StepOptions.from_config({**TRAIN, **FAST}, "cpu") == StepOptions()
-    assert StepOptions.from_config({**TRAIN, **FAST}, "cuda:0") == StepOptions(True, True, 32)
-    assert StepOptions.from_config(TRAIN, "cuda") == StepOptions()  # keys absent: off
+    fast, plain = TrainConfig.from_dict({**TRAIN, **FAST}), TrainConfig.from_dict(TRAIN)
+    assert StepOptions.from_config(fast, "cpu") == StepOptions()
+    assert StepOptions.from_config(fast, "cuda:0") == StepOptions(True, True, 32)
+    assert StepOptions.from_config(plain, "cuda") == StepOptions()  # keys absent: off
     assert not StepOptions().fast and StepOptions(ce_chunk=8).fast
 
 
@@ -119,7 +137,7 @@ def test_linear_ce_rejects_bad_input():
 def _steps(options: StepOptions, n: int = 4) -> tuple[list[float], dict, dict]:
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=64, **{**MODEL, "dropout": 0.0}))
-    step = TrainStep(model, TRAIN, "cpu", options)
+    step = TrainStep(model, TrainConfig.from_dict(TRAIN), "cpu", options)
     chunk = torch.randint(0, 64, (8, 17), generator=torch.Generator().manual_seed(1))
     losses = [step(chunk, 1e-3 * (i + 1)).item() for i in range(n)]
     return losses, step.path(), model.state_dict()
@@ -151,7 +169,7 @@ def test_compile_failure_falls_back_to_eager(capsys):
 def test_cuda_graphs_need_a_cuda_device():
     model = GPT(GPTConfig(vocab_size=64, **MODEL))
     with pytest.raises(ValueError, match="cuda_graphs needs a CUDA device"):
-        TrainStep(model, TRAIN, "cpu", StepOptions(cuda_graphs=True))
+        TrainStep(model, TrainConfig.from_dict(TRAIN), "cpu", StepOptions(cuda_graphs=True))
 
 
 def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):

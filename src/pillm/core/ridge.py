@@ -9,6 +9,10 @@ Intercept: nothing here centres the data. Callers that want a bias append a ones
 (it is then penalised like any other weight when λ > 0); ``h_sum``/``y_sum`` are kept so a
 caller can centre instead, and so held-out R² can use the held-out column means.
 
+Every study picks λ the same way (``solve_relative``): on a grid relative to the mean feature
+energy tr(HᵀH)/p, by held-out SSE, recorded as one ``RidgeFit``. ``stream_gram`` fills the
+statistics chunk by chunk from a row generator.
+
 Everything is float64 on the device of the statistics (inputs of any dtype are cast before
 any matmul, so TF32 — which only affects float32 matmuls — never applies).
 """
@@ -16,12 +20,15 @@ any matmul, so TF32 — which only affects float32 matmuls — never applies).
 from __future__ import annotations
 
 import math
+import sys
+import time
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 _DTYPE = torch.float64
 _EPS = torch.finfo(_DTYPE).eps
@@ -255,6 +262,97 @@ def select_lambda(
     curve = {float(lam): sse / denom for lam, sse in zip(lams, sses, strict=True)}
     best = float(lams[min(range(len(sses)), key=sses.__getitem__)])
     return solve_ridge(stats_train, lam=best, kappa_max=kappa_max), curve
+
+
+@dataclass
+class RidgeFit:
+    """How one closed-form output map was obtained: the record every study keeps per solve."""
+
+    lam_rel: float  # chosen λ / (tr(HᵀH)/p)
+    lam: float  # chosen absolute λ
+    kappa: float
+    solver: str  # "cholesky" or "eigh"
+    fallback: str | None
+    heldout_mse: float  # per output element, at the chosen λ
+    curve: dict[float, float]  # relative λ -> held-out MSE, in grid order
+    n_train: int
+    n_val: int
+    n_features: int
+    solve_seconds: float
+    gram_seconds: float = 0.0  # set by callers that stream the statistics
+    peak_memory_mb: float = float("nan")  # CUDA: max allocated; CPU: process max RSS
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def solve_relative(
+    train: GramStats,
+    heldout: GramStats,
+    relative_lambdas: Sequence[float],
+    kappa_max: float = 1e10,
+) -> tuple[Tensor, RidgeFit]:
+    """Ridge with λ relative to the mean feature energy, chosen on held-out statistics.
+
+    λ = r · tr(HᵀH)/p for every r in ``relative_lambdas`` (so one grid suits features of any
+    scale; a zero trace falls back to scale 1); select_lambda picks the λ of least held-out
+    SSE. Returns the float64 weights (p, k) and the fit record, its curve keyed by r.
+    """
+    t0 = time.perf_counter()
+    p = train.hth.shape[0]
+    scale = float(torch.trace(train.hth)) / p or 1.0
+    lams = [r * scale for r in relative_lambdas]
+    sol, curve = select_lambda(train, heldout, lams, kappa_max=kappa_max)
+    fit = RidgeFit(
+        lam_rel=sol.lam / scale, lam=sol.lam, kappa=sol.kappa, solver=sol.solver,
+        fallback=sol.fallback_reason, heldout_mse=curve[sol.lam],
+        curve={r: curve[lam] for r, lam in zip(relative_lambdas, lams, strict=True)},
+        n_train=train.n, n_val=heldout.n, n_features=p,
+        solve_seconds=time.perf_counter() - t0,
+    )  # fmt: skip
+    return sol.weight, fit
+
+
+# ---------------------------------------------------------------- streaming rows into statistics
+
+
+def chunk_ranges(n: int, chunk_size: int) -> Iterator[tuple[int, int]]:
+    """[start, stop) ranges of at most ``chunk_size`` covering 0..n in order."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    for start in range(0, n, chunk_size):
+        yield start, min(start + chunk_size, n)
+
+
+def split_heldout(x: Tensor, fraction: float) -> tuple[Tensor, Tensor]:
+    """The last ``fraction`` of rows (at least one) as held-out; rows are assumed shuffled."""
+    n_val = max(1, round(x.shape[0] * fraction))
+    if n_val >= x.shape[0]:
+        raise ValueError(f"heldout_fraction={fraction} leaves no training rows of {x.shape[0]}")
+    return x[:-n_val], x[-n_val:]
+
+
+@torch.no_grad()
+def stream_gram(
+    features: Callable[[Tensor, Tensor], Tensor],
+    pairs: Callable[[int, int], tuple[Tensor, Tensor, Tensor]],
+    n_pairs: int,
+    shape: tuple[int, int],
+    chunk_size: int,
+    device: torch.device,
+    desc: str | None = None,
+) -> GramStats:
+    """Σ HᵀH, HᵀY (``shape`` = (p, k)) over ``n_pairs`` rows: ``pairs(start, stop)`` gives
+    (x, t, y) for a chunk and H = ``features(x, t)``; one chunk is alive at a time.
+    """
+    stats = GramStats.zeros(*shape, device=device)
+    ranges = list(chunk_ranges(n_pairs, chunk_size))
+    bar = tqdm(ranges, desc=desc, file=sys.stderr, mininterval=5, ascii=True,
+               disable=desc is None or len(ranges) < 8)  # fmt: skip
+    for start, stop in bar:
+        x, t, y = pairs(start, stop)
+        stats.update(features(x, t), y)
+    return stats
 
 
 def r2_score_from_stats(weight: Tensor, stats_val: GramStats) -> tuple[float, Tensor]:

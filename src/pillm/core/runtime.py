@@ -1,4 +1,4 @@
-"""Runtime helpers every study uses: device choice, seeding, learning-rate schedule, peak memory."""
+"""Runtime helpers every study uses: device choice, seeding, CUDA sync, lr schedule, peak memory."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ def resolve_device(name: str) -> str:
             f"device: {name} was requested but no CUDA GPU is visible; use device: auto or cpu"
         )
     return name
+
+
+def sync(device: str | torch.device) -> None:
+    """Wait for queued CUDA work on ``device`` (a no-op elsewhere): call before reading a clock."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def seed_everything(seed: int) -> None:

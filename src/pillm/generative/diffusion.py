@@ -37,21 +37,16 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from pillm.core.runtime import peak_memory_mb
+from pillm.core.ridge import RidgeFit, chunk_ranges, solve_relative, split_heldout, stream_gram
+from pillm.core.runtime import peak_memory_mb, sync
 from pillm.generative.flow import (
     DEFAULT_LAMBDAS,
     FeatureConfig,
     RandomFeatureNet,
-    RidgeFit,
     TrainConfig,
     TrainReport,
     block_seed,
-    chunk_ranges,
     noise_rows,
-    solve_output,
-    split_heldout,
-    stream_gram,
-    sync_device,
     train_regression,
 )
 
@@ -211,7 +206,7 @@ def fit_pil_diffusion(
     fits = []
     for b in range(cfg.n_buckets):
         t_range = (edges[b], edges[b + 1])
-        sync_device(device)
+        sync(device)
         t0 = time.perf_counter()
 
         stats = []
@@ -224,9 +219,10 @@ def fit_pil_diffusion(
             n = k * data.shape[0]
             stats.append(stream_gram(model.features, pairs, n, shape, cfg.chunk_size, device, desc))
         train, val = stats
-        sync_device(device)
+        sync(device)
         gram_seconds = time.perf_counter() - t0
-        w, fit = solve_output(net, train, val, cfg.lambdas, cfg.kappa_max)
+        w, fit = solve_relative(train, val, cfg.lambdas, cfg.kappa_max)
+        w = w.to(torch.float32)
         fit.gram_seconds = gram_seconds
         fit.peak_memory_mb = peak_memory_mb(str(device))
         fits.append(fit)

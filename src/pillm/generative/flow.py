@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from pillm.core.ridge import GramStats, r2_score_from_stats, select_lambda
-from pillm.core.runtime import lr_at, peak_memory_mb
+from pillm.core.ridge import RidgeFit, chunk_ranges, solve_relative, split_heldout, stream_gram
+from pillm.core.runtime import lr_at, peak_memory_mb, sync
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": F.gelu,
@@ -180,13 +180,6 @@ def noise_rows(
     return torch.cat(xs), torch.cat(us)
 
 
-def chunk_ranges(n: int, chunk_size: int) -> Iterator[tuple[int, int]]:
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    for start in range(0, n, chunk_size):
-        yield start, min(start + chunk_size, n)
-
-
 def flow_pairs(
     x1: Tensor, start: int, stop: int, seed: int, stream: int, device: torch.device | str
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -212,88 +205,6 @@ class FlowConfig:
     kappa_max: float = 1e10
 
 
-@dataclass
-class RidgeFit:
-    """How a closed-form output layer was obtained (one per weight set)."""
-
-    n_pairs: int
-    n_val_pairs: int
-    n_features: int
-    lam_rel: float
-    lam: float
-    kappa: float
-    solver: str
-    fallback: str | None
-    heldout_mse: float  # per output element, at the chosen λ
-    heldout_r2: float
-    curve: dict[float, float]  # λ_rel -> held-out MSE
-    gram_seconds: float
-    solve_seconds: float
-    peak_memory_mb: float = float("nan")  # CUDA: max allocated; CPU: process max RSS
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def split_heldout(x: Tensor, fraction: float) -> tuple[Tensor, Tensor]:
-    """The last ``fraction`` of rows (at least one) as held-out; rows are assumed shuffled."""
-    n_val = max(1, round(x.shape[0] * fraction))
-    if n_val >= x.shape[0]:
-        raise ValueError(f"heldout_fraction={fraction} leaves no training rows of {x.shape[0]}")
-    return x[:-n_val], x[-n_val:]
-
-
-def sync_device(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-@torch.no_grad()
-def stream_gram(
-    features: Callable[[Tensor, Tensor], Tensor],
-    pairs: Callable[[int, int], tuple[Tensor, Tensor, Tensor]],
-    n_pairs: int,
-    shape: tuple[int, int],
-    chunk_size: int,
-    device: torch.device,
-    desc: str | None = None,
-) -> GramStats:
-    """Σ HᵀH, HᵀY (``shape`` = (p, k)) over ``n_pairs`` rows: ``pairs(start, stop)`` gives
-    (x, t, y) for a chunk and H = ``features(x, t)``; one chunk is alive at a time.
-    """
-    stats = GramStats.zeros(*shape, device=device)
-    ranges = list(chunk_ranges(n_pairs, chunk_size))
-    bar = tqdm(ranges, desc=desc, file=sys.stderr, mininterval=5, ascii=True,
-               disable=desc is None or len(ranges) < 8)  # fmt: skip
-    for start, stop in bar:
-        x, t, y = pairs(start, stop)
-        stats.update(features(x, t), y)
-    return stats
-
-
-def solve_output(
-    net: RandomFeatureNet,
-    train: GramStats,
-    val: GramStats,
-    lambdas: tuple[float, ...],
-    kappa_max: float,
-) -> tuple[Tensor, RidgeFit]:
-    """Pick λ on the held-out statistics, return W_out (float32) and the fit record."""
-    t0 = time.perf_counter()
-    scale = float(torch.trace(train.hth)) / train.hth.shape[0] or 1.0  # mean feature energy
-    lams = [lr * scale for lr in lambdas]
-    sol, curve = select_lambda(train, val, lams, kappa_max=kappa_max)
-    r2, _ = r2_score_from_stats(sol.weight, val)
-    fit = RidgeFit(
-        n_pairs=train.n, n_val_pairs=val.n, n_features=net.n_features,
-        lam_rel=sol.lam / scale, lam=sol.lam, kappa=sol.kappa, solver=sol.solver,
-        fallback=sol.fallback_reason, heldout_mse=curve[sol.lam], heldout_r2=r2,
-        curve={lr: curve[lam] for lr, lam in zip(lambdas, lams, strict=True)},
-        gram_seconds=0.0, solve_seconds=time.perf_counter() - t0,
-    )  # fmt: skip
-    return sol.weight.to(torch.float32), fit
-
-
 @torch.no_grad()
 def fit_pil_flow(
     x_train: Tensor,
@@ -312,7 +223,7 @@ def fit_pil_flow(
         x_train, x_val = split_heldout(x_train, cfg.heldout_fraction)
     dim = x_train.shape[1]
     net = RandomFeatureNet(dim, dim, cfg.features, seed, trainable=False).to(device)
-    sync_device(device)
+    sync(device)
     t0 = time.perf_counter()
     k = cfg.pairs_per_image
     shape = (net.n_features, dim)
@@ -324,10 +235,10 @@ def fit_pil_flow(
         net.features, lambda a, b: flow_pairs(x_val, a, b, seed, 1, device),
         k * x_val.shape[0], shape, cfg.chunk_size, device,
     )  # fmt: skip
-    sync_device(device)
+    sync(device)
     gram_seconds = time.perf_counter() - t0
-    w, fit = solve_output(net, train, val, cfg.lambdas, cfg.kappa_max)
-    net.w_out.copy_(w)
+    w, fit = solve_relative(train, val, cfg.lambdas, cfg.kappa_max)
+    net.w_out.copy_(w.to(torch.float32))
     fit.gram_seconds = gram_seconds
     fit.peak_memory_mb = peak_memory_mb(str(device))
     return net, fit
@@ -463,12 +374,12 @@ def train_regression(
         opt.step()
         window.append(loss.detach())
         if step == 0:
-            sync_device(device)
+            sync(device)
             t0 = time.perf_counter()
         if len(window) == cfg.log_every or step == cfg.steps - 1:
             curve.append((step + 1, float(torch.stack(window).mean())))
             window = []
-    sync_device(device)
+    sync(device)
     seconds = time.perf_counter() - t0
     net.eval()
     return TrainReport(cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)))

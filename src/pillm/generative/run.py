@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import peak_memory_mb, resolve_device
+from pillm.core.ridge import split_heldout
+from pillm.core.runtime import peak_memory_mb, resolve_device, sync
 from pillm.data.images import (
     IMAGE_DATASETS,
     ImageData,
@@ -55,8 +57,6 @@ from pillm.generative.flow import (
     fit_pil_flow,
     flow_heldout_mse,
     sample_flow,
-    split_heldout,
-    sync_device,
     train_gradient_flow,
 )
 from pillm.generative.sample_quality import (
@@ -66,16 +66,20 @@ from pillm.generative.sample_quality import (
     train_feature_classifier,
 )
 from pillm.plan import Setting, settings
+from pillm.settings import ClassifierJobConfig, DataConfig, GenerativeConfig
 
 # ------------------------------------------------------------------------------------ data
 
 
 def prepare_images(dataset: str, data: dict, out_path: str) -> None:
     """Decode both splits once (local mirror, checksum-verified, or hub) into one uint8 .npz that
-    every job of the dataset reads: the decode costs seconds, the read milliseconds."""
+    every job of the dataset reads: the decode costs seconds, the read milliseconds.
+
+    ``data`` is the config's data section (a dict, checked here once)."""
+    source = DataConfig.from_dict(data, "data")
     arrays, meta = {}, {}
     for split in ("train", "test"):
-        d = load_images(dataset, split, data["source"], data["local_dir"], None, None)
+        d = load_images(dataset, split, source.source, source.local_dir, None, None)
         arrays[f"{split}_x"] = ((d.x + 1) * 127.5).round().to(torch.uint8).numpy()
         arrays[f"{split}_y"] = d.labels.numpy()
         meta[split] = {k: v for k, v in d.meta.items() if isinstance(v, str | int)}
@@ -96,10 +100,10 @@ def load_split(images: str, split: str, limit: int, seed: int) -> ImageData:
     return ImageData(xt, torch.from_numpy(y[rows]), shape, torch.from_numpy(rows), meta)
 
 
-def data_policy(cfg: dict, n_fit: int, n_val: int) -> str:
+def data_policy(n_eval: int, n_fit: int, n_val: int) -> str:
     return (
         f"train split: {n_fit} images fitted, {n_val} held out for lambda; "
-        f"samples scored against {cfg['n_eval']} test images"
+        f"samples scored against {n_eval} test images"
     )
 
 
@@ -108,32 +112,36 @@ def data_policy(cfg: dict, n_fit: int, n_val: int) -> str:
 
 def classifier_job(dataset: str, cfg: dict, images: str, device: str, out_dir: str) -> None:
     """Train the feature CNN that sample quality is measured in; record its accuracy and the
-    real-vs-real floor of every metric (held-out train images against test images)."""
+    real-vs-real floor of every metric (held-out train images against test images).
+
+    ``cfg``: the generative keys it uses (a dict, checked here once into ClassifierJobConfig)."""
+    gen = ClassifierJobConfig.from_dict(cfg, "generative")
     device = resolve_device(device)
-    c = cfg["classifier"]
+    c = gen.classifier
     t0 = time.perf_counter()
-    train = load_split(images, "train", c["n_train"], cfg["seed"])
-    test = load_split(images, "test", cfg["n_eval"], cfg["seed"])
+    train = load_split(images, "train", c.n_train, gen.seed)
+    test = load_split(images, "test", gen.n_eval, gen.seed)
     model, acc = train_feature_classifier(
         train.x, train.labels, test.x, test.labels, train.shape,
-        epochs=c["epochs"], batch_size=c["batch_size"], lr=c["lr"], feat_dim=c["feat_dim"],
-        seed=cfg["seed"], device=device,
+        epochs=c.epochs, batch_size=c.batch_size, lr=c.lr, feat_dim=c.feat_dim,
+        seed=gen.seed, device=device,
     )  # fmt: skip
     seconds = time.perf_counter() - t0
     # Floor of every metric: real train images the classifier never saw, against the test set.
-    real = load_split(images, "train", 0, cfg["seed"])
+    real = load_split(images, "train", 0, gen.seed)
     unseen = torch.ones(len(real), dtype=torch.bool)
     unseen[train.index] = False
-    pool = real.x[unseen] if int(unseen.sum()) >= cfg["n_eval"] else real.x
-    g = torch.Generator().manual_seed(cfg["seed"] + 1)
-    floor_x = pool[torch.randperm(pool.shape[0], generator=g)[: cfg["n_eval"]]]
-    q = quality(model, features(model, test.x, device), floor_x, cfg, device)
+    pool = real.x[unseen] if int(unseen.sum()) >= gen.n_eval else real.x
+    g = torch.Generator().manual_seed(gen.seed + 1)
+    floor_x = pool[torch.randperm(pool.shape[0], generator=g)[: gen.n_eval]]
+    q = quality(model, features(model, test.x, device), floor_x, gen.kid_subsets,
+                gen.kid_subset_size, gen.seed, device)  # fmt: skip
     out = Path(out_dir)
     with atomic_path(out / "classifier.pt") as tmp:
-        torch.save({"state": model.state_dict(), "shape": train.shape, "cfg": c}, tmp)
+        torch.save({"state": model.state_dict(), "shape": train.shape, "cfg": asdict(c)}, tmp)
     metrics = {"test_accuracy": acc, "train_seconds": seconds, **q}
     identity = run_identity(
-        dataset, "classifier", cfg, f"{len(train)} train images, {len(test)} test"
+        dataset, "classifier", gen.seed, f"{len(train)} train images, {len(test)} test"
     )
     write_json(out / "classifier.json", tidy_records(identity, metrics, provenance(device)))
 
@@ -152,13 +160,13 @@ def features(classifier: FeatureCNN, x: torch.Tensor, device: str) -> torch.Tens
 
 
 def quality(
-    classifier: FeatureCNN, feats_real: torch.Tensor, fake: torch.Tensor, cfg: dict, device: str
-) -> dict:
+    classifier: FeatureCNN, feats_real: torch.Tensor, fake: torch.Tensor, kid_subsets: int,
+    kid_subset_size: int, seed: int, device: str,
+) -> dict:  # fmt: skip
     """Sample-quality metrics of ``fake`` against precomputed real features, on ``device``."""
     return sample_quality(
-        feats_real, features(classifier, fake, device), cfg["kid_subsets"],
-        cfg["kid_subset_size"], seed=cfg["seed"],
-    )  # fmt: skip
+        feats_real, features(classifier, fake, device), kid_subsets, kid_subset_size, seed=seed
+    )
 
 
 @contextlib.contextmanager
@@ -173,9 +181,9 @@ def tf32(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32 = old
 
 
-def run_identity(dataset: str, setting: str, cfg: dict, policy: str) -> dict:
+def run_identity(dataset: str, setting: str, seed: int, policy: str) -> dict:
     identity = {
-        "experiment": "generative", "variant": setting, "seed": cfg["seed"], "corpus": dataset,
+        "experiment": "generative", "variant": setting, "seed": seed, "corpus": dataset,
         "tokenizer": "-", "data_policy": policy,
     }  # fmt: skip
     assert set(identity) == set(IDENTITY)
@@ -190,37 +198,41 @@ def adamw_steps(setting: Setting, pil_pairs: int, batch_size: int) -> int:
     return max(1, math.ceil(setting.budget * pil_pairs / batch_size))
 
 
-def pil_pairs(setting: Setting, cfg: dict, n_fit: int) -> int:
+def pil_pairs(setting: Setting, gen: GenerativeConfig, n_fit: int) -> int:
     """Training pairs the matching PIL fit streams (the unit of the AdamW budget)."""
     if setting.model == "flow":
-        return n_fit * cfg["flow"]["pairs_per_image"]
-    d = cfg["diffusion"]
-    return n_fit * d["pairs_per_image"] * d["n_buckets"]
+        return n_fit * gen.flow.pairs_per_image
+    return n_fit * gen.diffusion.pairs_per_image * gen.diffusion.n_buckets
 
 
-def fit_setting(setting: Setting, cfg: dict, x_fit, x_val, device: str):
-    """Fit one setting. Returns (callable model, metrics, curve rows)."""
-    feats = FeatureConfig(**setting.feature_options(cfg))
-    lambdas = tuple(cfg["lambdas"])
-    seed, chunk = cfg["seed"], cfg["chunk_size"]
-    d = cfg["diffusion"]
-    dcfg = DiffusionConfig(
-        features=feats, timesteps=d["timesteps"], beta_start=d["beta_start"],
-        beta_end=d["beta_end"], n_buckets=setting.n_buckets or 1,
-        pairs_per_image=d["pairs_per_image"], chunk_size=chunk, lambdas=lambdas,
+def diffusion_config(gen: GenerativeConfig, feats: FeatureConfig, n_buckets: int = 1):
+    """The DDPM fit of ``gen.diffusion`` on ``feats`` with ``n_buckets`` ε weight sets."""
+    d = gen.diffusion
+    return DiffusionConfig(
+        features=feats, timesteps=d.timesteps, beta_start=d.beta_start, beta_end=d.beta_end,
+        n_buckets=n_buckets, pairs_per_image=d.pairs_per_image, chunk_size=gen.chunk_size,
+        lambdas=gen.lambdas,
     )  # fmt: skip
+
+
+def fit_setting(
+    setting: Setting, gen: GenerativeConfig, feats: FeatureConfig, x_fit, x_val, device: str
+):
+    """Fit one setting on ``feats`` (its random features). Returns (model, metrics, curve rows)."""
+    seed, chunk = gen.seed, gen.chunk_size
+    dcfg = diffusion_config(gen, feats, setting.n_buckets or 1)
     if setting.method == "pil" and setting.model == "flow":
-        fcfg = FlowConfig(feats, cfg["flow"]["pairs_per_image"], chunk, lambdas)
+        fcfg = FlowConfig(feats, gen.flow.pairs_per_image, chunk, gen.lambdas)
         net, fit = fit_pil_flow(x_fit, fcfg, seed, device, x_val=x_val)
         fits = [fit]
     elif setting.method == "pil":
         net, fits = fit_pil_diffusion(x_fit, dcfg, seed, device, x_val=x_val)
     else:
-        g = cfg["gradient"]
-        steps = adamw_steps(setting, pil_pairs(setting, cfg, x_fit.shape[0]), g["batch_size"])
+        g = gen.gradient
+        steps = adamw_steps(setting, pil_pairs(setting, gen, x_fit.shape[0]), g.batch_size)
         tcfg = TrainConfig(
-            steps=steps, batch_size=g["batch_size"], lr=g["lr"],
-            warmup=max(1, min(g["warmup"], steps // 10)), log_every=max(1, steps // 50),
+            steps=steps, batch_size=g.batch_size, lr=g.lr,
+            warmup=max(1, min(g.warmup, steps // 10)), log_every=max(1, steps // 50),
         )  # fmt: skip
         if setting.model == "flow":
             net, rep = train_gradient_flow(x_fit, feats, tcfg, seed, device)
@@ -230,7 +242,7 @@ def fit_setting(setting: Setting, cfg: dict, x_fit, x_val, device: str):
             "fit_seconds": rep.seconds, "adamw_steps": steps, "final_train_loss": rep.final_loss,
             "peak_memory_mb": rep.peak_memory_mb,
             "trainable_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
-            "train_pairs": steps * g["batch_size"],
+            "train_pairs": steps * g.batch_size,
         }  # fmt: skip
         curve = [{"curve": "adamw_loss", "x": s, "y": loss} for s, loss in rep.curve]
         return net, metrics, curve
@@ -240,7 +252,7 @@ def fit_setting(setting: Setting, cfg: dict, x_fit, x_val, device: str):
         "solve_seconds": sum(f.solve_seconds for f in fits),
         "peak_memory_mb": max(f.peak_memory_mb for f in fits),
         "trainable_params": sum(f.n_features for f in fits) * x_fit.shape[1],
-        "train_pairs": sum(f.n_pairs for f in fits),
+        "train_pairs": sum(f.n_train for f in fits),
         "lam_rel_median": float(torch.tensor([f.lam_rel for f in fits]).median()),
         "kappa_max": max(f.kappa for f in fits),
         "n_features": fits[0].n_features,
@@ -263,61 +275,67 @@ def generative_job(
     device: str,
     out_dir: str,
 ) -> None:
+    """Fit one setting on one dataset, sample it and score the samples; write the run folder.
+
+    ``cfg``: the generative section less datasets and classifier (a dict, checked here once
+    into GenerativeConfig); the setting list and each setting's features come from pillm.plan,
+    which reads the same dict."""
+    gen = GenerativeConfig.from_dict(cfg, "generative")
     device = resolve_device(device)
     known = settings(cfg, dataset)
     if setting_name not in known:
         raise ValueError(f"setting {setting_name!r} is not configured for {dataset}: {list(known)}")
     setting = known[setting_name]
+    feats = FeatureConfig(**setting.feature_options(cfg))
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     x, x_val = split_heldout(
-        load_split(images, "train", cfg["n_train"], cfg["seed"]).x, cfg["heldout_fraction"]
+        load_split(images, "train", gen.n_train, gen.seed).x, gen.heldout_fraction
     )
-    real = load_split(images, "test", cfg["n_eval"], cfg["seed"]).x
+    real = load_split(images, "test", gen.n_eval, gen.seed).x
     load_seconds = time.perf_counter() - t0
     cuda = device.startswith("cuda")
     with tf32(cuda and setting.method == "adamw"):
-        net, metrics, curve = fit_setting(setting, cfg, x, x_val, device)
-    seed, dim = cfg["seed"], x.shape[1]
+        net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device)
+    seed, dim = gen.seed, x.shape[1]
     if setting.model == "flow":
         metrics["heldout_mse"] = flow_heldout_mse(
-            net, x_val, seed, cfg["flow"]["pairs_per_image"], cfg["chunk_size"], device
+            net, x_val, seed, gen.flow.pairs_per_image, gen.chunk_size, device
         )
     else:
-        sched = DiffusionConfig(
-            timesteps=cfg["diffusion"]["timesteps"], beta_start=cfg["diffusion"]["beta_start"],
-            beta_end=cfg["diffusion"]["beta_end"],
-        ).schedule()  # fmt: skip
+        sched = diffusion_config(gen, feats).schedule()
         metrics["heldout_mse"] = eps_heldout_mse(
-            net, x_val, sched, seed, cfg["diffusion"]["pairs_per_image"], cfg["chunk_size"], device
+            net, x_val, sched, seed, gen.diffusion.pairs_per_image, gen.chunk_size, device
         )
     classifier = load_classifier(classifier_path, device)
     feats_real = features(classifier, real, device)
-    samplers = sampler_grid(setting, cfg)
+    samplers = sampler_grid(setting, gen)
     rows, grid = [], None
     for method, steps in samplers:
-        sync_device(torch.device(device))
+        sync(device)
         ts = time.perf_counter()
         with torch.no_grad(), tf32(cuda):
             if setting.model == "flow":
-                fake = sample_flow(net, cfg["n_eval"], dim, steps, method, seed, device)
+                fake = sample_flow(net, gen.n_eval, dim, steps, method, seed, device)
             else:
                 fake = sample_ddpm(
-                    net, cfg["n_eval"], dim, sched, seed, device,
-                    variance=cfg["diffusion"]["variance"], clip_x0=cfg["diffusion"]["clip_x0"],
+                    net, gen.n_eval, dim, sched, seed, device,
+                    variance=gen.diffusion.variance, clip_x0=gen.diffusion.clip_x0,
                 )  # fmt: skip
-        sync_device(torch.device(device))
+        sync(device)
         secs = time.perf_counter() - ts
-        q = quality(classifier, feats_real, fake, cfg, device)
-        if cfg.get("real_fid"):
+        q = quality(
+            classifier, feats_real, fake, gen.kid_subsets, gen.kid_subset_size, seed, device
+        )
+        if gen.real_fid:
             from pillm.generative.real_fid import real_fid
 
             q["fid"] = real_fid(real, fake, IMAGE_DATASETS[dataset].shape, device)
         nfe = steps * (2 if method == "heun" else 1)
         rows.append({"sampler": method, "steps": steps, "nfe": nfe, "sample_seconds": secs, **q})
         if grid is None:
-            grid = fake[: cfg["grid"]].cpu()
+            grid = fake[: gen.grid].cpu()
     main = rows[0]
     metrics.update({k: v for k, v in main.items() if k not in ("sampler",)})
     metrics.update(load_seconds=load_seconds, n_fit=len(x), n_val=len(x_val))
@@ -328,7 +346,9 @@ def generative_job(
     ident = {"dataset": dataset, "setting": setting_name}
     write_rows_parquet(out / "curves.parquet", curve or [{"curve": "none"}], ident)
     write_rows_parquet(out / "samplers.parquet", rows, ident)
-    identity = run_identity(dataset, setting_name, cfg, data_policy(cfg, len(x), len(x_val)))
+    identity = run_identity(
+        dataset, setting_name, seed, data_policy(gen.n_eval, len(x), len(x_val))
+    )
     context = {
         **provenance(device), "model": setting.model, "method": setting.method,
         "ablation": setting.ablation, "level": setting.level,
@@ -338,14 +358,14 @@ def generative_job(
     write_json(out / "metrics.json", tidy_records(identity, metrics, context))
 
 
-def sampler_grid(setting: Setting, cfg: dict) -> list[tuple[str, int]]:
+def sampler_grid(setting: Setting, gen: GenerativeConfig) -> list[tuple[str, int]]:
     """(ODE method, steps): the main sampler first; the main PIL flow also gets the ablation grid."""
     if setting.model == "diffusion":
-        return [("ddpm", cfg["diffusion"]["timesteps"])]
-    main = (cfg["flow"]["ode_method"], cfg["flow"]["ode_steps"])
+        return [("ddpm", gen.diffusion.timesteps)]
+    main = (gen.flow.ode_method, gen.flow.ode_steps)
     grid = [main]
     if setting.name == "flow_pil":
-        for steps in sorted({*cfg["ablations"]["ode_steps"], cfg["flow"]["ode_steps"]}):
+        for steps in sorted({*gen.ablations.ode_steps, gen.flow.ode_steps}):
             for method in ("euler", "heun"):
                 if (method, steps) != main:
                     grid.append((method, steps))

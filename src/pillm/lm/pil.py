@@ -21,13 +21,14 @@ import copy
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from pillm.core.ridge import GramStats, select_lambda
+from pillm.core.ridge import GramStats, RidgeFit, solve_relative
+from pillm.core.runtime import sync
 from pillm.models.gpt import GPT
+from pillm.settings import PILConfig
 
 
 def stream_to_ffn(model: GPT, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,26 +95,12 @@ def batches(tokens: torch.Tensor, context: int, batch_size: int, max_tokens: int
         yield x[i : i + batch_size], y[i : i + batch_size]
 
 
-@dataclass
-class LayerSolve:
-    layer: int
-    lam_rel: float
-    lam: float
-    kappa: float
-    solver: str
-    fallback: str | None
-    seconds: float
-    curve: dict[float, float]  # λ_rel -> held-out MSE
-    gram_seconds: float = 0.0  # streaming features + float64 Gram (train and held-out rows)
-    step: float = 1.0  # functional-gradient step size (1 for other targets)
-
-
 @torch.no_grad()
-def gram_for_layer(model, layer, target, tokens, cfg, device) -> GramStats:
+def gram_for_layer(model, layer, target, tokens, cfg: PILConfig, device) -> GramStats:
     pil = model.blocks[layer].mlp
     d = model.cfg.d_model
     stats = GramStats.zeros(pil.n_features, d, device=device)
-    for xb, yb in batches(tokens, model.cfg.context, cfg["batch_size"], cfg["max_tokens"]):
+    for xb, yb in batches(tokens, model.cfg.context, cfg.batch_size, cfg.max_tokens):
         xb, yb = xb.to(device), yb.to(device)
         x, u = stream_to_ffn(model, xb, layer)
         Y = target(model, layer, x, u, yb)
@@ -121,31 +108,22 @@ def gram_for_layer(model, layer, target, tokens, cfg, device) -> GramStats:
     return stats
 
 
-def solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device) -> LayerSolve:
+def solve_layer(
+    model, layer, target, train_tokens, valid_tokens, cfg: PILConfig, device
+) -> RidgeFit:
     """Stream the Gram of one layer on train and held-out rows, pick λ, install W_out."""
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-    sync()
+    sync(device)
     t0 = time.perf_counter()
     tr = gram_for_layer(model, layer, target, train_tokens, cfg, device)
     va = gram_for_layer(model, layer, target, valid_tokens, cfg, device)
-    sync()
-    t_gram = time.perf_counter() - t0
-    scale = (torch.trace(tr.hth) / tr.hth.shape[0]).item()  # λ relative to the mean feature energy
-    lams = [lr * scale for lr in cfg["lambdas"]]
-    sol, curve = select_lambda(tr, va, lams, kappa_max=cfg["kappa_max"])
-    model.blocks[layer].mlp.w_out.copy_(sol.weight.to(model.blocks[layer].mlp.w_out.dtype))
-    sync()
-    return LayerSolve(
-        layer,
-        sol.lam / scale if scale else 0.0,
-        sol.lam,
-        sol.kappa,
-        sol.solver,
-        sol.fallback_reason,
-        time.perf_counter() - t0,
-        {lr: curve[lam] for lr, lam in zip(cfg["lambdas"], lams, strict=True)},
-        gram_seconds=t_gram,
-    )
+    sync(device)
+    gram_seconds = time.perf_counter() - t0
+    weight, fit = solve_relative(tr, va, cfg.lambdas, cfg.kappa_max)
+    model.blocks[layer].mlp.w_out.copy_(weight.to(model.blocks[layer].mlp.w_out.dtype))
+    sync(device)
+    fit.gram_seconds = gram_seconds
+    fit.solve_seconds = time.perf_counter() - t0 - gram_seconds
+    return fit
 
 
 def solve_all_layers(
@@ -153,22 +131,23 @@ def solve_all_layers(
     target: Target,
     train_tokens,
     valid_tokens,
-    cfg,
+    cfg: PILConfig,
     device,
     step_search: Callable[[int], float] | None = None,
-) -> list[LayerSolve]:
-    """Bottom-up: solve layer 0, then layer 1 on the updated stream, ..."""
-    solves = []
+) -> tuple[list[RidgeFit], list[float]]:
+    """Bottom-up: solve layer 0, then layer 1 on the updated stream, ...
+
+    Returns one fit per layer and its functional-gradient step size (1 without ``step_search``).
+    """
+    fits, steps = [], []
     for layer in range(model.cfg.n_layer):
-        s = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
-        if step_search is not None:
-            s.step = step_search(layer)
-        solves.append(s)
-    return solves
+        fits.append(solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device))
+        steps.append(step_search(layer) if step_search is not None else 1.0)
+    return fits, steps
 
 
 def functional_gradient_step_search(
-    model: GPT, valid_tokens, cfg, device
+    model: GPT, valid_tokens, cfg: PILConfig, device
 ) -> Callable[[int], float]:
     """Returns a function that scales layer l's solved map by the held-out-best step size η."""
     from pillm.models.evaluate import evaluate_lm
@@ -176,11 +155,11 @@ def functional_gradient_step_search(
     def search(layer: int) -> float:
         pil = model.blocks[layer].mlp
         w = pil.w_out.clone()
-        sub = valid_tokens[: cfg["max_tokens"] or None]
+        sub = valid_tokens[: cfg.max_tokens or None]
         best = (math.inf, 0.0)
-        for eta in cfg["fgrad_steps"]:
+        for eta in cfg.fgrad_steps:
             pil.w_out.copy_(eta * w)
-            loss = evaluate_lm(model, sub, model.cfg.context, cfg["batch_size"], 1)["loss"]
+            loss = evaluate_lm(model, sub, model.cfg.context, cfg.batch_size, 1)["loss"]
             best = min(best, (loss, eta))
         pil.w_out.copy_(best[1] * w)
         return best[1]

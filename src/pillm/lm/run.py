@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
+from pillm.core.ridge import RidgeFit
 from pillm.core.runtime import resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
@@ -38,7 +40,8 @@ from pillm.lm.pil import (
 from pillm.lm.train import fit, lm_metrics
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import GPT, GPTConfig, attach_pil
-from pillm.plan import VARIANTS
+from pillm.plan import VARIANTS, ConfigError
+from pillm.settings import ExtrasParams, LMParams, ModelConfig, PILConfig
 
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")
 # fit() metrics a run records; compiled / cuda_graphs say which step path ran (train_step.py)
@@ -51,13 +54,13 @@ def _dep_metrics(run_dir: str) -> dict[str, float]:
 
 
 def build_model(
-    name: str, seed: int, params: dict, vocab_size: int, deps: dict[str, str], device: str
+    name: str, model_cfg: ModelConfig, vocab_size: int, deps: dict[str, str], device: str
 ) -> tuple[GPT, float, int]:
     """The starting model, the gradient seconds and trainable parameters it already cost."""
     v = VARIANTS[name]
     if v.base is None:
         cfg = GPTConfig(
-            vocab_size=vocab_size, **params["model"], use_attn=v.use_attn, use_ffn=v.use_ffn
+            vocab_size=vocab_size, **asdict(model_cfg), use_attn=v.use_attn, use_ffn=v.use_ffn
         )
         return GPT(cfg).to(device), 0.0, 0
     base = _dep_metrics(deps[v.base])
@@ -66,11 +69,10 @@ def build_model(
 
 
 def solve_ffns(
-    name: str, seed: int, model: GPT, arrays: dict, params: dict, deps: dict, device: str
-):
+    name: str, seed: int, model: GPT, arrays: dict, pil_cfg: PILConfig, deps: dict, device: str
+) -> tuple[list[RidgeFit], list[float]]:
     """Attach PIL FFNs and solve them bottom-up with the variant's target."""
     v = VARIANTS[name]
-    pil_cfg = params["pil"]
     attach_pil(model, v.features, seed)
     step_search = None
     if v.target == "distill":
@@ -96,39 +98,46 @@ def run_variant(
     out_dir: str,
     device: str,
 ) -> dict[str, float]:
+    """Build, solve and/or train one variant; write its run folder; return its metrics.
+
+    ``params`` is the ``run-lm --params`` dict (sections model, train, pil), checked here once.
+    """
     v = VARIANTS[name]
+    cfg = LMParams.from_dict(params)
     device = resolve_device(device)
     seed_everything(seed)
     arrays, meta = load_tokens(tokens_dir)
-    model, grad_time, trainable = build_model(name, seed, params, meta["vocab_size"], deps, device)
+    model, grad_time, trainable = build_model(name, cfg.model, meta["vocab_size"], deps, device)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    solves, curve, extra = [], [], {}
+    fits, steps, curve, extra = [], [], [], {}
     if v.solves:
-        solves = solve_ffns(name, seed, model, arrays, params, deps, device)
+        if cfg.pil is None:
+            raise ConfigError(f"variant {name} solves FFNs: --params needs its 'pil' section")
+        fits, steps = solve_ffns(name, seed, model, arrays, cfg.pil, deps, device)
         extra = {"pil_features": v.features, "pil_seed": seed}
     if v.trains:
-        grad, curve = fit(model, arrays, meta, params["train"], seed, device)
+        grad, curve = fit(model, arrays, meta, cfg.train, seed, device)
         grad_time += grad["grad_time_s"]
         trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
         extra |= {k: grad[k] for k in GRAD_RECORDS}
     model.eval()
-    solve_time = sum(s.seconds for s in solves)
+    solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
     metrics = {
-        **lm_metrics(model, arrays, meta, params["train"]["eval_batch_size"], device),
+        **lm_metrics(model, arrays, meta, cfg.train.eval_batch_size, device),
         "params_trainable": trainable,
         "grad_time_s": grad_time,
         "solve_time_s": solve_time,
         "train_time_s": grad_time + solve_time,
         **{k: val for k, val in extra.items() if k in GRAD_RECORDS},
     }
-    for s in solves:
-        metrics[f"kappa_l{s.layer}"] = s.kappa
-        metrics[f"lambda_rel_l{s.layer}"] = s.lam_rel
-        metrics[f"step_l{s.layer}"] = s.step
-    if solves:
-        metrics["kappa_max"] = max(s.kappa for s in solves)
-        metrics["solver_fallbacks"] = sum(s.solver != "cholesky" for s in solves)
+    for layer, (f, step) in enumerate(zip(fits, steps, strict=True)):
+        metrics[f"kappa_l{layer}"] = f.kappa
+        metrics[f"lambda_rel_l{layer}"] = f.lam_rel
+        metrics[f"step_l{layer}"] = step
+    if fits:
+        metrics["kappa_max"] = max(f.kappa for f in fits)
+        metrics["solver_fallbacks"] = sum(f.solver != "cholesky" for f in fits)
     if curve:
         curve[-1]["val_loss"] = metrics["val_loss"]
 
@@ -145,16 +154,16 @@ def run_variant(
     write_rows_parquet(out / "curve.parquet", curve or [dict.fromkeys(CURVE_COLUMNS)], identity)
     sweep = [
         {
-            "layer": s.layer,
+            "layer": layer,
             "lambda_rel": lr,
             "val_mse": mse,
-            "chosen": lr == s.lam_rel,
-            "kappa": s.kappa,
-            "solver": s.solver,
-            "seconds": s.seconds,
+            "chosen": lr == f.lam_rel,
+            "kappa": f.kappa,
+            "solver": f.solver,
+            "seconds": f.gram_seconds + f.solve_seconds,
         }
-        for s in solves
-        for lr, mse in s.curve.items()
+        for layer, f in enumerate(fits)
+        for lr, mse in f.curve.items()
     ]
     write_rows_parquet(out / "solve.parquet", sweep or [{"layer": None}], identity)
     context = {"config_hash": config_hash(params), **provenance(device)}
@@ -173,12 +182,12 @@ def run_extras(run_dir: str, tokens_dir: str, params: dict[str, Any], device: st
     context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
     model = load_checkpoint(run / "model.pt", device)
     tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))
-    lam, data = params["lambada"], params["data"]
-    passages = load_lambada(data["source"], data["local_dir"], lam["max_examples"])
-    metrics = lambada_accuracy(model, tok, passages, device=device, batch_size=lam["batch_size"])
-    smp = params["samples"]
+    cfg = ExtrasParams.from_dict(params)
+    lam, data, smp = cfg.lambada, cfg.data, cfg.samples
+    passages = load_lambada(data.source, data.local_dir, lam.max_examples)
+    metrics = lambada_accuracy(model, tok, passages, device=device, batch_size=lam.batch_size)
     samples = generate_samples(
-        model, tok, smp["prompts"], smp["max_new_tokens"], seed=identity["seed"], device=device
+        model, tok, list(smp.prompts), smp.max_new_tokens, seed=identity["seed"], device=device
     )
     write_json(run / "samples.json", [{**identity, **s} for s in samples])
     write_json(run / "extras.json", tidy_records(identity, metrics, context))

@@ -1,4 +1,4 @@
-"""Gradient training of the GPT baseline: ``train(cfg, tokens_dir, out_dir) -> metrics``.
+"""Gradient training of a GPT: ``fit`` (AdamW steps) and ``lm_metrics`` (the finished model).
 
 AdamW (fused on CUDA) with linear warm-up and cosine decay; bf16 autocast on CUDA, float32 on
 CPU. The whole train split lives on the device and each epoch visits every non-overlapping
@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device, seed_everything
-from pillm.data.corpus import load_tokens
-from pillm.lm.train_step import StepOptions, TrainStep, make_optimizer  # noqa: F401 (re-export)
+from pillm.core.runtime import lr_at, peak_memory_mb, sync
+from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.evaluate import evaluate_lm
-from pillm.models.gpt import GPT, GPTConfig
+from pillm.models.gpt import GPT
+from pillm.settings import TrainConfig
 
 
 def fit(
-    model: GPT, arrays: dict[str, torch.Tensor], meta: dict, train_cfg: dict, seed: int, device: str
+    model: GPT,
+    arrays: dict[str, torch.Tensor],
+    meta: dict,
+    train_cfg: TrainConfig,
+    seed: int,
+    device: str,
 ) -> tuple[dict[str, float], list[dict[str, float]]]:
     """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed)."""
-    T, B = model.cfg.context, train_cfg["batch_size"]
+    T, B = model.cfg.context, train_cfg.batch_size
     on_cuda = device.startswith("cuda")
     amp = torch.bfloat16 if on_cuda else None
     if on_cuda:
@@ -36,21 +40,20 @@ def fit(
     if n_windows < B:
         raise ValueError(f"train split has {n_windows} windows of {T} tokens < batch_size {B}")
     steps_per_epoch = n_windows // B
-    total_steps = steps_per_epoch * train_cfg["epochs"]
-    if train_cfg.get("max_steps"):
-        total_steps = min(total_steps, train_cfg["max_steps"])
-    warmup = max(1, round(train_cfg["warmup_frac"] * total_steps))
+    total_steps = steps_per_epoch * train_cfg.epochs
+    if train_cfg.max_steps:
+        total_steps = min(total_steps, train_cfg.max_steps)
+    warmup = max(1, round(train_cfg.warmup_frac * total_steps))
     step_fn = TrainStep(model, train_cfg, device, StepOptions.from_config(train_cfg, device))
     gen = torch.Generator(device="cpu").manual_seed(seed)
     offsets = torch.arange(T + 1, device=device)
 
     curve: list[dict[str, float]] = []
     losses = []
-    step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg["warmup_steps_timing"]
+    step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg.warmup_steps_timing
     t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
-    eval_args = (T, train_cfg["eval_batch_size"], meta["bytes"]["valid"], amp)
-    if on_cuda:
-        torch.cuda.synchronize()
+    eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp)
+    sync(device)
     t0 = time.perf_counter()
     bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
     model.train()
@@ -58,28 +61,25 @@ def fit(
         order = torch.randperm(n_windows, generator=gen)[: steps_per_epoch * B].to(device) * T
         for b in range(steps_per_epoch):
             if step == timed_from:
-                if on_cuda:
-                    torch.cuda.synchronize()
+                sync(device)
                 t_start = time.perf_counter()
             idx = order[b * B : (b + 1) * B, None] + offsets  # (B, T+1)
             chunk = data[idx]  # inputs chunk[:, :-1], targets chunk[:, 1:]
-            lr = lr_at(step, total_steps, train_cfg["lr"], warmup, train_cfg["min_lr_frac"])
+            lr = lr_at(step, total_steps, train_cfg.lr, warmup, train_cfg.min_lr_frac)
             losses.append(step_fn(chunk, lr))  # a device tensor: no host sync per step
             curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
             step += 1
             bar.update(1)
-            every = train_cfg["eval_every"]
+            every = train_cfg.eval_every
             if every and step % every == 0 and step < total_steps:
-                if on_cuda:
-                    torch.cuda.synchronize()  # finish queued training work before the eval clock
+                sync(device)  # finish queued training work before the eval clock
                 t_eval_start = time.perf_counter()
                 curve[-1]["val_loss"] = evaluate_lm(model, arrays["valid"], *eval_args)["loss"]
                 if t_start is not None:
                     t_eval += time.perf_counter() - t_eval_start
             if step >= total_steps:
                 break
-    if on_cuda:
-        torch.cuda.synchronize()
+    sync(device)
     t_end = time.perf_counter()
     bar.close()
     for row, loss in zip(curve, torch.stack(losses).float().cpu().tolist(), strict=True):
@@ -118,25 +118,3 @@ def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, devic
         "params_fixed_random": fixed,
         "peak_memory_mb": peak_memory_mb(device),
     }
-
-
-def train(
-    model_cfg: dict, train_cfg: dict, seed: int, tokens_dir: str | Path, device: str = "auto"
-) -> tuple[GPT, dict[str, float], list[dict[str, float]]]:
-    """Train a GPT on ``tokens_dir``; return the model, test metrics and the per-step curve."""
-    device = resolve_device(device)
-    seed_everything(seed)
-    arrays, meta = load_tokens(tokens_dir)
-    model = GPT(GPTConfig(vocab_size=meta["vocab_size"], **model_cfg)).to(device)
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    grad, curve = fit(model, arrays, meta, train_cfg, seed, device)
-    metrics = {
-        **lm_metrics(model, arrays, meta, train_cfg["eval_batch_size"], device),
-        **grad,
-        "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "solve_time_s": 0.0,
-        "train_time_s": grad["grad_time_s"],
-    }
-    curve[-1]["val_loss"] = metrics["val_loss"]
-    return model, metrics, curve

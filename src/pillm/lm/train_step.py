@@ -27,6 +27,7 @@ import torch
 
 from pillm.lm.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
+from pillm.settings import TrainConfig
 
 GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state, cuBLAS handles)
 
@@ -39,14 +40,14 @@ class StepOptions:
     backend: str | Callable = "inductor"  # torch.compile backend (tests: "aot_eager", no codegen)
 
     @classmethod
-    def from_config(cls, train_cfg: dict, device: str) -> StepOptions:
+    def from_config(cls, train_cfg: TrainConfig, device: str) -> StepOptions:
         """The ``train.compile / cuda_graphs / ce_chunk`` keys on CUDA; all off elsewhere."""
         if not device.startswith("cuda"):
             return cls()
         return cls(
-            compile=bool(train_cfg.get("compile", False)),
-            cuda_graphs=bool(train_cfg.get("cuda_graphs", False)),
-            ce_chunk=int(train_cfg.get("ce_chunk", 0)),
+            compile=train_cfg.compile,
+            cuda_graphs=train_cfg.cuda_graphs,
+            ce_chunk=train_cfg.ce_chunk,
         )
 
     @property
@@ -55,7 +56,7 @@ class StepOptions:
 
 
 def make_optimizer(
-    model: torch.nn.Module, cfg: dict, device: str, capturable: bool = False
+    model: torch.nn.Module, cfg: TrainConfig, device: str, capturable: bool = False
 ) -> torch.optim.Optimizer:
     """AdamW, fused on CUDA; ``capturable``: step counters and lr on the device (CUDA graphs)."""
     # Decay matrices only (nanoGPT): biases, LayerNorm gains and nothing 1-D.
@@ -63,15 +64,15 @@ def make_optimizer(
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [
-        {"params": decay, "weight_decay": cfg["weight_decay"]},
+        {"params": decay, "weight_decay": cfg.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
     if not capturable:
         return torch.optim.AdamW(
-            groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=device.startswith("cuda")
+            groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.startswith("cuda")
         )
-    lr = torch.tensor(float(cfg["lr"]), device=device)
-    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg["betas"]), fused=True, capturable=True)
+    lr = torch.tensor(float(cfg.lr), device=device)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), fused=True, capturable=True)
     for g in opt.param_groups:  # one shared device scalar: a step sets it with one fill_
         g["lr"] = lr
     return opt
@@ -84,12 +85,12 @@ class TrainStep:
     later). ``grad_clip`` > 0 clips the global gradient norm before the step.
     """
 
-    def __init__(self, model: GPT, train_cfg: dict, device: str, options: StepOptions):
+    def __init__(self, model: GPT, train_cfg: TrainConfig, device: str, options: StepOptions):
         if options.cuda_graphs and not device.startswith("cuda"):
             raise ValueError(f"train.cuda_graphs needs a CUDA device, got {device!r}")
         self.model, self.device, self.options = model, device, options
         self.ce_chunk = options.ce_chunk  # a plain int: what the compiled loss guards on
-        self.clip = float(train_cfg["grad_clip"])
+        self.clip = float(train_cfg.grad_clip)
         self.amp = torch.bfloat16 if device.startswith("cuda") else None
         self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
         self.lr = self.opt.param_groups[0]["lr"] if options.cuda_graphs else None

@@ -36,9 +36,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from pillm.core.ridge import GramStats, select_lambda
-from pillm.core.runtime import lr_at, peak_memory_mb
+from pillm.core.ridge import GramStats, solve_relative
+from pillm.core.runtime import lr_at, peak_memory_mb, sync
 from pillm.data.sst2 import Split
+from pillm.settings import DataConfig, LoraConfig
 
 METHODS = ("pil_lora", "ridge", "lora")
 N_CLASSES = 2
@@ -164,11 +165,6 @@ def pooled_batches(
         yield base.pooled(x, m), torch.from_numpy(labels[idx]).to(device)
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
 # ---------------------------------------------------------------- closed-form heads
 
 
@@ -227,7 +223,7 @@ def fit_closed_form(
     p = head.n_features
     stats = {s: GramStats.zeros(p, N_CLASSES, device) for s in ("fit", "select")}
     capture = 0.0
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for split, (ids, labels) in (("fit", fit), ("select", select)):
         n_batches = math.ceil(len(ids) / batch_size)
@@ -236,19 +232,15 @@ def fit_closed_form(
         while True:
             tc = time.perf_counter()
             batch = next(it, None)
-            _sync(device)
+            sync(device)
             capture += time.perf_counter() - tc
             if batch is None:
                 break
             x, y = batch
             stats[split].update(head.features(x), centred_one_hot(y))
     ts = time.perf_counter()
-    fit_stats = stats["fit"]
-    scale = (torch.trace(fit_stats.hth) / p).item()  # λ relative to the mean feature energy
-    lams = [lr * scale for lr in lambdas]
-    sol, _curve = select_lambda(fit_stats, stats["select"], lams, kappa_max)
-    head.weight = sol.weight
-    _sync(device)
+    head.weight, ridge = solve_relative(stats["fit"], stats["select"], lambdas, kappa_max)
+    sync(device)
     t1 = time.perf_counter()
 
     @torch.no_grad()
@@ -260,11 +252,11 @@ def fit_closed_form(
         return out
 
     metrics = {
-        "capture_seconds": capture, "solve_seconds": t1 - ts, "lambda_rel": sol.lam / scale,
-        "kappa": sol.kappa, "eigh_fallback": float(sol.solver == "eigh"), "n_features": p,
+        "capture_seconds": capture, "solve_seconds": t1 - ts, "lambda_rel": ridge.lam_rel,
+        "kappa": ridge.kappa, "eigh_fallback": float(ridge.solver == "eigh"), "n_features": p,
         "fixed_params": base.d_model * rank,
     }  # fmt: skip
-    return FitResult({"w_pil": sol.weight}, predict, t1 - t0, metrics)
+    return FitResult({"w_pil": head.weight}, predict, t1 - t0, metrics)
 
 
 # ---------------------------------------------------------------- LoRA (gradient baseline)
@@ -276,42 +268,43 @@ def warmup_steps(steps: int) -> int:
 
 
 def fit_lora(
-    base: BaseModel, fit: tuple[list, np.ndarray], cfg: dict[str, Any], seed: int, device: str,
+    base: BaseModel, fit: tuple[list, np.ndarray], cfg: LoraConfig, seed: int, device: str,
     evaluate: Callable[[Callable[[list[list[int]]], np.ndarray]], float] | None = None,
     target: float | None = None,
 ) -> FitResult:  # fmt: skip
     """peft LoRA on the attention projections + a linear head, AdamW on cross-entropy.
 
-    ``cfg``: lora_rank, lora_alpha, lora_dropout, steps, lr, train_batch_size, weight_decay,
-    eval_every, batch_size. Every ``eval_every`` steps (and at the end) ``evaluate`` scores the
+    ``cfg``: its lora_rank, lora_alpha, lora_dropout, steps, lr, train_batch_size,
+    weight_decay, eval_every and batch_size are used. Every ``eval_every`` steps (and at the end) ``evaluate`` scores the
     current model; the clock stops meanwhile. With ``target``, training stops at the first
     evaluation that reaches it (the speed benchmark); the pipeline never passes one.
     """
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import inject_adapter_in_model
 
     torch.manual_seed(seed)
     model = copy.deepcopy(base.model)
-    lcfg = LoraConfig(
-        r=cfg["lora_rank"], lora_alpha=cfg["lora_alpha"], lora_dropout=cfg["lora_dropout"],
+    lcfg = PeftLoraConfig(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
         target_modules=LORA_TARGETS[base.kind],
     )  # fmt: skip
     model = inject_adapter_in_model(lcfg, model).to(device)  # freezes every non-adapter weight
     adapted = BaseModel(**{**base.__dict__, "model": model})
     head = nn.Linear(base.d_model, N_CLASSES).to(device)
     params = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     ids, labels = fit
     gen = np.random.default_rng(seed)
     lengths = [len(s) for s in ids]
     queue: list[np.ndarray] = []
-    steps, bs = cfg["steps"], cfg["train_batch_size"]
+    steps, bs = cfg.steps, cfg.train_batch_size
     warmup = warmup_steps(steps)
 
     @torch.no_grad()
     def predict(sents: list[list[int]]) -> np.ndarray:
         model.eval()
         out = np.empty(len(sents), dtype=np.int64)
-        for idx in by_length(sents, cfg["batch_size"]):
+        for idx in by_length(sents, cfg.batch_size):
             x, m = pad_batch([sents[i] for i in idx], base.pad_id, device)
             out[idx] = head(adapted.pooled(x, m)).argmax(1).cpu().numpy()
         return out
@@ -319,7 +312,7 @@ def fit_lora(
     curve: list[dict[str, float]] = []
     elapsed = 0.0
     for step in tqdm(range(1, steps + 1), desc="LoRA steps", mininterval=10):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         model.train()
         if not queue:
@@ -328,14 +321,14 @@ def fit_lora(
         x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
         y = torch.from_numpy(labels[idx]).to(device)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step - 1, steps, cfg["lr"], warmup, 0.0)
+            g["lr"] = lr_at(step - 1, steps, cfg.lr, warmup, 0.0)
         loss = F.cross_entropy(head(adapted.pooled(x, m)), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        _sync(device)
+        sync(device)
         elapsed += time.perf_counter() - t0
-        every = cfg["eval_every"]
+        every = cfg.eval_every
         if evaluate is not None and (step == steps or (every and step % every == 0)):
             acc = evaluate(predict)
             curve.append({"step": step, "fit_seconds": elapsed, "accuracy": acc})
@@ -382,7 +375,7 @@ def accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
 
 
 def run_fits(
-    base: BaseModel, method: str, fit: Split, select: Split, val: Split, cfg: dict[str, Any],
+    base: BaseModel, method: str, fit: Split, select: Split, val: Split, cfg: LoraConfig,
     device: str,
 ) -> tuple[list[FitResult], float, float, float]:  # fmt: skip
     """Fit ``method`` twice with the same seed: a warm-up fit, then the timed one, which alone
@@ -391,7 +384,7 @@ def run_fits(
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
     t0 = time.perf_counter()
-    ids = {k: base.tokenize(s.sentences, cfg["max_len"]) for k, s in
+    ids = {k: base.tokenize(s.sentences, cfg.max_len) for k, s in
            (("fit", fit), ("select", select), ("val", val))}  # fmt: skip
     tokenize_seconds = time.perf_counter() - t0
 
@@ -405,12 +398,12 @@ def run_fits(
             torch.cuda.reset_peak_memory_stats(device)
         if method == "lora":
             score = evaluate if timed else None
-            res = fit_lora(base, (ids["fit"], fit.labels), cfg, cfg["seed"], device, score)
+            res = fit_lora(base, (ids["fit"], fit.labels), cfg, cfg.seed, device, score)
         else:
-            rank = cfg["pil_rank"] if method == "pil_lora" else 0
+            rank = cfg.pil_rank if method == "pil_lora" else 0
             res = fit_closed_form(
                 base, (ids["fit"], fit.labels), (ids["select"], select.labels), rank,
-                cfg["lambdas"], cfg["kappa_max"], cfg["seed"], cfg["batch_size"], device,
+                cfg.lambdas, cfg.kappa_max, cfg.seed, cfg.batch_size, device,
             )  # fmt: skip
         peak = peak_memory_mb(device)  # before scoring: the fit's peak, not the evaluation's
         fits.append(res)
@@ -426,7 +419,9 @@ def lora_job(
     model_name: str, method: str, cfg: dict[str, Any], data: dict[str, Any], device: str,
     out_dir: str, checkpoint: str | None = None, tokenizer_json: str | None = None,
 ) -> None:  # fmt: skip
-    """Load SST-2 and the base model, fit ``method`` twice, write metrics.json + curve.parquet."""
+    """Load SST-2 and the base model, fit ``method`` twice, write metrics.json + curve.parquet.
+
+    ``cfg`` and ``data`` are the config's lora and data sections (dicts, checked here once)."""
     from pathlib import Path
 
     from pillm.core.records import (
@@ -439,23 +434,24 @@ def lora_job(
     from pillm.core.runtime import resolve_device
     from pillm.data.sst2 import load_sst2, split_train
 
+    lora, sst2 = LoraConfig.from_dict(cfg, "lora"), DataConfig.from_dict(data, "data")
     device = resolve_device(device)
-    splits, meta = load_sst2(data["source"], data["local_dir"])
-    fit, select = split_train(splits["train"], cfg["n_train"], cfg["n_select"], cfg["seed"])
+    splits, meta = load_sst2(sst2.source, sst2.local_dir)
+    fit, select = split_train(splits["train"], lora.n_train, lora.n_select, lora.seed)
     t0 = time.perf_counter()
     base = load_base(model_name, checkpoint, tokenizer_json)
     load_seconds = time.perf_counter() - t0
     context = getattr(getattr(base.model, "cfg", None), "context", None)
-    if context is not None and cfg["max_len"] > context:
+    if context is not None and lora.max_len > context:
         raise ValueError(
-            f"lora.max_len = {cfg['max_len']} exceeds {model_name}'s context ({context}, "
+            f"lora.max_len = {lora.max_len} exceeds {model_name}'s context ({context}, "
             "model.context in the config): lower lora.max_len"
         )
     base.model.to(device)
     if device.startswith("cuda"):  # float32 features into float64 Grams: no TF32 rounding
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    fits, acc, peak, tok_s = run_fits(base, method, fit, select, splits["validation"], cfg, device)
+    fits, acc, peak, tok_s = run_fits(base, method, fit, select, splits["validation"], lora, device)
     first, timed = fits
     digests = [weights_digest(f.weights) for f in fits]
     metrics = {
@@ -465,7 +461,7 @@ def lora_job(
         "identical_rerun": float(digests[0] == digests[1]),
         "max_abs_diff": max_abs_diff(first.weights, timed.weights),
         "n_train": len(fit), "n_select": len(select), "n_eval": len(splits["validation"]),
-        "max_len": cfg["max_len"], "tokenize_seconds": tok_s, "load_seconds": load_seconds,
+        "max_len": lora.max_len, "tokenize_seconds": tok_s, "load_seconds": load_seconds,
         "d_model": base.d_model, **timed.metrics,
     }  # fmt: skip
     run_identity = {

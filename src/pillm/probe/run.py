@@ -30,7 +30,7 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.ridge import GramStats, r2_score_from_stats
-from pillm.core.runtime import peak_memory_mb
+from pillm.core.runtime import peak_memory_mb, sync
 from pillm.models.pretrained import ProbeModel, own_seed
 from pillm.probe.fit import (
     _forward,
@@ -45,6 +45,7 @@ from pillm.probe.fit import (
     probe_model,
     swap_ffns,
 )
+from pillm.settings import ProbeConfig
 
 
 def token_windows(pm: ProbeModel, text: str, seq_len: int, max_windows: int) -> Tensor:
@@ -171,7 +172,7 @@ def run_probe(
     corpus: str,
     fit_text: str,
     eval_text: str,
-    cfg: dict[str, Any],
+    cfg: ProbeConfig,
     device: str,
     swaps: bool,
     out_dir: str,
@@ -184,26 +185,23 @@ def run_probe(
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.reset_peak_memory_stats(device)
     model = pm.model.to(device)
-    hold = cfg["holdout_every"]
-    fit = _batches(
-        token_windows(pm, fit_text, cfg["seq_len"], cfg["fit_windows"]), cfg["batch_size"]
-    )
+    hold = cfg.holdout_every
+    fit = _batches(token_windows(pm, fit_text, cfg.seq_len, cfg.fit_windows), cfg.batch_size)
     if len(fit) < hold:
         raise ValueError(
             f"{pm.name} on {corpus}: {len(fit)} batches of probe.batch_size windows, but every "
             f"{hold}th is held out: raise probe.fit_windows (or the corpus is too short)"
         )
     t0 = time.perf_counter()
-    blocks = probe_model(model, fit, device, hold, cfg["bilinear_rank"])
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
+    blocks = probe_model(model, fit, device, hold, cfg.bilinear_rank)
+    sync(device)
     capture_seconds = time.perf_counter() - t0
     modules = ffn_modules(model)
     n_layers = len(modules)
     rows = []
     for rec in blocks:
         i, d_in, d_out = rec["layer"], rec["d_in"], rec["d_out"]
-        rank = default_low_rank(d_in, d_out, cfg["low_rank_factor"])
+        rank = default_low_rank(d_in, d_out, cfg.low_rank_factor)
         low = low_rank_replacement(rec["W"], rank)
         rows.append(
             {
@@ -228,8 +226,8 @@ def run_probe(
     swap_seconds = grad_seconds = 0.0
     if swaps:
         t1 = time.perf_counter()
-        ev = token_windows(pm, eval_text, cfg["seq_len"], cfg["eval_windows"])
-        metric = SwapMetric(pm, _batches(ev, cfg["batch_size"]), device)
+        ev = token_windows(pm, eval_text, cfg.seq_len, cfg.eval_windows)
+        metric = SwapMetric(pm, _batches(ev, cfg.batch_size), device)
         for rec, row in zip(blocks, rows, strict=True):
             W = rec["W"].to(device)
             for kind, repl in (
@@ -242,24 +240,22 @@ def run_probe(
             row["base_value"] = metric.base
         swap_seconds = time.perf_counter() - t1
         t2 = time.perf_counter()
-        g = cfg["gradient"]
-        layers = _spread(n_layers, g["layers"])
-        sampled = sample_rows(model, fit, layers, g["rows"], hold, device)
+        g = cfg.gradient
+        layers = _spread(n_layers, g.layers)
+        sampled = sample_rows(model, fit, layers, g.rows, hold, device)
         by_layer = {rec["layer"]: rec for rec in blocks}
         for i, (x, y) in sampled.items():
             stats = GramStats.zeros(x.shape[1] + 1, y.shape[1], device)
             stats.update(_with_ones(x.double()), y)
             closed = r2_score_from_stats(_solve(stats, 0.0, None).weight, by_layer[i]["heldout"])[0]
             seed = own_seed(pm.name) or 0
-            curve = gradient_fit(
-                x, y, by_layer[i]["heldout"], g["steps"], g["lr"], g["batch_size"], seed
-            )
+            curve = gradient_fit(x, y, by_layer[i]["heldout"], g.steps, g.lr, g.batch_size, seed)
             curves += [
                 {"layer": i, "depth": rows[i]["depth"], "closed_r2": closed, **c} for c in curve
             ]
             rows[i].update(
-                grad_r2=curve[-1]["r2_heldout"], grad_closed_r2=closed, grad_steps=g["steps"],
-                grad_rows=x.shape[0], grad_lr=g["lr"],
+                grad_r2=curve[-1]["r2_heldout"], grad_closed_r2=closed, grad_steps=g.steps,
+                grad_rows=x.shape[0], grad_lr=g.lr,
             )  # fmt: skip
         grad_seconds = time.perf_counter() - t2
     n_rows = blocks[0]["n_train_rows"] + blocks[0]["n_heldout_rows"]
@@ -301,27 +297,30 @@ def probe_job(
     checkpoint: str | None = None,
     tokenizer_json: str | None = None,
 ) -> None:
-    """Load the model and the corpus's splits (as written by prepare_corpus), then probe."""
+    """Load the model and the corpus's splits (as written by prepare_corpus), then probe.
+
+    ``cfg`` is the config's probe section (a dict, checked here once into ProbeConfig)."""
     import json
 
     from pillm.core.runtime import resolve_device
     from pillm.models.pretrained import load_probe_model
 
+    probe = ProbeConfig.from_dict(cfg, "probe")
     device = resolve_device(device)
     t0 = time.perf_counter()
-    pm = load_probe_model(model_name, cfg["hub_models"], checkpoint, tokenizer_json)
+    pm = load_probe_model(model_name, probe.hub_models, checkpoint, tokenizer_json)
     load_seconds = time.perf_counter() - t0
     context = getattr(getattr(pm.model, "cfg", None), "context", None)
-    if context is not None and cfg["seq_len"] > context:
+    if context is not None and probe.seq_len > context:
         raise ValueError(
-            f"probe.seq_len = {cfg['seq_len']} exceeds {model_name}'s context ({context}, "
+            f"probe.seq_len = {probe.seq_len} exceeds {model_name}'s context ({context}, "
             "model.context in the config): lower probe.seq_len"
         )
     d = Path(corpus_dir)
     meta = json.loads((d / "meta.json").read_text())
     texts = {s: (d / f"{s}.txt").read_text(encoding="utf-8") for s in ("test", "valid")}
     run_probe(
-        pm, corpus, texts["test"], texts["valid"], cfg, device,
-        swaps=corpus in cfg["swap_corpora"], out_dir=out_dir, data_policy=meta["policy"],
+        pm, corpus, texts["test"], texts["valid"], probe, device,
+        swaps=corpus in probe.swap_corpora, out_dir=out_dir, data_policy=meta["policy"],
         load_seconds=load_seconds,
     )  # fmt: skip

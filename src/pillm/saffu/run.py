@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,10 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device
+from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device, sync
 from pillm.data.corpus import load_tokens
 from pillm.models.evaluate import bits_per_byte, perplexity
+from pillm.settings import SaffuJobConfig
 
 AGGREGATIONS = ("sum", "cat")
 INITS = ("explicit", "random")
@@ -186,20 +187,8 @@ def evaluate(
 # ---------------------------------------------------------------- one run
 
 
-@dataclass(frozen=True)
-class Setting:
-    agg: str
-    block: int
-    radius: int
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
 def select_alpha(
-    f: Tensor, prior: Tensor, alphas: list[float], model: SaffuLM, valid: tuple, chunk: int
+    f: Tensor, prior: Tensor, alphas: Sequence[float], model: SaffuLM, valid: tuple, chunk: int
 ) -> tuple[float, list[dict[str, float]]]:
     """Smoothing mass with the lowest held-out loss; the model is left at the chosen solution."""
     grid = []
@@ -221,14 +210,13 @@ def run_saffu(
     device: str = "auto",
 ) -> dict[str, float]:
     """Build one SAFFU LM (explicit warm start or random cold start), train it with AdamW for
-    ``cfg['steps']`` steps and write ``metrics.json`` (tidy records) and ``curve.parquet``."""
+    ``steps`` steps and write ``metrics.json`` (tidy records) and ``curve.parquet``.
+
+    ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
     if init not in INITS:
         raise ValueError(f"saffu init {init!r}: use one of {INITS}")
-    if setting_name not in cfg["settings"]:
-        raise ValueError(
-            f"saffu setting {setting_name!r} is not in saffu.settings {sorted(cfg['settings'])}"
-        )
-    setting = Setting(**cfg["settings"][setting_name])
+    job = SaffuJobConfig.from_dict(cfg, "saffu")
+    setting = job.setting(setting_name)
     device = resolve_device(device)
     t_start = time.perf_counter()
     torch.manual_seed(seed)
@@ -236,33 +224,33 @@ def run_saffu(
         torch.cuda.reset_peak_memory_stats(device)
     arrays, meta = load_tokens(tokens_dir)
     vocab = meta["vocab_size"]
-    index, m = type_index(arrays["train"], vocab, cfg["top_types"])
+    index, m = type_index(arrays["train"], vocab, job.top_types)
     n_in = n_inputs(setting.agg, m)
     data = {}
     for split, toks in arrays.items():
         toks = toks.to(device)
         idx, wts = context_features(toks, index, m, setting.block, setting.radius, setting.agg)
         data[split] = (idx, wts, toks[1:])
-    chunk = cfg["eval_chunk"]
+    chunk = job.eval_chunk
     model = SaffuLM(n_in, vocab).to(device)
     out: dict[str, float] = {}
 
     # ---- initial weights: the explicit solution (one pass + smoothing choice) or random
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     if init == "explicit":
         f = cooccurrence(*data["train"], n_in, vocab)
         prior = unigram(data["train"][2], vocab)
-        _sync(device)
+        sync(device)
         out["cooccurrence_time_s"] = time.perf_counter() - t0
-        alpha, grid = select_alpha(f, prior, cfg["alphas"], model, data["valid"], chunk)
+        alpha, grid = select_alpha(f, prior, job.alphas, model, data["valid"], chunk)
         del f
         out["alpha"] = alpha
         out["alpha_val_loss"] = min(g["val_loss"] for g in grid)
     else:
         gen = torch.Generator(device="cpu").manual_seed(seed)
-        model.weight.data.copy_(torch.randn(n_in, vocab, generator=gen) * cfg["init_std"])
-    _sync(device)
+        model.weight.data.copy_(torch.randn(n_in, vocab, generator=gen) * job.init_std)
+    sync(device)
     out["solve_time_s"] = time.perf_counter() - t0 if init == "explicit" else 0.0
 
     val0 = evaluate(model, *data["valid"], chunk)
@@ -277,17 +265,17 @@ def run_saffu(
     # ---- AdamW, identical for both inits (same steps, batch order, schedule)
     tr_idx, tr_wts, tr_y = data["train"]
     n_train = tr_idx.shape[0]
-    steps, bs = cfg["steps"], cfg["batch_size"]
+    steps, bs = job.steps, job.batch_size
     opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg["lr"], betas=tuple(cfg["betas"]),
-        weight_decay=cfg["weight_decay"],
+        model.parameters(), lr=job.lr, betas=tuple(job.betas),
+        weight_decay=job.weight_decay,
     )  # fmt: skip
     gen = torch.Generator(device="cpu").manual_seed(seed)
     order = torch.randperm(n_train, generator=gen).to(device)
     pos = 0
-    warmup = int(cfg["warmup_frac"] * steps)
+    warmup = int(job.warmup_frac * steps)
     curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": val0["loss"]}]
-    _sync(device)
+    sync(device)
     t1 = time.perf_counter()
     for step in tqdm(
         range(1, steps + 1), desc=f"saffu {setting_name}/{init}/s{seed}", mininterval=5
@@ -298,16 +286,16 @@ def run_saffu(
         b = order[pos : pos + bs]
         pos += bs
         for group in opt.param_groups:
-            group["lr"] = lr_at(step - 1, steps, cfg["lr"], warmup, cfg["min_lr_frac"])
+            group["lr"] = lr_at(step - 1, steps, job.lr, warmup, job.min_lr_frac)
         loss = F.cross_entropy(model(tr_idx[b], tr_wts[b]).float(), tr_y[b])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         row = {"step": step, "tokens": step * bs, "train_loss": loss.item(), "val_loss": None}
-        if step == steps or (cfg["eval_every"] and step % cfg["eval_every"] == 0):
+        if step == steps or (job.eval_every and step % job.eval_every == 0):
             row["val_loss"] = evaluate(model, *data["valid"], chunk)["loss"]
         curve.append(row)
-    _sync(device)
+    sync(device)
     train_time = time.perf_counter() - t1
 
     val = evaluate(model, *data["valid"], chunk)
@@ -335,7 +323,7 @@ def run_saffu(
     }  # fmt: skip
     context = {
         **provenance(device), "init": init, "agg": setting.agg, "block": setting.block,
-        "radius": setting.radius, "top_types": cfg["top_types"], "vocab_size": vocab,
+        "radius": setting.radius, "top_types": job.top_types, "vocab_size": vocab,
         "config_hash": config_hash({k: v for k, v in cfg.items() if k != "settings"}
                                    | {"setting": cfg["settings"][setting_name]}),
     }  # fmt: skip
