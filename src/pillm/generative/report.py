@@ -6,15 +6,13 @@ the features of the pipeline's own classifier (FD_self, KID_self), not FID.
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 
 import polars as pl
 
-from pillm.core.records import read_records, write_text
-from pillm.paper.latex import fmt_num, make_env, tex_escape
-from pillm.paper.tidy import write_parquet
+from pillm.paper.latex import MISSING, fmt_num, fmt_sig, macro_name, tex_escape
+from pillm.paper.report import Table, render_report
+from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
 DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 DATASET_MACROS = {"cifar10": "CifarTen"}  # not "CifarOneZero"
@@ -25,28 +23,12 @@ ABLATIONS = {  # ablation -> (label, settings kept alongside for the comparison)
     "time_encoding": ("Time encoding", "flow_pil"),
     "buckets": ("$\\epsilon$ weight sets over $t$", "diff_pil"),
 }
-_DIGITS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine"]
 
 
 def macro(*parts: str) -> str:
     """``Gen`` + parts in CamelCase, digits spelled out: ('mnist', 'flow_adamw8') ->
     'GenMnistFlowAdamwEight'."""
-    words = []
-    for part in parts:
-        part = DATASET_MACROS.get(part, part)
-        for tok in re.findall(r"[A-Za-z]+|\d", str(part)):
-            words.append(_DIGITS[int(tok)] if tok.isdigit() else tok[:1].upper() + tok[1:])
-    return "Gen" + "".join(words)
-
-
-def fmt_sig(x: float | None, sig: int = 3) -> str:
-    """``sig`` significant digits (KID spans orders of magnitude between datasets and scales)."""
-    if x is None or x != x:
-        return "--"
-    if x == 0:
-        return "0"
-    digits = max(0, sig - 1 - math.floor(math.log10(abs(x))))
-    return fmt_num(x, digits)
+    return macro_name(*(DATASET_MACROS.get(p, p) for p in parts), prefix="Gen")
 
 
 def load(summary_dir: str | Path) -> dict[str, pl.DataFrame]:
@@ -82,7 +64,7 @@ def main_rows(runs: pl.DataFrame, classifiers: pl.DataFrame) -> list:
                 ])  # fmt: skip
         floor = classifiers.filter(pl.col("dataset") == ds).row(0, named=True)
         rows.append([
-            DATASETS[ds], "Real train images", "(floor)", "--", "--",
+            DATASETS[ds], "Real train images", "(floor)", MISSING, MISSING,
             fmt_num(floor["fd_self"], 2), fmt_sig(floor["kid_self"]),
             fmt_num(floor["nn1_acc"], 3),
         ])  # fmt: skip
@@ -189,8 +171,8 @@ def role_macros(runs: pl.DataFrame, cls: pl.DataFrame, g: dict) -> dict[str, str
     for ds in DATASETS:
         floor = cls.filter(pl.col("dataset") == ds)
         has = floor.height > 0
-        m[macro(ds, "Classifier")] = fmt_num(100 * floor["test_accuracy"][0], 1) if has else "--"
-        m[macro(ds, "Floor")] = fmt_num(floor["fd_self"][0], 2) if has else "--"
+        m[macro(ds, "Classifier")] = fmt_num(100 * floor["test_accuracy"][0], 1) if has else MISSING
+        m[macro(ds, "Floor")] = fmt_num(floor["fd_self"][0], 2) if has else MISSING
         for prefix in ("flow", "diff"):
             roles = {
                 "Pil": f"{prefix}_pil",
@@ -208,10 +190,10 @@ def role_macros(runs: pl.DataFrame, cls: pl.DataFrame, g: dict) -> dict[str, str
                 adam = rows[role]
                 ok = pil is not None and adam is not None
                 m[macro(ds, prefix, role, "TimeRatio")] = (
-                    fmt_num(adam["fit_seconds"] / pil["fit_seconds"], 1) if ok else "--"
+                    fmt_num(adam["fit_seconds"] / pil["fit_seconds"], 1) if ok else MISSING
                 )
                 m[macro(ds, prefix, "PilVs", role)] = (
-                    ("below" if pil["fd_self"] < adam["fd_self"] else "above") if ok else "--"
+                    ("below" if pil["fd_self"] < adam["fd_self"] else "above") if ok else MISSING
                 )
     return m
 
@@ -273,19 +255,12 @@ def render_gen_tables(
         "gen_samplers": sampler_rows(tabs["generative_samplers"]),
         "gen_cost": cost_rows(runs),
     }
-    env = make_env(template_dir)
-    table = env.get_template("gen_table.tex.j2")
-    for name, (label, colspec, header, caption) in TABLES.items():
-        tex = table.render(
-            label=label, colspec=colspec, header=header, caption=caption, rows=rows[name],
-            ncols=len(header),
-        )  # fmt: skip
-        write_text(Path(tables_dir) / f"{name}.tex", tex)
-    macros = numbers(tabs, params)
-    bad = [k for k in macros if not re.fullmatch(r"Gen[A-Za-z]+", k)]
-    if bad:
-        raise ValueError(f"macro names must be Gen + letters: {bad}")
-    write_text(numbers_path, env.get_template("gen_numbers.tex.j2").render(macros=macros))
+    tables = {
+        Path(tables_dir) / f"{name}.tex": Table(caption, label, colspec, header, rows[name])
+        for name, (label, colspec, header, caption) in TABLES.items()
+    }
+    render_report(tables, numbers(tabs, params), template_dir, numbers_path,
+                  "pillm.gen_report from the generative summaries", prefix="Gen")  # fmt: skip
 
 
 def _with_levels(runs: pl.DataFrame, g: dict) -> pl.DataFrame:
@@ -382,16 +357,14 @@ def aggregate_generative(
     out = Path(out_dir)
     index = ["variant", "corpus", "model", "method", "ablation", "level", "sampler", "data_policy"]
     index += ["device", "device_name", "git_rev"]
-    records = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
-    runs = records.pivot(on="metric", index=index, values="value")
+    runs = pivot_records(metrics_paths, index)
     runs = runs.rename({"variant": "setting", "corpus": "dataset"})
     write_parquet(runs.sort("dataset", "setting"), out / "generative.parquet")
-    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
+    curves = concat_parquet(curve_paths)
     write_parquet(curves.filter(pl.col("curve") != "none"), out / "generative_curves.parquet")
-    samplers = pl.concat([pl.read_parquet(p) for p in sampler_paths], how="diagonal_relaxed")
+    samplers = concat_parquet(sampler_paths)
     write_parquet(samplers.sort("dataset", "setting", "sampler", "steps"),
                   out / "generative_samplers.parquet")  # fmt: skip
-    cls = pl.DataFrame(read_records(classifier_paths), infer_schema_length=None)
-    cls = cls.pivot(on="metric", index=["corpus", "device", "device_name"], values="value")
+    cls = pivot_records(classifier_paths, ["corpus", "device", "device_name"])
     write_parquet(cls.rename({"corpus": "dataset"}).sort("dataset"),
                   out / "generative_classifiers.parquet")  # fmt: skip

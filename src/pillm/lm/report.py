@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from scipy import stats
 
-from pillm.core.records import read_records, write_text
-from pillm.paper.latex import fmt_num, fmt_pm, make_env, tex_escape
-from pillm.paper.tidy import stack_parquet, summarise, write_parquet
+from pillm.paper.latex import MISSING, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
+from pillm.paper.report import Table, render_report
+from pillm.paper.tidy import read_runs, stack_parquet, summarise, write_parquet
 from pillm.plan import VARIANTS
 
 
@@ -167,8 +166,6 @@ def sample_rows(
     samples: pl.DataFrame, variants: list[str], max_chars: int = 160
 ) -> list[list[str]]:
     """One continuation per variant: first seed, first prompt, escaped and cut to a line or two."""
-    from pillm.plan import VARIANTS
-
     first = samples.sort("seed").group_by("variant", maintain_order=True).first()
     text = dict(zip(first["variant"], first["continuation"], strict=True))
     prompt = first["prompt"][0] if first.height else ""
@@ -189,14 +186,13 @@ def render_tables(
     tables_dir: str,
     numbers_path: str,
 ) -> None:
-    from pillm.lm.report import LMReport, lm_numbers
-
+    """Write the LM tables (``LM_TABLES``) into ``tables_dir`` and the LM macros to
+    ``numbers_path``, through the report contract."""
     summary_dir = Path(summary_dir)
     summary = pl.read_parquet(summary_dir / "lm.parquet")
     runs = pl.read_parquet(summary_dir / "runs.parquet")
     samples = pl.read_parquet(summary_dir / "samples.parquet")
     tokens_meta = json.loads(Path(tokens_meta_path).read_text())
-    env = make_env(template_dir)
     rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
     n_seeds = len(params["seeds"])
     captions = lm_captions(
@@ -212,14 +208,21 @@ def render_tables(
         "lm_targets": rep.target_rows(),
         "lm_samples": sample_rows(samples, params["variants"]),
     }
-    template = env.get_template("table.tex.j2")
-    for name, (label, colspec, header) in LM_TABLES.items():
-        tex = template.render(
-            caption=captions[name], label=label, colspec=colspec, header=header, rows=rows[name]
+    tables = {
+        Path(tables_dir) / f"{name}.tex": lm_table(
+            captions[name], label, colspec, header, rows[name]
         )
-        write_text(Path(tables_dir) / f"{name}.tex", tex)
+        for name, (label, colspec, header) in LM_TABLES.items()
+    }
     macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
-    write_text(numbers_path, env.get_template("numbers.tex.j2").render(macros=macros))
+    render_report(tables, macros, template_dir, numbers_path, "pillm.tables from results/summary")
+
+
+def lm_table(
+    caption: str, label: str, colspec: str, header: list[str], rows: list[list[str]]
+) -> Table:
+    """An LM table: top of the page, small type, nothing shown where a table has no rows."""
+    return Table(caption, label, colspec, header, rows, "t", "small", "4pt", empty=None)
 
 
 def aggregate(
@@ -232,12 +235,12 @@ def aggregate(
     out_dir: str,
 ) -> None:
     out = Path(out_dir)
-    runs = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
+    runs = read_runs(metrics_paths)
     write_parquet(runs, out / "runs.parquet")
     write_parquet(stack_parquet(curve_paths), out / "curves.parquet")
     write_parquet(stack_parquet(solve_paths), out / "solves.parquet")
-    write_parquet(pl.DataFrame(read_records(sample_paths)), out / "samples.parquet")
-    write_parquet(summarise(runs, variants, seeds), out / "lm.parquet")
+    write_parquet(read_runs(sample_paths), out / "samples.parquet")
+    write_parquet(summarise(runs, {"variant": variants}, seeds), out / "lm.parquet")
 
 
 # ---- Paired comparisons and macros of the LM study ------------------------------------------
@@ -268,13 +271,6 @@ def per_seed(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
     return out
 
 
-def mean_std(values: list[float]) -> tuple[float, float | None]:
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
-    return mean, std
-
-
 def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], float | None]:
     """Differences a - b over common seeds and the two-sided paired t-test p-value (n >= 2)."""
     seeds = sorted(set(a) & set(b))
@@ -286,7 +282,7 @@ def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], float
 
 def fmt_p(p: float | None) -> str:
     if p is None:
-        return "--"
+        return MISSING
     return "$<$0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -306,7 +302,7 @@ class LMReport:
     def pm(self, variant: str, metric: str, digits: int = 1, scale: float = 1.0) -> str:
         r = self.m[variant].get(metric)
         if r is None:
-            return "--"
+            return MISSING
         std = None if r["std"] is None else r["std"] * scale
         return fmt_pm(r["mean"] * scale, std, digits)
 
@@ -350,7 +346,7 @@ class LMReport:
         )
 
     def contribution_rows(self) -> list[list[str]]:
-        rows = [["Unigram (train counts)", fmt_num(math.exp(self.unigram), 1), "--", "0.0"]]
+        rows = [["Unigram (train counts)", fmt_num(math.exp(self.unigram), 1), MISSING, "0.0"]]
         for v in ("baseline", "attn_only", "ffn_only"):
             if self.has(v):
                 r_mean, r_std = self.ratio(v)
@@ -435,20 +431,16 @@ def _s(x: float | None) -> float | None:
     return None if x is None else 100 * x
 
 
-NUMBER_WORDS = {"1": "One", "2": "Two", "4": "Four", "8": "Eight", "16": "Sixteen"}
-
-
-def macro_name(variant: str) -> str:
-    """refit_single16d -> RefitSingleSixteenD: LaTeX macro names take letters only."""
-    name = variant.title().replace("_", "")
-    return re.sub(r"\d+", lambda m: NUMBER_WORDS[m.group()], name)
+def variant_macro(variant: str) -> str:
+    """refit_single16d -> RefitSingleSixteenD (whole numbers spelled out)."""
+    return macro_name(variant, whole_numbers=True)
 
 
 def lm_numbers(rep: LMReport) -> dict[str, str]:
     """Macros for every variant (PPL, accuracy, LAMBADA, times) and the headline comparisons."""
     out: dict[str, str] = {}
     for v in rep.variants:
-        name = macro_name(v)
+        name = variant_macro(v)
         out[f"PPL{name}"] = rep.pm(v, "test_ppl", 1)
         out[f"Acc{name}"] = rep.pm(v, "test_acc", 1, 100)
         out[f"Lambada{name}"] = rep.pm(v, "lambada_acc", 1, 100)
@@ -469,6 +461,6 @@ def lm_numbers(rep: LMReport) -> dict[str, str]:
     for v in TARGET_VARIANTS:
         if rep.has(v, "attn_only"):
             d, s, p = rep.target_comparison(v, "attn_only")
-            out[f"DeltaLoss{macro_name(v)}"] = fmt_pm(d, s, 4)
-            out[f"PValue{macro_name(v)}"] = fmt_p(p)
+            out[f"DeltaLoss{variant_macro(v)}"] = fmt_pm(d, s, 4)
+            out[f"PValue{variant_macro(v)}"] = fmt_p(p)
     return out

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
-from pillm.core.records import atomic_path, read_records, write_text
-from pillm.paper.latex import fmt_num, fmt_pm, make_env, tex_escape
+from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std, tex_escape
+from pillm.paper.report import Table, render_report
+from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
-MISSING = "--"
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order
 METHODS = {  # method -> (table label, macro infix), display order
     "pil_lora": ("PIL-LoRA (ridge)", "PilLora"),
@@ -35,17 +34,11 @@ CONTEXT = ["model_group", "model_label", "seed", "device", "device_name", "data_
 # ---------------------------------------------------------------- aggregation
 
 
-def _write(df: pl.DataFrame, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        df.write_parquet(tmp)
-
-
 def aggregate_lora(
     metrics_paths: list[str], curve_paths: list[str], jobs: list[str], out_dir: str
 ) -> None:
     """One row per expected job ``model/method`` (nulls where a job is missing) + the curves."""
-    records = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
-    wide = records.pivot(on="metric", index=INDEX + CONTEXT, values="value")
+    wide = pivot_records(metrics_paths, INDEX + CONTEXT)
     expected = pl.DataFrame(
         [j.split("/", 1) for j in jobs], schema=INDEX, orient="row"
     ).with_columns(pl.col("model").str.replace(r"-s\d+$", "").alias("group_key"))
@@ -56,34 +49,21 @@ def aggregate_lora(
     if (n := out["accuracy"].null_count()) > 0:
         print(f"warning: {n} expected lora jobs have no records")
     out_d = Path(out_dir)
-    _write(out.sort("model", "method"), out_d / "lora.parquet")
-    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
-    _write(curves.sort("model", "method", "step"), out_d / "lora_curves.parquet")
+    write_parquet(out.sort("model", "method"), out_d / "lora.parquet")
+    curves = concat_parquet(curve_paths)
+    write_parquet(curves.sort("model", "method", "step"), out_d / "lora_curves.parquet")
 
 
 # ---------------------------------------------------------------- report
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(x)
-
-
-def _mean_std(xs: list[Any]) -> tuple[float | None, float | None]:
-    v = [float(x) for x in xs if _finite(x)]
-    if not v:
-        return None, None
-    m = sum(v) / len(v)
-    s = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else None
-    return m, s
-
-
 def fmt_int(x: float | None) -> str:
-    return fmt_num(x, 0) if _finite(x) else MISSING
+    return fmt_num(x, 0) if finite(x) else MISSING
 
 
 def fmt_diff(x: float | None) -> str:
     """0 exactly, else scientific notation."""
-    if not _finite(x):
+    if not finite(x):
         return MISSING if x is None else "$\\infty$"
     if x == 0:
         return "0"
@@ -103,7 +83,7 @@ def fmt_grid(values: list[float]) -> str:
 
 
 def fmt_ratio(x: float | None) -> str:
-    return MISSING if not _finite(x) else f"{fmt_num(x, 1 if x < 100 else 0)}$\\times$"
+    return MISSING if not finite(x) else f"{fmt_num(x, 1 if x < 100 else 0)}$\\times$"
 
 
 class LoraReport:
@@ -121,7 +101,7 @@ class LoraReport:
         ).to_dicts()
 
     def stat(self, group: str, method: str, col: str) -> tuple[float | None, float | None]:
-        return _mean_std([r.get(col) for r in self.rows_of(group, method)])
+        return mean_std([r.get(col) for r in self.rows_of(group, method)])
 
     def pm(self, group: str, method: str, col: str, digits: int, scale: float = 1.0) -> str:
         m, s = self.stat(group, method, col)
@@ -132,7 +112,7 @@ class LoraReport:
     def identical(self, group: str, method: str) -> str:
         """'k/n': fits whose rerun gave bit-identical weights, of the jobs with records."""
         vals = [r["identical_rerun"] for r in self.rows_of(group, method)]
-        done = [v for v in vals if _finite(v)]
+        done = [v for v in vals if finite(v)]
         return f"{sum(int(v) for v in done)}/{len(done)}" if done else MISSING
 
     def label(self, group: str) -> str:
@@ -154,13 +134,13 @@ class LoraReport:
         reached, n = [], 0
         for model, acc in pil.items():
             c = self.curves.filter((pl.col("model") == model) & (pl.col("method") == "lora"))
-            if not _finite(acc) or c.height == 0:
+            if not finite(acc) or c.height == 0:
                 continue
             n += 1
             hit = c.filter(pl.col("accuracy") >= acc).sort("step")
             if hit.height:
                 reached.append(float(hit["fit_seconds"][0]))
-        return _mean_std(reached)[0], len(reached), n
+        return mean_std(reached)[0], len(reached), n
 
     def table_rows(self) -> list[list[str] | str]:
         rows: list[list[str] | str] = []
@@ -225,16 +205,16 @@ class LoraReport:
                 macros[k + "MaxDiff"] = fmt_diff(self.stat(g, m, "max_abs_diff")[0])
             pil_fit = self.stat(g, "pil_lora", "fit_seconds")[0]
             lora_fit = self.stat(g, "lora", "fit_seconds")[0]
-            ratio = lora_fit / pil_fit if _finite(lora_fit) and _finite(pil_fit) else None
+            ratio = lora_fit / pil_fit if finite(lora_fit) and finite(pil_fit) else None
             macros[f"Lora{gi}FitRatio"] = fmt_ratio(ratio)
             t, k, n = self.time_to_pil(g)
             macros[f"Lora{gi}ReachPil"] = f"{k}/{n}" if n else MISSING
-            macros[f"Lora{gi}TimeToPil"] = f"{fmt_num(t, 2)}\\,s" if _finite(t) else MISSING
-            to_pil = t / pil_fit if _finite(t) and _finite(pil_fit) else None
+            macros[f"Lora{gi}TimeToPil"] = f"{fmt_num(t, 2)}\\,s" if finite(t) else MISSING
+            to_pil = t / pil_fit if finite(t) and finite(pil_fit) else None
             macros[f"Lora{gi}TimeToPilRatio"] = fmt_ratio(to_pil)
             for m in ("pil_lora", "ridge"):  # the λ each fit chose (one per seed), from the grid
                 lams = sorted(
-                    {r["lambda_rel"] for r in self.rows_of(g, m) if _finite(r.get("lambda_rel"))}
+                    {r["lambda_rel"] for r in self.rows_of(g, m) if finite(r.get("lambda_rel"))}
                 )
                 key = f"Lora{gi}{METHODS[m][1]}Lambda"
                 macros[key] = fmt_grid([float(f"{x:.6g}") for x in lams]) if lams else MISSING
@@ -242,7 +222,7 @@ class LoraReport:
 
     def _first(self, col: str) -> float | None:
         vals = (
-            [v for v in self.jobs[col].to_list() if _finite(v)] if col in self.jobs.columns else []
+            [v for v in self.jobs[col].to_list() if finite(v)] if col in self.jobs.columns else []
         )
         return vals[0] if vals else None
 
@@ -255,10 +235,9 @@ def load_lora(summary_dir: str | Path) -> tuple[pl.DataFrame, pl.DataFrame]:
 def render_lora_tables(
     summary_dir: str, params: dict, template_dir: str, table_path: str, numbers_path: str
 ) -> None:
-    """Write the SST-2 table and the Lora* macros, each atomically."""
+    """Write the SST-2 table and the Lora* macros, through the report contract."""
     jobs, curves = load_lora(summary_dir)
     rep = LoraReport(jobs, curves, params)
-    env = make_env(template_dir)
     header = ["Model", "Method", "Acc.\\ (\\%)", "Fit (s)", "Capture (s)", "Peak MB",
               "Trainable", "Identical", "max $|\\Delta w|$"]  # fmt: skip
     caption = (
@@ -270,12 +249,9 @@ def render_lora_tables(
         "Times compare methods only within a model (each model's jobs ran on one device, "
         "Section~\\ref{sec:lora})."
     )
-    tex = env.get_template("lora_table.tex.j2").render(
-        caption=caption, label="tab:lora", colspec="llrrrrrrr", header=header,
-        rows=rep.table_rows(), ncols=len(header),
-    )  # fmt: skip
-    write_text(table_path, tex)
-    write_text(numbers_path, env.get_template("lora_numbers.tex.j2").render(macros=rep.numbers()))
+    table = Table(caption, "tab:lora", "llrrrrrrr", header, rep.table_rows())
+    render_report({table_path: table}, rep.numbers(), template_dir, numbers_path,
+                  "pillm.lora_report from the lora summaries", prefix="Lora")  # fmt: skip
 
 
 def lora_figure(summary_dir: str, pdf: str, png: str) -> None:

@@ -1,9 +1,12 @@
-"""LaTeX helpers shared by every report: the Jinja2 environment, escaping, number formats."""
+"""LaTeX helpers shared by every report: the Jinja2 environment, escaping, number formats, the
+missing-value mark, seed statistics and macro names. Study reports import these; none defines its
+own."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +64,71 @@ def fmt_pm(mean: float, std: float | None, digits: int = 1) -> str:
     if std is None or (isinstance(std, float) and math.isnan(std)):
         return fmt_num(mean, digits)
     return f"{fmt_num(mean, digits)} $\\pm$ {fmt_num(std, digits)}"
+
+
+MISSING = "--"  # the cell or macro value of a number this build did not measure
+
+
+def finite(x: Any) -> bool:
+    """True for a real, finite int or float (None, NaN, infinities and non-numbers are not)."""
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def mean_std(xs: Iterable[Any]) -> tuple[float | None, float | None]:
+    """Mean and sample std (ddof = 1) of the finite values; std is None below two values and
+    both are None for none."""
+    v = [float(x) for x in xs if finite(x)]
+    if not v:
+        return None, None
+    m = sum(v) / len(v)
+    s = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else None
+    return m, s
+
+
+def fmt_sci(x: float | None, digits: int = 1) -> str:
+    """Scientific notation in math mode; '$\\infty$' for an infinite condition number."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return MISSING
+    if math.isinf(x):
+        return "$\\infty$" if x > 0 else "$-\\infty$"
+    if x == 0:
+        return "0"
+    exp = math.floor(math.log10(abs(x)))
+    mant = x / 10**exp
+    if round(abs(mant), digits) >= 10:
+        mant, exp = mant / 10, exp + 1
+    return f"${mant:.{digits}f}{{\\times}}10^{{{exp}}}$"
+
+
+def fmt_sig(x: float | None, sig: int = 3) -> str:
+    """``sig`` significant digits (for values spanning orders of magnitude, e.g. KID)."""
+    if x is None or x != x:
+        return MISSING
+    if x == 0:
+        return "0"
+    digits = max(0, sig - 1 - math.floor(math.log10(abs(x))))
+    return fmt_num(x, digits)
+
+
+def fmt_range(lo: float | None, hi: float | None, digits: int) -> str:
+    """'lo--hi', or one number where both format alike."""
+    a, b = fmt_num(lo, digits), fmt_num(hi, digits)
+    return a if a == b else f"{a}--{b}"
+
+
+NUMBER_WORDS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine",
+                "Ten", "Eleven", "Twelve", "Thirteen", "Fourteen", "Fifteen", "Sixteen"]  # fmt: skip
+
+
+def macro_name(*parts: Any, prefix: str = "", whole_numbers: bool = False) -> str:
+    """``prefix`` + the parts' words in CamelCase with numbers spelled out, since LaTeX macro
+    names take letters only: ('mnist', 'flow_adamw8') -> 'MnistFlowAdamwEight'. Digits are
+    spelled one by one ('gpt2' -> 'GptTwo', '125m' -> 'OneTwoFiveM') unless ``whole_numbers``
+    ('refit_single16d' -> 'RefitSingleSixteenD'; IndexError past Sixteen: name it by hand)."""
+    pattern = r"[A-Za-z]+|\d+" if whole_numbers else r"[A-Za-z]+|\d"
+    words = [
+        NUMBER_WORDS[int(tok)] if tok.isdigit() else tok[:1].upper() + tok[1:]
+        for part in parts
+        for tok in re.findall(pattern, str(part))
+    ]
+    return prefix + "".join(words)

@@ -1,31 +1,43 @@
 """Tidy aggregation shared by every study: one polars chain from run records to summaries.
 
-``summarise`` gives mean, std and n over seeds per (variant, metric) with the expected seed
-count, so a missing seed shows up as ``n < n_expected`` instead of silently vanishing; every
-summary is written atomically. Each study's report aggregates its own runs through these.
+``read_runs`` stacks the tidy metric records of many runs, ``pivot_records`` turns them into one
+row per job with a column per metric, ``concat_parquet``/``stack_parquet`` stack per-run tables,
+``summarise`` gives mean, std and n over seeds per cell of the expected grid with the expected
+seed count, so a missing seed shows up as ``n < n_expected`` instead of silently vanishing, and
+``write_parquet`` writes a summary atomically. Each study's ``aggregate_*`` is a chain of these.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
-from pillm.core.records import IDENTITY, atomic_path
+from pillm.core.records import IDENTITY, atomic_path, read_records
 
 GROUP = ["experiment", "variant", "corpus", "tokenizer", "data_policy", "metric"]
 
 
-def summarise(runs: pl.DataFrame, variants: list[str], seeds: list[int]) -> pl.DataFrame:
-    """Mean/std/n over seeds per (variant, metric); the expected grid is a cross join."""
-    expected = pl.DataFrame({"variant": variants}).join(
-        pl.DataFrame({"seed": seeds}, schema={"seed": pl.Int64}), how="cross"
-    )
-    present = runs.select("variant", pl.col("seed").cast(pl.Int64)).unique()
-    missing = expected.join(present, on=["variant", "seed"], how="anti")
+def summarise(
+    runs: pl.DataFrame,
+    grid: Mapping[str, list[str]],
+    seeds: list[int],
+    group: list[str] = GROUP,
+    what: str = "runs (variant, seed)",
+) -> pl.DataFrame:
+    """Mean/std/n over seeds per ``group`` (which holds the ``grid`` keys and ``metric``), sorted
+    by experiment (where grouped on), the grid keys and metric. The expected runs are the cross
+    join of the grid's values and ``seeds``; missing ones are printed as 'missing <what>'."""
+    expected = pl.DataFrame({"seed": seeds}, schema={"seed": pl.Int64})
+    for key, values in reversed(grid.items()):
+        expected = pl.DataFrame({key: values}).join(expected, how="cross")
+    keys = [*grid, "seed"]
+    present = runs.select(*grid, pl.col("seed").cast(pl.Int64)).unique()
+    missing = expected.select(keys).join(present, on=keys, how="anti")
     summary = (
         runs.lazy()
-        .group_by(GROUP)  # one group per variant x metric; seeds are the replicates
+        .group_by(group)  # one group per grid cell x metric; seeds are the replicates
         .agg(
             pl.col("value").mean().alias("mean"),
             pl.col("value").std().alias("std"),  # sample std (ddof=1); null for n = 1
@@ -33,21 +45,36 @@ def summarise(runs: pl.DataFrame, variants: list[str], seeds: list[int]) -> pl.D
             pl.col("seed").sort().alias("seeds"),
         )
         .with_columns(pl.lit(len(seeds)).alias("n_expected"))
-        .sort(["experiment", "variant", "metric"])
+        .sort([c for c in ("experiment",) if c in group] + [*grid, "metric"])
         .collect()
     )
     if missing.height:
-        print(f"warning: missing runs (variant, seed): {missing.rows()}")
+        print(f"warning: missing {what}: {missing.rows()}")
     return summary
 
 
-def write_parquet(df: pl.DataFrame, path: Path) -> None:
+def read_runs(paths: list[str]) -> pl.DataFrame:
+    """Every run's tidy metric records (``metrics.json``) in one frame, one row per metric."""
+    return pl.DataFrame(read_records(paths), infer_schema_length=None)
+
+
+def pivot_records(paths: list[str], index: list[str]) -> pl.DataFrame:
+    """One row per job (the ``index`` columns) with a column per metric."""
+    return read_runs(paths).pivot(on="metric", index=index, values="value")
+
+
+def write_parquet(df: pl.DataFrame, path: str | Path) -> None:
     with atomic_path(path) as tmp:
         df.write_parquet(tmp)
 
 
+def concat_parquet(paths: list[str]) -> pl.DataFrame:
+    """All runs' per-run tables in one frame, columns unified (absent ones null)."""
+    return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+
+
 def stack_parquet(paths: list[str]) -> pl.DataFrame:
-    """All runs' per-run tables in one frame (rows of all-null placeholders dropped)."""
-    df = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    """``concat_parquet`` less the rows of all-null placeholders (a run with nothing to add)."""
+    df = concat_parquet(paths)
     data_cols = [c for c in df.columns if c not in IDENTITY]
     return df.filter(~pl.all_horizontal(pl.col(data_cols).is_null()))

@@ -24,11 +24,20 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
-from pillm.core.records import read_records, write_text
-from pillm.paper.latex import fmt_num, fmt_pm, make_env, tex_escape
-from pillm.paper.tidy import write_parquet
+from pillm.paper.latex import (
+    MISSING,
+    finite,
+    fmt_num,
+    fmt_pm,
+    fmt_range,
+    fmt_sci,
+    macro_name,
+    mean_std,
+    tex_escape,
+)
+from pillm.paper.report import LongTable, Table, render_report
+from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
-MISSING = "--"
 PROXY = "$^{\\dagger}$"
 CORPUS_NAMES = {
     "wikitext2": "WikiText-2",
@@ -45,7 +54,6 @@ KNOWN_GROUPS = {
     "pythia160m": "Pythia",
     "llama160m": "Llama",
 }
-_DIGITS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine"]
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
 MEAN_COLS = [
     "r2_lin",
@@ -188,8 +196,7 @@ def group_macro(group: str) -> str:
     """
     if _key(group) in KNOWN_GROUPS:
         return KNOWN_GROUPS[_key(group)]
-    parts = re.findall(r"[A-Za-z]+|\d", group)
-    return "".join(_DIGITS[int(p)] if p.isdigit() else p[:1].upper() + p[1:] for p in parts)
+    return macro_name(group)
 
 
 def order_groups(groups: Iterable[str]) -> list[str]:
@@ -222,13 +229,9 @@ def is_proxy(kind: str | None, swap_metric: str | None = None) -> bool:
     return kind == "encoder" or swap_metric == "emb_cos_dist"
 
 
-def _finite(x: Any) -> bool:
-    return x is not None and isinstance(x, int | float) and math.isfinite(x)
-
-
 def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> float | None:
     """Pearson r over the pairs where both values are finite; None for < 3 pairs or no spread."""
-    pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True) if _finite(a) and _finite(b)]
+    pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True) if finite(a) and finite(b)]
     if len(pairs) < 3:
         return None
     mx = sum(a for a, _ in pairs) / len(pairs)
@@ -243,7 +246,7 @@ def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> float | Non
 
 def spearman(x: Sequence[float | None], y: Sequence[float | None]) -> float | None:
     """Spearman rank correlation (Pearson r of average ranks) over the finite pairs."""
-    pairs = [(a, b) for a, b in zip(x, y, strict=True) if _finite(a) and _finite(b)]
+    pairs = [(a, b) for a, b in zip(x, y, strict=True) if finite(a) and finite(b)]
     if len(pairs) < 3:
         return None
     rx = stats.rankdata([a for a, _ in pairs])
@@ -252,32 +255,12 @@ def spearman(x: Sequence[float | None], y: Sequence[float | None]) -> float | No
 
 
 def n_pairs(x: Sequence[float | None], y: Sequence[float | None]) -> int:
-    return sum(1 for a, b in zip(x, y, strict=True) if _finite(a) and _finite(b))
-
-
-def fmt_sci(x: float | None, digits: int = 1) -> str:
-    """Scientific notation in math mode; '$\\infty$' for an infinite condition number."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return MISSING
-    if math.isinf(x):
-        return "$\\infty$" if x > 0 else "$-\\infty$"
-    if x == 0:
-        return "0"
-    exp = math.floor(math.log10(abs(x)))
-    mant = x / 10**exp
-    if round(abs(mant), digits) >= 10:
-        mant, exp = mant / 10, exp + 1
-    return f"${mant:.{digits}f}{{\\times}}10^{{{exp}}}$"
-
-
-def fmt_range(lo: float | None, hi: float | None, digits: int) -> str:
-    a, b = fmt_num(lo, digits), fmt_num(hi, digits)
-    return a if a == b else f"{a}--{b}"
+    return sum(1 for a, b in zip(x, y, strict=True) if finite(a) and finite(b))
 
 
 def fmt_at(value: float | None, layer: int | None, digits: int) -> str:
     """'value (block)' for a best/worst block; '--' when there is none."""
-    if not _finite(value) or layer is None:
+    if not finite(value) or layer is None:
         return MISSING
     return f"{fmt_num(value, digits)} ({layer})"
 
@@ -287,7 +270,7 @@ def fmt_r(r: float | None) -> str:
 
 
 def fmt_lr(lr: float | None) -> str:
-    if not _finite(lr):
+    if not finite(lr):
         return MISSING
     return fmt_sci(lr, 1) if lr < 1e-3 else f"{lr:g}"
 
@@ -306,22 +289,9 @@ def join_words(items: Sequence[str], empty: str = "none") -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _mean(xs: Iterable[float | None]) -> float | None:
-    vals = [float(x) for x in xs if _finite(x)]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _std(xs: Iterable[float | None]) -> float | None:
-    vals = [float(x) for x in xs if _finite(x)]
-    if len(vals) < 2:
-        return None
-    m = sum(vals) / len(vals)
-    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
-
-
 def _argext(rows: list[dict], col: str, largest: bool) -> dict | None:
     """The row with the smallest (or largest) finite ``col``; None when no row has one."""
-    cand = [r for r in rows if _finite(r.get(col))]
+    cand = [r for r in rows if finite(r.get(col))]
     if not cand:
         return None
     return (max if largest else min)(cand, key=lambda r: r[col])
@@ -429,7 +399,7 @@ class ProbeReport:
         raw, blocks = self.raw(group, self.main), self.block_rows(group, self.main)
         first = blocks[0] if blocks else {}
         per_model = [
-            _mean(r["r2_lin"] for r in raw if r["model"] == m)
+            mean_std(r["r2_lin"] for r in raw if r["model"] == m)[0]
             for m in _unique(r["model"] for r in raw)
         ]
         lo = _argext(blocks, "r2_lin", largest=False)
@@ -439,22 +409,22 @@ class ProbeReport:
         lr_best = _argext(blocks, "delta_lowrank", largest=False)
 
         def ratio(num: str, den: str) -> float | None:
-            r = [b[num] / b[den] for b in blocks if _finite(b.get(num)) and b.get(den)]
-            return _mean(r)
+            r = [b[num] / b[den] for b in blocks if finite(b.get(num)) and b.get(den)]
+            return mean_std(r)[0]
 
         spread = self.corpus_spread(group)
-        grad = [r for r in raw if _finite(r["grad_r2"]) and _finite(r["grad_closed_r2"])]
+        grad = [r for r in raw if finite(r["grad_r2"]) and finite(r["grad_closed_r2"])]
         return {
             "blocks": first.get("n_layers"),
             "d": first.get("d_in"),
-            "rlin": _mean(b["r2_lin"] for b in blocks),
-            "rlin_std": _std(per_model),
+            "rlin": mean_std(b["r2_lin"] for b in blocks)[0],
+            "rlin_std": mean_std(per_model)[1],
             "rlin_min": lo["r2_lin"] if lo else None,
             "rlin_min_layer": lo["layer"] if lo else None,
             "rlin_max": hi["r2_lin"] if hi else None,
             "rlin_max_layer": hi["layer"] if hi else None,
-            "feature_median": _mean(b["r2_feature_median"] for b in blocks),
-            "gain": _mean(b["bilinear_gain"] for b in blocks),
+            "feature_median": mean_std(b["r2_feature_median"] for b in blocks)[0],
+            "gain": mean_std(b["bilinear_gain"] for b in blocks)[0],
             "pearson": pearson(
                 [None if r["r2_lin"] is None else 1 - r["r2_lin"] for r in raw],
                 [r["bilinear_gain"] for r in raw],
@@ -465,7 +435,7 @@ class ProbeReport:
             "lin_worst_layer": worst["layer"] if worst else None,
             "lr_best": lr_best["delta_lowrank"] if lr_best else None,
             "lr_best_layer": lr_best["layer"] if lr_best else None,
-            "base": _mean(b["base_value"] for b in blocks),
+            "base": mean_std(b["base_value"] for b in blocks)[0],
             "ffn_lin": ratio("ffn_params", "linear_params"),
             "ffn_lr": ratio("ffn_params", "lowrank_params"),
             "lin_lr": ratio("linear_params", "lowrank_params"),
@@ -473,7 +443,7 @@ class ProbeReport:
             "swap_spearman": spearman([r["r2_lin"] for r in raw], [r["delta_linear"] for r in raw]),
             "spread": spread[0] if spread else None,
             "spread_layer": spread[1] if spread else None,
-            "grad_gap": _mean(r["grad_closed_r2"] - r["grad_r2"] for r in grad),
+            "grad_gap": mean_std(r["grad_closed_r2"] - r["grad_r2"] for r in grad)[0],
         }
 
     def corpus_spread(self, group: str) -> tuple[float, int] | None:
@@ -518,7 +488,7 @@ class ProbeReport:
                     self.mark(g, fmt_at(s["lin_best"], s["lin_best_layer"], dd)),
                     self.mark(g, fmt_at(s["lin_worst"], s["lin_worst_layer"], dd)),
                     self.mark(g, fmt_at(s["lr_best"], s["lr_best_layer"], dd)),
-                    f"{fmt_num(s['ffn_lin'], 1)}$\\times$" if _finite(s["ffn_lin"]) else MISSING,
+                    f"{fmt_num(s['ffn_lin'], 1)}$\\times$" if finite(s["ffn_lin"]) else MISSING,
                     lr_ratio,
                 ]
             )
@@ -535,7 +505,7 @@ class ProbeReport:
             for i, c in enumerate(present):
                 raw, blocks = self.raw(g, c), self.block_rows(g, c)
                 per_model = [
-                    _mean(r["r2_lin"] for r in raw if r["model"] == m)
+                    mean_std(r["r2_lin"] for r in raw if r["model"] == m)[0]
                     for m in _unique(r["model"] for r in raw)
                 ]
                 lo = _argext(blocks, "r2_lin", largest=False)
@@ -543,12 +513,12 @@ class ProbeReport:
                     [
                         self.label(g) if i == 0 else "",
                         corpus_name(c),
-                        fmt_num(_mean(b["n_heldout_rows"] for b in blocks), 0),
-                        fmt_pm(_mean(b["r2_lin"] for b in blocks), _std(per_model), 3),
+                        fmt_num(mean_std(b["n_heldout_rows"] for b in blocks)[0], 0),
+                        fmt_pm(mean_std(b["r2_lin"] for b in blocks)[0], mean_std(per_model)[1], 3),
                         fmt_at(lo["r2_lin"], lo["layer"], 3) if lo else MISSING,
-                        fmt_num(_mean(b["bilinear_gain"] for b in blocks), 3),
-                        self.mark(g, fmt_num(_mean(b["base_value"] for b in blocks), dd)),
-                        self.mark(g, fmt_num(_mean(b["delta_linear"] for b in blocks), dd)),
+                        fmt_num(mean_std(b["bilinear_gain"] for b in blocks)[0], 3),
+                        self.mark(g, fmt_num(mean_std(b["base_value"] for b in blocks)[0], dd)),
+                        self.mark(g, fmt_num(mean_std(b["delta_linear"] for b in blocks)[0], dd)),
                         (fmt_at(spread[0], spread[1], 3) if spread else MISSING) if i == 0 else "",
                     ]
                 )
@@ -570,15 +540,15 @@ class ProbeReport:
                     recs = recs.to_dicts()
                     closed = [r["grad_closed_r2"] for r in recs]
                     grad = [r["grad_r2"] for r in recs]
-                    gap = [a - b for a, b in zip(closed, grad, strict=True) if _finite(a)]
+                    gap = [a - b for a, b in zip(closed, grad, strict=True) if finite(a)]
                     rows.append(
                         [
                             self.label(g) if first else "",
                             corpus_name(c),
                             str(layer),
-                            fmt_pm(_mean(closed), _std(closed), 3),
-                            fmt_pm(_mean(grad), _std(grad), 3),
-                            fmt_pm(_mean(gap), _std(gap), 3),
+                            fmt_pm(mean_std(closed)[0], mean_std(closed)[1], 3),
+                            fmt_pm(mean_std(grad)[0], mean_std(grad)[1], 3),
+                            fmt_pm(mean_std(gap)[0], mean_std(gap)[1], 3),
                             "/".join(fmt_num(v, 0) for v in _unique(r["grad_steps"] for r in recs))
                             or MISSING,
                             "/".join(fmt_num(v, 0) for v in _unique(r["grad_rows"] for r in recs))
@@ -747,11 +717,11 @@ class ProbeReport:
                 probe["n_heldout_rows"].min(), probe["n_heldout_rows"].max(), 0
             ),
             "ProbeHeldoutPct": fmt_num(
-                _mean(
+                mean_std(
                     100 * r["n_heldout_rows"] / (r["n_heldout_rows"] + r["n_train_rows"])
                     for r in probe.select("n_train_rows", "n_heldout_rows").to_dicts()
                     if r["n_train_rows"] is not None and r["n_heldout_rows"]
-                ),
+                )[0],
                 1,
             ),
         }
@@ -783,7 +753,7 @@ class ProbeReport:
         jumps, profiles, non_monotone = [], 0, 0
         for g in self.groups:
             b = self.block_rows(g, self.main)
-            vals = [(x["layer"], x["r2_lin"]) for x in b if _finite(x["r2_lin"])]
+            vals = [(x["layer"], x["r2_lin"]) for x in b if finite(x["r2_lin"])]
             for (l0, v0), (l1, v1) in zip(vals, vals[1:], strict=False):
                 jumps.append({"model_group": g, "layer": l0, "next": l1, "jump": abs(v1 - v0)})
             if len(vals) >= 3:
@@ -801,7 +771,7 @@ class ProbeReport:
         # Bilinear probe, pooled over all blocks (of all seeds).
         one_minus = [None if r["r2_lin"] is None else 1 - r["r2_lin"] for r in raw]
         gains = [r["bilinear_gain"] for r in raw]
-        out["ProbeBilinearGainMean"] = fmt_num(_mean(gains), 3)
+        out["ProbeBilinearGainMean"] = fmt_num(mean_std(gains)[0], 3)
         ext("BilinearGainMax", "bilinear_gain", True, 3, blocks)
         out["ProbeBilinearPearson"] = fmt_r(pearson(one_minus, gains))
         out["ProbeBilinearPearsonN"] = str(n_pairs(one_minus, gains))
@@ -810,7 +780,7 @@ class ProbeReport:
         gaps = [
             {**b, "gap": b["r2_lin"] - b["r2_feature_median"]}
             for b in blocks
-            if _finite(b["r2_lin"]) and _finite(b["r2_feature_median"])
+            if finite(b["r2_lin"]) and finite(b["r2_feature_median"])
         ]
         g = _argext(gaps, "gap", largest=True)
         out["ProbeFeatureGapMax"] = fmt_num(g["gap"] if g else None, 3)
@@ -834,7 +804,7 @@ class ProbeReport:
         ext("ProxySwapWorst", "delta_linear", True, 4, enc)
         rel = [
             r["delta_linear"] / r["base_value"]
-            if _finite(r["delta_linear"]) and _finite(r["base_value"]) and r["base_value"] > 0
+            if finite(r["delta_linear"]) and finite(r["base_value"]) and r["base_value"] > 0
             else None
             for r in raw
         ]
@@ -848,7 +818,7 @@ class ProbeReport:
             ("LowRankParamsRatio", "ffn_lr"),
             ("LinLowRankRatio", "lin_lr"),
         ]:
-            vals = [s[key] for s in stats_ if _finite(s[key])]
+            vals = [s[key] for s in stats_ if finite(s[key])]
             out[f"Probe{name}"] = fmt_range(min(vals), max(vals), 1) if vals else MISSING
 
         # Corpora.
@@ -878,21 +848,21 @@ class ProbeReport:
                 sum(
                     1
                     for r in recs
-                    if _finite(r["grad_closed_r2"]) and r["grad_r2"] < r["grad_closed_r2"]
+                    if finite(r["grad_closed_r2"]) and r["grad_r2"] < r["grad_closed_r2"]
                 )
             ),
         }
         gaps = [
             {**r, "gap": r["grad_closed_r2"] - r["grad_r2"]}
             for r in recs
-            if _finite(r["grad_closed_r2"]) and _finite(r["grad_r2"])
+            if finite(r["grad_closed_r2"]) and finite(r["grad_r2"])
         ]
         hi = _argext(gaps, "gap", largest=True)
         lo = _argext(gaps, "gap", largest=False)
         out["ProbeGradGapMax"] = fmt_num(hi["gap"] if hi else None, 3)
         out["ProbeGradGapMaxWhere"] = self.where(hi["model_group"], hi["layer"]) if hi else MISSING
         out["ProbeGradGapMin"] = fmt_num(lo["gap"] if lo else None, 3)
-        out["ProbeGradGapMean"] = fmt_num(_mean(r["gap"] for r in gaps), 3)
+        out["ProbeGradGapMean"] = fmt_num(mean_std(r["gap"] for r in gaps)[0], 3)
         return out
 
     def _cost_macros(self) -> dict[str, str]:
@@ -901,12 +871,12 @@ class ProbeReport:
             sum(
                 r[c]
                 for c in ("load_seconds", "capture_fit_seconds", "swap_seconds")
-                if _finite(r[c])
+                if finite(r[c])
             )
             for r in jobs
         )
-        rps = [r["rows_per_s"] for r in jobs if _finite(r["rows_per_s"])]
-        mem = [r["peak_mem_mb"] for r in jobs if _finite(r["peak_mem_mb"])]
+        rps = [r["rows_per_s"] for r in jobs if finite(r["rows_per_s"])]
+        mem = [r["peak_mem_mb"] for r in jobs if finite(r["peak_mem_mb"])]
         return {
             "ProbeDevices": tex_escape(" / ".join(sorted(_unique(_device(r) for r in jobs))))
             or MISSING,
@@ -1059,42 +1029,42 @@ def render_probe_tables(
     summary_dir: str, params: dict, template_dir: str, tables_dir: str, numbers_path: str
 ) -> None:
     """Write probe_{summary,corpora,gradient,blocks,cost}.tex into ``tables_dir`` and the probe
-    macros to ``numbers_path``, each atomically."""
+    macros to ``numbers_path``, through the report contract."""
     probe, gradient, jobs = load_summaries(summary_dir)
     rep = ProbeReport(probe, gradient, jobs, params)
-    env = make_env(template_dir)
-    table = env.get_template("probe_table.tex.j2")
     rows = {
         "probe_summary": rep.summary_rows(),
         "probe_corpora": rep.corpora_rows(),
         "probe_gradient": rep.gradient_rows(),
         "probe_cost": rep.cost_rows(),
     }
-    for name, ctx in probe_tables(rep).items():
-        tex = table.render(**ctx, rows=rows[name], ncols=len(ctx["header"]))
-        write_text(Path(tables_dir) / f"{name}.tex", tex)
-    blocks = env.get_template("probe_blocks.tex.j2").render(
-        tables=rep.block_tables(),
-        header=[
-            "Block",
-            "$\\Rlin$",
-            _stack("Feat.", "med."),
-            _stack("Eff.", "rank"),
-            _stack("Bilin.", "gain"),
-            "$\\kappa$",
-            "Solver",
-            _stack("Lin.\\ swap", "$\\Delta$"),
-            _stack("Low-rank", "$\\Delta$"),
-            "$k$",
-        ],
-        colspec="rrrrrrlrrr",
+    tables: dict[Path, Table | LongTable] = {
+        Path(tables_dir) / f"{name}.tex": Table(rows=rows[name], **ctx)
+        for name, ctx in probe_tables(rep).items()
+    }
+    header = [
+        "Block",
+        "$\\Rlin$",
+        _stack("Feat.", "med."),
+        _stack("Eff.", "rank"),
+        _stack("Bilin.", "gain"),
+        "$\\kappa$",
+        "Solver",
+        _stack("Lin.\\ swap", "$\\Delta$"),
+        _stack("Low-rank", "$\\Delta$"),
+        "$k$",
+    ]
+    blocks = [
+        Table(t["caption"], t["label"], "rrrrrrlrrr", header, t["rows"], "!htbp", "scriptsize")
+        for t in rep.block_tables()
+    ]
+    tables[Path(tables_dir) / "probe_blocks.tex"] = LongTable(
+        blocks,
+        "pillm.probe_report from the probe summaries",
+        "No per-block probe results in this build.",
     )
-    write_text(Path(tables_dir) / "probe_blocks.tex", blocks)
-    macros = rep.numbers()
-    bad = [m for m in macros if not re.fullmatch(r"Probe[A-Za-z]+", m)]
-    if bad:
-        raise ValueError(f"macro names must be Probe + letters: {bad}")
-    write_text(numbers_path, env.get_template("probe_numbers.tex.j2").render(macros=macros))
+    render_report(tables, rep.numbers(), template_dir, numbers_path,
+                  "pillm.probe_report from the probe summaries", prefix="Probe")  # fmt: skip
 
 
 def aggregate_probe(
@@ -1103,15 +1073,11 @@ def aggregate_probe(
     """Probe jobs -> ``probe.parquet`` (one row per model x corpus x block), ``probe_gradient``
     (gradient-trained map curves) and ``probe_jobs`` (one row per job: cost and provenance)."""
     out = Path(out_dir)
-    blocks = pl.concat([pl.read_parquet(p) for p in block_paths], how="diagonal_relaxed")
+    blocks = concat_parquet(block_paths)
     blocks = blocks.with_columns(pl.col("seed").cast(pl.Int64)).sort("model", "corpus", "layer")
     write_parquet(blocks, out / "probe.parquet")
-    grads = pl.concat([pl.read_parquet(p) for p in gradient_paths], how="diagonal_relaxed")
+    grads = concat_parquet(gradient_paths)
     write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")
-    records = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
-    jobs = records.pivot(
-        on="metric",
-        index=["variant", "corpus", "model_group", "model_label", "device", "device_name"],
-        values="value",
-    ).rename({"variant": "model"})
+    index = ["variant", "corpus", "model_group", "model_label", "device", "device_name"]
+    jobs = pivot_records(metrics_paths, index).rename({"variant": "model"})
     write_parquet(jobs.sort("model", "corpus"), out / "probe_jobs.parquet")

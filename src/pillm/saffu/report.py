@@ -11,16 +11,15 @@ GPT baseline and PIL's ridge solve (``pil_pure``) when this build has them.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from pillm.core.records import atomic_path, read_records, write_text
-from pillm.paper.latex import fmt_num, fmt_pm, make_env, tex_escape
+from pillm.paper.latex import MISSING, fmt_num, fmt_pm, tex_escape
+from pillm.paper.report import Table, render_report
+from pillm.paper.tidy import concat_parquet, read_runs, summarise, write_parquet
 
-MISSING = "--"
 GROUP = ["variant", "init", "agg", "block", "radius", "corpus", "tokenizer", "data_policy"]
 INIT_LABELS = {
     "explicit": "explicit solution",
@@ -33,47 +32,18 @@ FIGURES = ["saffu_curves", "saffu_ablation"]
 # ---------------------------------------------------------------- aggregation
 
 
-def _write(df: pl.DataFrame, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        df.write_parquet(tmp)
-
-
-def summarise_saffu(runs: pl.DataFrame, settings: list[str], inits: list[str], seeds: list[int]):
-    """Mean/std/n over seeds per (setting, init, metric); the expected grid is a cross join."""
-    expected = (
-        pl.DataFrame({"variant": settings})
-        .join(pl.DataFrame({"init": inits}), how="cross")
-        .join(pl.DataFrame({"seed": seeds}, schema={"seed": pl.Int64}), how="cross")
-    )
-    present = runs.select("variant", "init", pl.col("seed").cast(pl.Int64)).unique()
-    missing = expected.join(present, on=["variant", "init", "seed"], how="anti")
-    if missing.height:
-        print(f"warning: missing SAFFU runs (setting, init, seed): {missing.rows()}")
-    return (
-        runs.lazy()
-        .group_by([*GROUP, "metric"])  # seeds are the replicates
-        .agg(
-            pl.col("value").mean().alias("mean"),
-            pl.col("value").std().alias("std"),  # sample std (ddof=1); null for one seed
-            pl.col("value").count().alias("n"),
-            pl.col("seed").sort().alias("seeds"),
-        )
-        .with_columns(pl.lit(len(seeds)).alias("n_expected"))
-        .sort("variant", "init", "metric")
-        .collect()
-    )
-
-
 def aggregate_saffu(
     metrics_paths: list[str], curve_paths: list[str], params: dict, out_dir: str
 ) -> None:
     out = Path(out_dir)
-    runs = pl.DataFrame(read_records(metrics_paths), infer_schema_length=None)
-    _write(runs, out / "saffu_runs.parquet")
-    summary = summarise_saffu(runs, params["settings"], params["inits"], params["seeds"])
-    _write(summary, out / "saffu.parquet")
-    curves = pl.concat([pl.read_parquet(p) for p in curve_paths], how="diagonal_relaxed")
-    _write(curves.sort("variant", "init", "seed", "step"), out / "saffu_curves.parquet")
+    runs = read_runs(metrics_paths)
+    write_parquet(runs, out / "saffu_runs.parquet")
+    grid = {"variant": params["settings"], "init": params["inits"]}
+    summary = summarise(runs, grid, params["seeds"], group=[*GROUP, "metric"],
+                        what="SAFFU runs (setting, init, seed)")  # fmt: skip
+    write_parquet(summary, out / "saffu.parquet")
+    curves = concat_parquet(curve_paths)
+    write_parquet(curves.sort("variant", "init", "seed", "step"), out / "saffu_curves.parquet")
 
 
 # ---------------------------------------------------------------- report
@@ -301,27 +271,21 @@ def render_saffu_tables(
     summary_dir: str, lm_summary: str | None, params: dict, template_dir: str,
     tables_dir: str, numbers_path: str,
 ) -> None:  # fmt: skip
-    """Write saffu.tex and saffu_ablation.tex into ``tables_dir`` and the Saffu* macros."""
+    """Write saffu.tex and saffu_ablation.tex into ``tables_dir`` and the Saffu* macros to
+    ``numbers_path``, through the report contract."""
     d = Path(summary_dir)
     summary = pl.read_parquet(d / "saffu.parquet")
     lm = pl.read_parquet(lm_summary) if lm_summary and Path(lm_summary).is_file() else None
     rep = SaffuReport(summary, lm, params)
     policy = summary["data_policy"][0] if summary.height else MISSING
-    env = make_env(template_dir)
-    table = env.get_template("saffu_table.tex.j2")
     caps = captions(rep, policy)
     rows = {"saffu": rep.main_rows(), "saffu_ablation": rep.ablation_rows()}
-    for name, (label, colspec, header) in SAFFU_TABLES.items():
-        tex = table.render(
-            caption=caps[name], label=label, colspec=colspec, header=header, rows=rows[name],
-            ncols=len(header),
-        )  # fmt: skip
-        write_text(Path(tables_dir) / f"{name}.tex", tex)
-    macros = rep.numbers()
-    bad = [m for m in macros if not re.fullmatch(r"Saffu[A-Za-z]+", m)]
-    if bad:
-        raise ValueError(f"macro names must be Saffu + letters: {bad}")
-    write_text(numbers_path, env.get_template("saffu_numbers.tex.j2").render(macros=macros))
+    tables = {
+        Path(tables_dir) / f"{name}.tex": Table(caps[name], label, colspec, header, rows[name])
+        for name, (label, colspec, header) in SAFFU_TABLES.items()
+    }
+    render_report(tables, rep.numbers(), template_dir, numbers_path,
+                  "pillm.saffu_report from the SAFFU and LM summaries", prefix="Saffu")  # fmt: skip
 
 
 # ---------------------------------------------------------------- figures
