@@ -101,7 +101,7 @@ def run(args) -> dict:
         net, fit = fit_pil_flow(x, FlowConfig(feats, ppi, args.chunk), 0, device, x_val=x_val)
         sync(device)
         rows[ppi] = {"seconds": time.perf_counter() - t0, "mse": fit.heldout_mse,
-                     "peak_mb": peak_memory_mb(device), "pairs": fit.n_pairs}  # fmt: skip
+                     "peak_mb": peak_memory_mb(device), "pairs": fit.n_train}  # fmt: skip
     pil = rows[args.pairs_per_image]
     reset_peak(device)
     model = RandomFeatureNet(dim, dim, feats, 0, trainable=True).to(device)
