@@ -24,7 +24,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -281,9 +281,6 @@ class RidgeFit:
     solve_seconds: float
     gram_seconds: float = 0.0  # set by callers that stream the statistics
     peak_memory_mb: float = float("nan")  # CUDA: max allocated; CPU: process max RSS
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def solve_relative(

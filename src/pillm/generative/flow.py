@@ -32,7 +32,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -338,9 +338,6 @@ class TrainReport:
     final_loss: float  # mean of the last log_every batch losses
     curve: list[tuple[int, float]]  # (step, mean loss of the preceding log_every steps)
     peak_memory_mb: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def train_regression(

@@ -205,7 +205,9 @@ def pil_pairs(setting: Setting, gen: GenerativeConfig, n_fit: int) -> int:
     return n_fit * gen.diffusion.pairs_per_image * gen.diffusion.n_buckets
 
 
-def diffusion_config(gen: GenerativeConfig, feats: FeatureConfig, n_buckets: int = 1):
+def diffusion_config(
+    gen: GenerativeConfig, feats: FeatureConfig, n_buckets: int = 1
+) -> DiffusionConfig:
     """The DDPM fit of ``gen.diffusion`` on ``feats`` with ``n_buckets`` ε weight sets."""
     d = gen.diffusion
     return DiffusionConfig(
