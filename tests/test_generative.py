@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from pillm.data.images import load_images
+from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
-from pillm.generative.report import aggregate_generative, gen_figures, macro, render_gen_tables
+from pillm.generative.report import aggregate_generative, macro, render_gen_tables
 from pillm.generative.run import (
     adamw_steps,
     classifier_job,

@@ -15,6 +15,7 @@ from transformers import BertConfig, BertModel
 from pillm.core.ridge import GramStats, solve_ridge
 from pillm.data.sources import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
+from pillm.lora.figures import lora_figure
 from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
 from pillm.lora.run import (
     BaseModel,
@@ -316,3 +317,5 @@ def test_aggregate_and_report_keep_missing_jobs_visible(tmp_path):
     table = (tmp_path / "t.tex").read_text()
     assert "75.0 $\\pm$ 7.1 & 0.50" in table and "\\label{tab:lora}" in table
     assert "\\newcommand{\\LoraPillmLoraFit}{4.00}" in (tmp_path / "n.tex").read_text()
+    lora_figure(str(tmp_path), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"))
+    assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").stat().st_size > 0

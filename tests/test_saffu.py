@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pillm.saffu.figures import saffu_figures
 from pillm.saffu.report import aggregate_saffu, render_saffu_tables
 from pillm.saffu.run import (
     SaffuLM,
@@ -298,3 +299,7 @@ def test_aggregation_tables_and_macros_carry_the_run_numbers(runs, tmp_path, cap
     assert f"{warm['test_ppl']:.1f}" in rows[2]
     ablation = (tmp_path / "saffu_ablation.tex").read_text()
     assert "cat\\_b4\\_r2 (main)" in ablation
+    saffu_figures(str(tmp_path), "cat_b4_r2", str(tmp_path / "fig"))
+    assert {p.name for p in (tmp_path / "fig").iterdir()} == {
+        f"saffu_{n}.{ext}" for n in ("curves", "ablation") for ext in ("pdf", "png")
+    }
