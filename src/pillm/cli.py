@@ -228,7 +228,7 @@ COMMANDS: tuple[Command, ...] = (
         ("summary_dir", "params", "templates", "tables_dir", "numbers"),
     ),
     Command(
-        "gen-figures", "pillm.generative.report:gen_figures", "generative figures (pdf + png)",
+        "gen-figures", "pillm.generative.figures:gen_figures", "generative figures (pdf + png)",
         (SUMMARY, req("--results-dir", "results/<name>/generative (sample grids)"), OUT_DIR),
         ("summary_dir", "results_dir", "out_dir"),
     ),
@@ -258,7 +258,7 @@ COMMANDS: tuple[Command, ...] = (
         ("summary_dir", "lm_summary", "params", "templates", "tables_dir", "numbers"),
     ),
     Command(
-        "saffu-figures", "pillm.saffu.report:saffu_figures", "SAFFU figures (pdf + png)",
+        "saffu-figures", "pillm.saffu.figures:saffu_figures", "SAFFU figures (pdf + png)",
         (SUMMARY, req("--main-setting"), OUT_DIR), ("summary_dir", "main_setting", "out_dir"),
     ),
     # -- LoRA
@@ -284,7 +284,7 @@ COMMANDS: tuple[Command, ...] = (
         ("summary_dir", "params", "templates", "table", "numbers"),
     ),
     Command(
-        "lora-figures", "pillm.lora.report:lora_figure",
+        "lora-figures", "pillm.lora.figures:lora_figure",
         "SST-2 accuracy vs fitting time (pdf + png)",
         (SUMMARY, *PDF_PNG), ("summary_dir", "pdf", "png"),
     ),
