@@ -12,19 +12,19 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from pillm.paper.latex import fmt_sci
 from pillm.probe import figures as pf
-from pillm.probe.report import (
+from pillm.probe.macros import GROUP_MACRO_SUFFIXES
+from pillm.probe.report import render_probe_tables
+from pillm.probe.rows import ProbeReport
+from pillm.probe.summary import (
     GRADIENT_SCHEMA,
-    GROUP_MACRO_SUFFIXES,
     JOBS_SCHEMA,
     KNOWN_GROUPS,
     PROBE_SCHEMA,
-    ProbeReport,
-    fmt_sci,
     group_macro,
     ordinal,
     pearson,
-    render_probe_tables,
     spearman,
 )
 

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from pillm.paper.figures import save  # noqa: E402
-from pillm.probe.report import (
+from pillm.probe.summary import (
     CORPUS_NAMES,
     is_proxy,
     load_summaries,
