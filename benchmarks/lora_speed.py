@@ -37,7 +37,8 @@ import yaml
 from pillm.core.records import provenance
 from pillm.core.runtime import resolve_device
 from pillm.data.sst2 import load_sst2, split_train
-from pillm.lora.run import BaseModel, fit_closed_form, fit_lora, load_base
+from pillm.lora.base import BaseModel, load_base
+from pillm.lora.methods import fit_closed_form, fit_lora
 from pillm.settings import LoraConfig
 
 

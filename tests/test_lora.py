@@ -15,19 +15,17 @@ from transformers import BertConfig, BertModel
 from pillm.core.ridge import GramStats, solve_ridge
 from pillm.data.sources import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
+from pillm.lora.base import BaseModel
 from pillm.lora.figures import lora_figure
-from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
-from pillm.lora.run import (
-    BaseModel,
+from pillm.lora.methods import (
     ClosedFormHead,
     bucketed_epoch,
     centred_one_hot,
     fit_closed_form,
     fit_lora,
-    max_abs_diff,
-    run_fits,
-    weights_digest,
 )
+from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
+from pillm.lora.run import max_abs_diff, run_fits, weights_digest
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.plan import ConfigError, validate_config
 from pillm.settings import LoraConfig

@@ -1,0 +1,238 @@
+"""The three ways the PIL-LoRA study fits a sentiment classifier on a frozen base model.
+
+The seed (``003_*``, section 3) defines PIL-LoRA as ``W_adapted = W_frozen + H W_pil`` with
+``H = GELU(x W_down)``, ``W_down`` a fixed random rank-``r`` projection and ``W_pil`` solved in
+one pass by ridge on "residual targets", which it leaves undefined. For classification we
+instantiate the one well-defined target, the label:
+
+- ``pil_lora``: x -> row-standardised x̂ (zero mean, unit variance over its d coordinates, no
+  parameters) -> H = [GELU(x̂ W_down), 1] with W_down ~ N(0, 1/d) fixed by the seed ->
+  W_pil = (HᵀH + λI)⁻¹ HᵀY, Y the centred one-hot labels (±1/2). HᵀH and HᵀY are streamed in
+  float64 (``ridge.GramStats``), never the rows; λ (relative to the mean diagonal of HᵀH) is
+  picked on a held-out slice of GLUE train. No gradient step.
+- ``ridge``: the control without the random projection: H = [x̂, 1], same solve.
+- ``lora``: ``peft`` LoRA adapters on the attention projections plus a trainable linear head on
+  the pooled states, trained by AdamW on the cross-entropy (the gradient baseline).
+
+Each fit returns a ``FitResult``: its trainable weights, a predictor and its timings.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from pillm.core.ridge import GramStats, solve_relative
+from pillm.core.runtime import lr_at, sync
+from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches
+from pillm.settings import LoraConfig
+
+METHODS = ("pil_lora", "ridge", "lora")
+N_CLASSES = 2
+# LoRA targets: BERT's query/value projections; the pillm GPT's fused q/k/v projection (the
+# analogue of GPT-2's c_attn that LoRA adapts); regex = peft's full-name match.
+LORA_TARGETS: dict[str, list[str] | str] = {
+    "encoder": ["query", "value"],
+    "causal": r".*\.attn\.qkv",
+}
+
+
+@dataclass
+class FitResult:
+    """Trainable weights (name -> tensor) of one fit, its timings and what else it recorded."""
+
+    weights: dict[str, Tensor]
+    predict: Callable[[list[list[int]]], np.ndarray]
+    fit_seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    curve: list[dict[str, float]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- closed-form heads
+
+
+def standardise_rows(x: Tensor) -> Tensor:
+    """Each row to zero mean and unit variance over its coordinates (a parameter-free LayerNorm)."""
+    return F.layer_norm(x, x.shape[-1:])
+
+
+def centred_one_hot(labels: Tensor) -> Tensor:
+    """One-hot targets minus 1/K: rows sum to zero (±1/2 for two classes), float64."""
+    return F.one_hot(labels, N_CLASSES).double() - 1.0 / N_CLASSES
+
+
+class ClosedFormHead:
+    """H(x) = [GELU(x̂ W_down), 1] (``rank`` > 0, PIL-LoRA) or [x̂, 1] (``rank`` = 0, ridge control);
+    scores = H(x) W with W solved by ridge."""
+
+    def __init__(self, d: int, rank: int, seed: int, device: str):
+        self.d, self.rank = d, rank
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        w = torch.randn(d, rank, generator=gen) / math.sqrt(d) if rank else None
+        self.w_down = None if w is None else w.to(device)  # x̂ W_down ~ N(0, 1) per feature
+        self.weight: Tensor | None = None
+
+    @property
+    def n_features(self) -> int:
+        return (self.rank or self.d) + 1
+
+    def features(self, x: Tensor) -> Tensor:
+        z = standardise_rows(x.float())
+        h = F.gelu(z @ self.w_down) if self.w_down is not None else z
+        return torch.cat([h, torch.ones_like(h[:, :1])], dim=1)
+
+    def scores(self, x: Tensor) -> Tensor:
+        assert self.weight is not None, "solve the head first"
+        return self.features(x).double() @ self.weight
+
+
+def fit_closed_form(
+    base: BaseModel, fit: tuple[list, np.ndarray], select: tuple[list, np.ndarray], rank: int,
+    lambdas: list[float], kappa_max: float, seed: int, batch_size: int, device: str,
+) -> FitResult:  # fmt: skip
+    """One streamed pass over the fit and selection rows, then one solve (no gradient step)."""
+    head = ClosedFormHead(base.d_model, rank, seed, device)
+    p = head.n_features
+    stats = {s: GramStats.zeros(p, N_CLASSES, device) for s in ("fit", "select")}
+    capture = 0.0
+    sync(device)
+    t0 = time.perf_counter()
+    for split, (ids, labels) in (("fit", fit), ("select", select)):
+        n_batches = math.ceil(len(ids) / batch_size)
+        it = iter(tqdm(pooled_batches(base, ids, labels, batch_size, device), total=n_batches,
+                       desc=f"streaming {split} rows", mininterval=10))  # fmt: skip
+        while True:
+            tc = time.perf_counter()
+            batch = next(it, None)
+            sync(device)
+            capture += time.perf_counter() - tc
+            if batch is None:
+                break
+            x, y = batch
+            stats[split].update(head.features(x), centred_one_hot(y))
+    ts = time.perf_counter()
+    head.weight, ridge = solve_relative(stats["fit"], stats["select"], lambdas, kappa_max)
+    sync(device)
+    t1 = time.perf_counter()
+
+    @torch.no_grad()
+    def predict(ids: list[list[int]]) -> np.ndarray:
+        out = np.empty(len(ids), dtype=np.int64)
+        for idx in by_length(ids, batch_size):
+            x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
+            out[idx] = head.scores(base.pooled(x, m)).argmax(1).cpu().numpy()
+        return out
+
+    metrics = {
+        "capture_seconds": capture, "solve_seconds": t1 - ts, "lambda_rel": ridge.lam_rel,
+        "kappa": ridge.kappa, "eigh_fallback": float(ridge.solver == "eigh"), "n_features": p,
+        "fixed_params": base.d_model * rank,
+    }  # fmt: skip
+    return FitResult({"w_pil": head.weight}, predict, t1 - t0, metrics)
+
+
+# ---------------------------------------------------------------- LoRA (gradient baseline)
+def bucketed_epoch(
+    lengths: list[int], batch_size: int, rng: np.random.Generator, pool: int = 50
+) -> list[np.ndarray]:
+    """One shuffled epoch of training batches of similar length: shuffle, sort each pool of
+    ``pool`` batches by length, cut it into batches, shuffle the batches (less padding, still
+    random; every index once)."""
+    perm = rng.permutation(len(lengths))
+    batches = []
+    for i in range(0, len(perm), pool * batch_size):
+        chunk = perm[i : i + pool * batch_size]
+        chunk = chunk[np.argsort([lengths[j] for j in chunk], kind="stable")]
+        batches += [chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def warmup_steps(steps: int) -> int:
+    """Linear learning-rate warm-up of LoRA training: a tenth of the steps (then cosine to 0)."""
+    return max(1, steps // 10)
+
+
+def fit_lora(
+    base: BaseModel, fit: tuple[list, np.ndarray], cfg: LoraConfig, seed: int, device: str,
+    evaluate: Callable[[Callable[[list[list[int]]], np.ndarray]], float] | None = None,
+    target: float | None = None,
+) -> FitResult:  # fmt: skip
+    """peft LoRA on the attention projections + a linear head, AdamW on cross-entropy.
+
+    ``cfg``: its lora_rank, lora_alpha, lora_dropout, steps, lr, train_batch_size,
+    weight_decay, eval_every and batch_size are used. Every ``eval_every`` steps (and at the end) ``evaluate`` scores the
+    current model; the clock stops meanwhile. With ``target``, training stops at the first
+    evaluation that reaches it (the speed benchmark); the pipeline never passes one.
+    """
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import inject_adapter_in_model
+
+    torch.manual_seed(seed)
+    model = copy.deepcopy(base.model)
+    lcfg = PeftLoraConfig(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+        target_modules=LORA_TARGETS[base.kind],
+    )  # fmt: skip
+    model = inject_adapter_in_model(lcfg, model).to(device)  # freezes every non-adapter weight
+    adapted = BaseModel(**{**base.__dict__, "model": model})
+    head = nn.Linear(base.d_model, N_CLASSES).to(device)
+    params = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ids, labels = fit
+    gen = np.random.default_rng(seed)
+    lengths = [len(s) for s in ids]
+    queue: list[np.ndarray] = []
+    steps, bs = cfg.steps, cfg.train_batch_size
+    warmup = warmup_steps(steps)
+
+    @torch.no_grad()
+    def predict(sents: list[list[int]]) -> np.ndarray:
+        model.eval()
+        out = np.empty(len(sents), dtype=np.int64)
+        for idx in by_length(sents, cfg.batch_size):
+            x, m = pad_batch([sents[i] for i in idx], base.pad_id, device)
+            out[idx] = head(adapted.pooled(x, m)).argmax(1).cpu().numpy()
+        return out
+
+    curve: list[dict[str, float]] = []
+    elapsed = 0.0
+    for step in tqdm(range(1, steps + 1), desc="LoRA steps", mininterval=10):
+        sync(device)
+        t0 = time.perf_counter()
+        model.train()
+        if not queue:
+            queue = bucketed_epoch(lengths, bs, gen)
+        idx = queue.pop()
+        x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
+        y = torch.from_numpy(labels[idx]).to(device)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step - 1, steps, cfg.lr, warmup, 0.0)
+        loss = F.cross_entropy(head(adapted.pooled(x, m)), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sync(device)
+        elapsed += time.perf_counter() - t0
+        every = cfg.eval_every
+        if evaluate is not None and (step == steps or (every and step % every == 0)):
+            acc = evaluate(predict)
+            curve.append({"step": step, "fit_seconds": elapsed, "accuracy": acc})
+            if target is not None and acc >= target:
+                break
+    weights = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    weights |= {f"head.{n}": p.detach() for n, p in head.named_parameters()}
+    metrics = {
+        "steps": float(curve[-1]["step"] if curve else steps),
+        "warmup_steps": warmup,
+        "final_loss": loss.item(),
+    }
+    return FitResult(weights, predict, elapsed, metrics, curve)
