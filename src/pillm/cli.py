@@ -346,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     fn = _resolve(cmd.target)
     values = [getattr(args, v) if isinstance(v, str) else v(args) for v in cmd.passes]
-    errors = tuple(_resolve(e) for e in cmd.user_errors)
+    # A bad config key is the user's to fix, whatever the command: one line naming it, exit 2.
+    errors = (_resolve("pillm.plan:ConfigError"), *(_resolve(e) for e in cmd.user_errors))
     try:
         fn(*values)
     except errors as err:

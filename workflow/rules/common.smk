@@ -57,8 +57,8 @@ def benchfile(path):
     return res(f"benchmarks/{path}.tsv")
 
 
-# What every GPU job shares: one GPU slot, the device flag, its torch CPU threads.
-GPU = {"gpu": 1}
+# What every GPU job shares: the device flag and its torch CPU threads (each GPU rule declares
+# gpu=1 itself: the SLURM profile finds GPU rules by that line).
 DEVICE = config["device"]
 
 

@@ -32,7 +32,7 @@ rule gen_classifier:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         # Only what the classifier and its floor depend on: other generative keys keep it.
         cfg=as_json(
@@ -74,7 +74,7 @@ rule generative:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).
         cfg=as_json(

@@ -26,7 +26,7 @@ rule run_lm:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         cfg=lambda w: as_json(plan.lm_params(config, w.variant)),
         deps=lambda w: " ".join(
@@ -56,7 +56,7 @@ rule lm_extras:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         cfg=as_json(
             {

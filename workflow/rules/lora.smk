@@ -20,7 +20,7 @@ rule lora:
     # MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
     threads: 1
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         # Not lora.models: which models run is the DAG's business, not any one job's.
         cfg=as_json(

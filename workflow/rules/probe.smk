@@ -18,7 +18,7 @@ rule probe:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         # Not probe.models: which models run is the DAG's business, not any one job's.
         cfg=as_json({k: v for k, v in PROBE.items() if k != "models"}),

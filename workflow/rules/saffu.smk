@@ -27,7 +27,7 @@ rule saffu:
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
     threads: 1
     resources:
-        **GPU,
+        gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting)),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
