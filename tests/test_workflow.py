@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -293,18 +294,46 @@ def test_invalid_config_stops_before_any_job_naming_the_key(workdir):
     assert "train.lr" in proc.stdout + proc.stderr
 
 
-def test_missing_latex_names_the_install_and_still_builds_tables(workdir, tmp_path):
-    """Last: it leaves the PDF unbuilt. PATH keeps every tool but latexmk and pdflatex."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for d in os.environ["PATH"].split(os.pathsep):
+TEX_BINARIES = ("latexmk", "pdflatex")
+
+
+def path_without(names: tuple[str, ...], path: str, shadow_root: Path) -> str:
+    """``path`` with ``names`` hidden and every interpreter left where it is.
+
+    A directory that holds none of ``names`` stays in the PATH as it is (so a venv's ``bin``, a
+    pyenv shim directory or a conda env keep their interpreters: a venv's ``python`` symlinked
+    elsewhere is no longer the venv). Only a directory that holds one of them (e.g. /usr/bin) is
+    replaced by a shadow directory of links to its other entries. The running interpreter's
+    directory goes first, so ``python -m pillm`` in the rules is this environment's.
+    """
+    here = str(Path(sys.executable).parent)
+    dirs = [here] + [d for d in path.split(os.pathsep) if d and d != here]
+    out = []
+    for i, d in enumerate(dirs):
         if not os.path.isdir(d):
             continue
+        if not any(os.path.exists(os.path.join(d, n)) for n in names):
+            out.append(d)
+            continue
+        shadow = shadow_root / f"shadow{i}"
+        shadow.mkdir(parents=True)
         for exe in os.listdir(d):
-            if exe not in ("latexmk", "pdflatex") and not (bin_dir / exe).exists():
-                (bin_dir / exe).symlink_to(os.path.join(d, exe))
-    env = {**os.environ, "PATH": str(bin_dir)}
-    assert shutil.which("latexmk", path=env["PATH"]) is None
+            if exe not in names:
+                (shadow / exe).symlink_to(os.path.join(d, exe))
+        out.append(str(shadow))
+    return os.pathsep.join(out)
+
+
+def test_missing_latex_names_the_install_and_still_builds_tables(workdir, tmp_path):
+    """Last: it leaves the PDF unbuilt. PATH keeps every tool but latexmk and pdflatex."""
+    env = {**os.environ, "PATH": path_without(TEX_BINARIES, os.environ["PATH"], tmp_path)}
+    for name in TEX_BINARIES:
+        assert shutil.which(name, path=env["PATH"]) is None
+    python = shutil.which("python", path=env["PATH"])
+    probe = [python, "-c", "import pillm, sys; print(sys.prefix)"]
+    assert subprocess.run(probe, env=env, capture_output=True, text=True).stdout.strip() == (
+        sys.prefix
+    ), "the PATH without TeX must keep this environment's python (with pillm) first"
     table = workdir / "paper/generated/tables/lm_main.tex"
     before = table.stat().st_mtime
     proc = snakemake(workdir, *SMOKE, "--forcerun", "tables", env=env, check=False)
