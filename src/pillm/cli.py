@@ -36,6 +36,7 @@ class Command:
     ``device`` adds ``--device`` and pins the job to one GPU before anything starts CUDA;
     ``threads`` adds ``--threads`` (torch CPU threads, 0: torch's default). ``user_errors`` are
     ``module:Exception`` names reported as one line and exit status 2 instead of a traceback.
+    ``rule``: False for a command people run by hand, which no Snakemake rule runs.
     """
 
     name: str
@@ -46,6 +47,7 @@ class Command:
     device: bool = False
     threads: bool = False
     user_errors: tuple[str, ...] = ()
+    rule: bool = True
 
     @property
     def module(self) -> str:
@@ -162,6 +164,13 @@ COMMANDS: tuple[Command, ...] = (
         "figure-width", "pillm.lm.figures:feature_width",
         "feature-width figure of the refitted FFNs",
         (req("--summary"), *PDF_PNG), ("summary", "pdf", "png"),
+    ),
+    Command(
+        "sensitivity", "pillm.lm.sensitivity:sensitivity_report",
+        "lr x dropout grid of the contribution share: summaries, table, Sens macros",
+        (many("--metrics"), req("--tokens-meta"), js(help="the config's sensitivity section"),
+         TEMPLATES, OUT_DIR, req("--table"), NUMBERS),
+        ("metrics", "tokens_meta", "params", "templates", "out_dir", "table", "numbers"),
     ),
     # -- probe
     Command(
@@ -288,7 +297,26 @@ COMMANDS: tuple[Command, ...] = (
         "SST-2 accuracy vs fitting time (pdf + png)",
         (SUMMARY, *PDF_PNG), ("summary_dir", "pdf", "png"),
     ),
+    # -- planning
+    Command(
+        "plan", "pillm.estimate:plan",
+        "the jobs a run would do, by rule, its estimated wall time here, and what is missing",
+        (Arg("--configfile", {"nargs": "+", "help": "config files (default config/config.yaml)"}),
+         Arg("--config", {"nargs": "+", "help": "overrides as for snakemake --config"})),
+        ("configfile", "config"),
+    ),
     # -- paper
+    Command(
+        "claims", "pillm.paper.claims:claims_job",
+        "evaluate paper/claims.yaml: claims parquet, macros, appendix table, flip report",
+        (req("--runs"), req("--tokens-meta"), req("--claims"),
+         js(help="{name, variants} (JSON)"), TEMPLATES, req("--out"), req("--table"), NUMBERS,
+         req("--flips-tex"), req("--flips-txt"),
+         req("--history", "append-only verdict history (not a Snakemake output)")),
+        ("runs", "tokens_meta", "claims", "params", "templates", "out", "table", "numbers",
+         "flips_tex", "flips_txt", "history"),
+        user_errors=("pillm.paper.claims:ClaimsError",),
+    ),
     Command(
         "pdf", "pillm.paper.build:build_pdf", "build the paper PDF with latexmk",
         (req("--paper-dir"), req("--build-dir"), req("--out")),
@@ -298,6 +326,21 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "arxiv", "pillm.paper.build:pack_arxiv", "pack the arXiv tarball from a built paper",
         (req("--build-dir"), req("--out")), ("build_dir", "out"),
+    ),
+    # -- by hand
+    Command(
+        "diff", "pillm.paper.diff:diff_command",
+        "what changed between two builds: metrics beyond seed noise, flipped claims, moved cells",
+        (Arg("a", {"help": "build A: a results folder (results/<name>) or REV:PATH in git"}),
+         Arg("b", {"help": "build B: the same forms"}),
+         opt("--html", "also write the changes as a highlighted HTML page here"),
+         Arg("--sigmas", {"type": float, "default": 2.0,
+                          "help": "list a change above this many standard errors (default 2)"}),
+         Arg("--rel", {"type": float, "default": 0.01,
+                       "help": "one seed on a side: list a relative change above this (0.01)"}),
+         Arg("--repo", {"default": ".", "help": "git repository of REV:PATH builds"})),
+        ("a", "b", "html", "sigmas", "rel", "repo"),
+        user_errors=("pillm.paper.diff:DiffInputError",), rule=False,
     ),
 )  # fmt: skip
 

@@ -294,3 +294,52 @@ def saffu_job_params(config: dict[str, Any], setting: str) -> dict[str, Any]:
     saffu = config["saffu"]
     cfg = {k: v for k, v in saffu.items() if k not in ("settings", "seeds", "inits")}
     return {**cfg, "settings": {setting: saffu_settings(config)[setting]}}
+    sensitivity_points(config)
+
+
+# ---- Sensitivity of the contribution share: a learning-rate x dropout grid -------------------
+
+
+def sensitivity_point(lr: float, dropout: float) -> str:
+    """The folder name of one grid point, e.g. ``lr0.001_do0.1``."""
+    return f"lr{lr:g}_do{dropout:g}"
+
+
+def sensitivity_points(config: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """point name -> (lr, dropout) over sensitivity.lrs x sensitivity.dropouts; ConfigError when
+    the share's two arms (baseline, attn_only) are not both in sensitivity.variants."""
+    sens = config["sensitivity"]
+    if missing := sorted({"baseline", "attn_only"} - set(sens["variants"])):
+        raise ConfigError(
+            f"sensitivity.variants needs {missing}: the share compares baseline with attn_only"
+        )
+    points = {sensitivity_point(lr, do): (lr, do) for lr in sens["lrs"] for do in sens["dropouts"]}
+    if len(points) != len(sens["lrs"]) * len(sens["dropouts"]):
+        raise ConfigError(
+            "sensitivity.lrs / sensitivity.dropouts: two values print alike with %g "
+            f"({sorted(points)}); make them differ in their first 6 significant digits"
+        )
+    return points
+
+
+def sensitivity_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(variant, point, seed) of every sensitivity run."""
+    sens = config["sensitivity"]
+    return [
+        (v, point, seed)
+        for v in sens["variants"]
+        for point in sensitivity_points(config)
+        for seed in sens["seeds"]
+    ]
+
+
+def sensitivity_params(config: dict[str, Any], variant: str, point: str) -> dict[str, Any]:
+    """``run-lm --params`` of one grid point: the variant's own params with model.dropout and
+    train.lr set to the point's values (everything else as in the main runs)."""
+    lr, dropout = sensitivity_points(config)[point]
+    cfg = lm_params(config, variant)
+    return {
+        **cfg,
+        "model": {**cfg["model"], "dropout": dropout},
+        "train": {**cfg["train"], "lr": lr},
+    }

@@ -125,6 +125,17 @@ class LMParams(Section):
 
 
 @dataclass(frozen=True)
+@dataclass(frozen=True)
+class SensitivityConfig(Section):
+    """The learning-rate x dropout grid of the contribution share (lm/sensitivity.py)."""
+
+    lrs: tuple[float, ...]
+    dropouts: tuple[float, ...]
+    variants: tuple[str, ...]  # baseline and attn_only required; ffn_only optional
+    seeds: tuple[int, ...]
+    margin: float = 0.05  # sensible: baseline validation loss within this (nats) of the best
+
+
 class LambadaConfig(Section):
     max_examples: int  # 0: all
     batch_size: int

@@ -1,0 +1,289 @@
+"""Executable claims (pillm.paper.claims) on synthetic LM summaries, and a scan of the paper's
+sections for direction words typed outside a claim macro."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from pillm.paper import claims as cl
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "paper" / "templates"
+
+SPEC = {
+    "bootstrap": {"min_seeds": 5, "resamples": 2000, "seed": 0},
+    "metrics": {
+        "test_ppl": {"noun": "test perplexity", "better": "lower", "digits": 1},
+        "test_loss": {"noun": "test loss", "better": "lower", "digits": 4},
+        "test_acc": {"noun": "next-token accuracy", "better": "higher", "digits": 4},
+    },
+    "claims": [
+        {"id": "ffn_vs_attn", "study": "lm", "metric": "test_ppl",
+         "arms": ["ffn_only", "attn_only"], "test": "direction"},
+        {"id": "acc", "study": "lm", "metric": "test_acc",
+         "arms": ["ffn_only", "attn_only"], "test": "direction"},
+        {"id": "same", "study": "lm", "metric": "test_ppl", "arms": ["refit", "refit_single8d"],
+         "test": "equivalence", "margin": 1.0},
+        {"id": "shares", "study": "lm", "metric": "test_loss", "arms": ["attn_only", "ffn_only"],
+         "reference": "baseline", "test": "share_sum"},
+        {"id": "control", "study": "lm", "metric": "test_ppl",
+         "arms": ["frozen_ffn_attn", "attn_only"], "test": "direction", "group": "g"},
+        {"id": "pil_first", "study": "lm", "metric": "test_ppl",
+         "arms": ["pil_then_attn", "attn_only"], "test": "direction", "group": "g"},
+    ],
+    "groups": {"g": {"what": "things"}},
+    "names": {"ffn_only": "FFN-only", "attn_only": "attention-only"},
+}  # fmt: skip
+VARIANTS = ["baseline", "attn_only", "ffn_only", "pil_then_attn", "refit", "refit_single8d"]
+
+
+def runs(values: dict[tuple[str, str], list[float]]) -> pl.DataFrame:
+    """A runs.parquet lookalike: {(variant, metric): [value per seed 0, 1, ...]}."""
+    rows = [
+        {"variant": v, "metric": m, "seed": s, "value": x}
+        for (v, m), xs in values.items()
+        for s, x in enumerate(xs)
+    ]
+    return pl.DataFrame(rows)
+
+
+def claims_file(tmp_path: Path, spec: dict = SPEC) -> Path:
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def evaluate(tmp_path: Path, values: dict, unigram: float | None = 6.0) -> dict[str, cl.Result]:
+    claims, spec = cl.load_claims(claims_file(tmp_path))
+    return {r.id: r for r in cl.evaluate(claims, spec, runs(values), VARIANTS, unigram)}
+
+
+def test_claim_holds_with_interval_and_sentence(tmp_path):
+    res = evaluate(tmp_path, {("ffn_only", "test_ppl"): [228.0, 230.0, 226.5],
+                              ("attn_only", "test_ppl"): [260.0, 262.5, 257.0]})  # fmt: skip
+    r = res["ffn_vs_attn"]
+    diffs = [-32.0, -32.5, -30.5]
+    assert r.verdict == cl.HOLDS and r.n == 3 and r.agree == 3 and r.ci_method == "t"
+    assert r.diff == pytest.approx(sum(diffs) / 3)
+    half = 4.302652729911275 * pl.Series(diffs).std() / math.sqrt(3)  # t_{0.975, 2}
+    assert (r.ci_lo, r.ci_hi) == pytest.approx((r.diff - half, r.diff + half))
+    assert r.boot_lo is None  # fewer seeds than bootstrap.min_seeds
+    assert r.sentence.startswith("FFN-only reaches a lower test perplexity than attention-only (")
+    assert "3/3 seeds" in r.sentence and "95\\,\\% CI [$-$" in r.sentence
+
+
+def test_reversed_direction_is_stated_the_other_way(tmp_path):
+    res = evaluate(tmp_path, {("ffn_only", "test_ppl"): [300.0, 310.0, 305.0],
+                              ("attn_only", "test_ppl"): [260.0, 262.5, 257.0]})  # fmt: skip
+    r = res["ffn_vs_attn"]
+    assert r.verdict == cl.REVERSED
+    assert r.sentence.startswith("FFN-only reaches a higher test perplexity than attention-only")
+
+
+def test_higher_is_better_metric(tmp_path):
+    res = evaluate(tmp_path, {("ffn_only", "test_acc"): [0.30, 0.31, 0.32],
+                              ("attn_only", "test_acc"): [0.20, 0.22, 0.21]})  # fmt: skip
+    assert res["acc"].verdict == cl.HOLDS
+    assert "higher next-token accuracy" in res["acc"].sentence
+
+
+def test_within_noise_is_indistinguishable_without_a_direction_word(tmp_path):
+    res = evaluate(tmp_path, {("ffn_only", "test_ppl"): [228.0, 262.0, 240.0],
+                              ("attn_only", "test_ppl"): [260.0, 230.0, 241.0]})  # fmt: skip
+    r = res["ffn_vs_attn"]
+    assert r.verdict == cl.INDISTINGUISHABLE
+    assert r.ci_lo < 0 < r.ci_hi
+    assert "indistinguishable in test perplexity at 3 seeds" in r.sentence
+    assert not re.search(r"\b(lower|higher)\b", r.sentence)
+
+
+def test_one_seed_gives_no_interval_and_says_so(tmp_path):
+    res = evaluate(
+        tmp_path, {("ffn_only", "test_ppl"): [228.0], ("attn_only", "test_ppl"): [260.0]}
+    )
+    r = res["ffn_vs_attn"]
+    assert r.verdict == cl.ONE_SEED and r.n == 1 and r.ci_lo is None and r.ci_method == ""
+    assert "no interval" in r.sentence and not re.search(r"\b(lower|higher)\b", r.sentence)
+
+
+def test_only_common_seeds_are_paired(tmp_path):
+    values = {("ffn_only", "test_ppl"): [228.0, 230.0, 226.5],
+              ("attn_only", "test_ppl"): [260.0, 262.5]}  # fmt: skip
+    r = evaluate(tmp_path, values)["ffn_vs_attn"]
+    assert r.n == 2 and r.seeds == "0,1"
+
+
+def test_bootstrap_from_min_seeds_must_agree_too(tmp_path):
+    values = {("ffn_only", "test_ppl"): [228.0, 230.0, 226.5, 229.0, 231.0],
+              ("attn_only", "test_ppl"): [260.0, 262.5, 257.0, 259.0, 261.0]}  # fmt: skip
+    r = evaluate(tmp_path, values)["ffn_vs_attn"]
+    assert r.ci_method == "t+bootstrap" and r.boot_lo <= r.diff <= r.boot_hi
+    assert r.verdict == cl.HOLDS and "bootstrap [" in cl.fmt_ci(r, SPEC)
+    again = evaluate(tmp_path, values)["ffn_vs_attn"]  # seeded: the same interval every build
+    assert (again.boot_lo, again.boot_hi) == (r.boot_lo, r.boot_hi)
+    # the t interval excludes zero but the bootstrap does not: no direction is stated
+    r.boot_lo, r.boot_hi = -1.0, 1.0
+    assert cl.verdict(r) == cl.INDISTINGUISHABLE
+
+
+def test_arm_not_run_is_reported_not_dropped(tmp_path):
+    res = evaluate(tmp_path, {("pil_then_attn", "test_ppl"): [250.0, 251.0, 249.0],
+                              ("attn_only", "test_ppl"): [260.0, 262.5, 257.0]})  # fmt: skip
+    r = res["control"]
+    assert r.verdict == cl.NOT_RUN and r.missing == "frozen_ffn_attn"
+    assert "not run in this build" in r.sentence
+    group = cl.group_sentence("g", list(res.values()), SPEC)
+    assert group.startswith("1 of the 1 things reach a lower test perplexity than attention-only")
+
+
+def test_arm_in_config_without_runs_has_no_common_seeds(tmp_path):
+    r = evaluate(tmp_path, {("ffn_only", "test_ppl"): [228.0]})["ffn_vs_attn"]
+    assert r.verdict == cl.NO_SEEDS and r.n == 0
+
+
+def test_equivalence_inside_and_outside_the_margin(tmp_path):
+    close = {
+        ("refit", "test_ppl"): [100.0, 100.2, 99.9],
+        ("refit_single8d", "test_ppl"): [100.1, 100.0, 100.0],
+    }
+    r = evaluate(tmp_path, close)["same"]
+    assert r.verdict == cl.HOLDS and "equivalent within $\\pm$1.0" in r.sentence
+    apart = {
+        ("refit", "test_ppl"): [103.0, 103.2, 102.9],
+        ("refit_single8d", "test_ppl"): [100.1, 100.0, 100.0],
+    }
+    assert evaluate(tmp_path, apart)["same"].verdict == cl.NOT_EQUIVALENT
+    wide = {
+        ("refit", "test_ppl"): [98.0, 103.0, 100.0],
+        ("refit_single8d", "test_ppl"): [100.1, 100.0, 100.0],
+    }
+    assert evaluate(tmp_path, wide)["same"].verdict == cl.INDISTINGUISHABLE
+
+
+def test_share_sum_per_seed(tmp_path):
+    values = {("baseline", "test_loss"): [5.0, 5.1, 5.05],
+              ("attn_only", "test_loss"): [5.2, 5.3, 5.25],
+              ("ffn_only", "test_loss"): [5.1, 5.2, 5.12]}  # fmt: skip
+    r = evaluate(tmp_path, values, unigram=6.0)["shares"]
+    sums = [
+        (6 - a) / (6 - f) + (6 - b) / (6 - f) - 1
+        for f, a, b in zip([5.0, 5.1, 5.05], [5.2, 5.3, 5.25], [5.1, 5.2, 5.12], strict=True)
+    ]
+    assert r.diff == pytest.approx(sum(sums) / 3) and r.verdict == cl.HOLDS
+    assert "not additive" in r.sentence
+    macros = cl.claim_macros([r], SPEC)
+    assert macros["ClaimSharesSum"] == cl.fmt_num(100 * (1 + r.diff), 1)
+    with pytest.raises(cl.ClaimsError, match="unigram"):
+        evaluate(tmp_path, values, unigram=None)
+
+
+def test_bad_claims_file_names_the_claim_and_key(tmp_path):
+    spec = dict(SPEC, claims=[{"id": "x", "study": "lm", "metric": "test_bpb",
+                               "arms": ["a", "b"], "test": "direction"}])  # fmt: skip
+    with pytest.raises(cl.ClaimsError, match=r"claims\[0\] \(x\): metric 'test_bpb'"):
+        cl.load_claims(claims_file(tmp_path, spec))
+    spec = dict(SPEC, claims=[{"id": "x", "study": "lm", "metric": "test_ppl",
+                               "arms": ["a", "b"], "test": "equivalence"}])  # fmt: skip
+    with pytest.raises(cl.ClaimsError, match="margin"):
+        cl.load_claims(claims_file(tmp_path, spec))
+
+
+def job(tmp_path: Path, values: dict, build: str) -> tuple[Path, str]:
+    """One claims job into tmp_path/<build>, sharing one history file; returns (dir, flips)."""
+    out = tmp_path / build
+    out.mkdir()
+    runs(values).write_parquet(out / "runs.parquet")
+    (out / "meta.json").write_text(json.dumps({"unigram_test_loss": 6.0}))
+    cl.claims_job(
+        str(out / "runs.parquet"), str(out / "meta.json"), str(claims_file(tmp_path)),
+        {"name": "t", "variants": VARIANTS}, str(TEMPLATES), str(out / "claims.parquet"),
+        str(out / "claims.tex"), str(out / "claims_numbers.tex"), str(out / "flips.tex"),
+        str(out / "flips.txt"), str(tmp_path / "history" / "claims.jsonl"),
+    )  # fmt: skip
+    return out, (out / "flips.txt").read_text()
+
+
+def test_job_outputs_and_flip_between_builds(tmp_path, capsys):
+    holds = {("ffn_only", "test_ppl"): [228.0, 230.0, 226.5],
+             ("attn_only", "test_ppl"): [260.0, 262.5, 257.0]}  # fmt: skip
+    noise = {("ffn_only", "test_ppl"): [228.0, 262.0, 240.0],
+             ("attn_only", "test_ppl"): [260.0, 230.0, 241.0]}  # fmt: skip
+    first, text = job(tmp_path, holds, "one")
+    assert text == "no claim flipped\n"
+    assert "first build with a claims history" in (first / "flips.tex").read_text()
+    df = pl.read_parquet(first / "claims.parquet")
+    assert df.height == len(SPEC["claims"]) and {"verdict", "ci_lo", "agree", "ci_method"} <= set(
+        df.columns
+    )
+    numbers = (first / "claims_numbers.tex").read_text()
+    for name in ("ClaimFfnVsAttn", "ClaimFfnVsAttnDiff", "ClaimFfnVsAttnCI", "ClaimFfnVsAttnAgree",
+                 "ClaimGroupG"):  # fmt: skip
+        assert f"\\newcommand{{\\{name}}}" in numbers
+    table = (first / "claims.tex").read_text()
+    assert "tab:claim-checks" in table and "ffn\\_vs\\_attn" in table
+
+    _, same = job(tmp_path, holds, "two")
+    assert same == "no claim flipped\n"
+    capsys.readouterr()
+    third, flipped = job(tmp_path, noise, "three")
+    line = flipped.splitlines()[0]
+    assert line.startswith("claim ffn_vs_attn flipped: holds [-")
+    assert "-> indistinguishable [" in line and len(flipped.splitlines()) == 1
+    assert line in capsys.readouterr().out  # the log says it too
+    assert "ffn\\_vs\\_attn flipped" in (third / "flips.tex").read_text()
+    history = (tmp_path / "history" / "claims.jsonl").read_text().splitlines()
+    assert len(history) == 3  # append-only: one entry per build
+
+
+# ---- the paper's prose: direction words only through claim macros ---------------------------
+
+SECTIONS = ["abstract", "introduction", "experiments", "analysis", "conclusion"]
+DIRECTION = re.compile(
+    r"\b(better|worse|beats?|outperforms?|lower|higher|below|above|exceeds?|improves?)\b", re.I
+)
+# Non-claim uses: definitions and descriptions that state no measured comparison.
+ALLOWED = [
+    r"layers above",  # position in the stack
+    r"exceeds \$100\\,\\%\$ for a variant with a lower test loss than the baseline",  # definition
+    r"negative for one above the floor",  # definition of the share
+    r"can in\s+principle improve",  # what a target could do, not a measurement
+    r"closed-form FFNs with better ones",  # limitation, no measurement
+]
+
+
+def typed_directions(text: str) -> list[str]:
+    text = re.sub(r"(?<!\\)%.*", "", text)  # comments
+    for pattern in ALLOWED:
+        text = re.sub(pattern, "", text)
+    return [m.group(0) for m in DIRECTION.finditer(text)]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_sections_state_directions_only_through_claim_macros(section):
+    text = (ROOT / "paper" / "sections" / f"{section}.tex").read_text()
+    assert typed_directions(text) == [], (
+        f"paper/sections/{section}.tex types a direction word; state it through a \\Claim macro "
+        "from paper/claims.yaml (or add a non-claim use to ALLOWED in tests/test_claims.py)"
+    )
+
+
+def test_scan_catches_a_typed_direction():
+    assert typed_directions("FFN-only beats attention-only.") == ["beats"]
+    assert typed_directions("Over 3 seeds, \\ClaimFfnVsAttn.") == []
+    assert typed_directions("% a comment that is lower\n") == []
+
+
+def test_declared_claims_file_loads_and_names_known_variants():
+    from pillm.plan import VARIANTS as KNOWN
+
+    claims, spec = cl.load_claims(ROOT / "paper" / "claims.yaml")
+    assert claims, "paper/claims.yaml declares no claims"
+    unknown = {v for c in claims for v in (c.a, c.b, c.reference) if v and v not in KNOWN}
+    assert not unknown, f"paper/claims.yaml names variants pillm.plan does not define: {unknown}"

@@ -1,0 +1,78 @@
+# Sensitivity of the contribution share: a learning-rate x dropout grid (config sensitivity),
+# each point's baseline / attn_only / ffn_only trained by run-lm with train.lr and model.dropout
+# overridden (pillm.plan.sensitivity_params), then one table and the \Sens* macros.
+import re
+
+SENS = config["sensitivity"]
+SENS_POINTS = plan.sensitivity_points(config)
+
+
+def sensitivity_runs(name):
+    return [
+        res(f"sensitivity/{v}/{p}/seed{s}/{name}")
+        for v, p, s in plan.sensitivity_jobs(config)
+    ]
+
+
+rule sensitivity_run:
+    input:
+        tokens=multiext(
+            res(f"tokens/{CORPUS}/"),
+            "train.npy",
+            "valid.npy",
+            "test.npy",
+            "meta.json",
+        ),
+        code=code("run-lm"),
+    output:
+        metrics=res("sensitivity/{variant}/{point}/seed{seed}/metrics.json"),
+        curve=res("sensitivity/{variant}/{point}/seed{seed}/curve.parquet"),
+        solve=res("sensitivity/{variant}/{point}/seed{seed}/solve.parquet"),
+        checkpoint=temp(res("sensitivity/{variant}/{point}/seed{seed}/model.pt")),
+    log:
+        logfile("sensitivity_run/{variant}/{point}/seed{seed}"),
+    benchmark:
+        benchfile("sensitivity_run/{variant}/{point}/seed{seed}")
+    wildcard_constraints:
+        variant="baseline|attn_only|ffn_only",
+        point="|".join(map(re.escape, SENS_POINTS)),
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,  # the SLURM profile finds GPU rules by this line
+    params:
+        cfg=lambda w: as_json(plan.sensitivity_params(config, w.variant, w.point)),
+        tokens_dir=lambda w, input: parent(input.tokens[0]),
+        out_dir=subpath(output.metrics, parent=True),
+        device=DEVICE,
+    shell:
+        "python -m pillm run-lm --variant {wildcards.variant} --seed {wildcards.seed}"
+        " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
+        " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule sensitivity_report:
+    input:
+        metrics=sensitivity_runs("metrics.json"),
+        tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
+        templates=TEMPLATES,
+        code=code("sensitivity"),
+    output:
+        summary=res("summary/sensitivity.parquet"),
+        runs=res("summary/sensitivity_runs.parquet"),
+        table="paper/generated/tables/lm_sensitivity.tex",
+        numbers="paper/generated/sensitivity_numbers.tex",
+    log:
+        logfile("sensitivity_report"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json(SENS),
+        template_dir=lambda w, input: parent(input.templates[0]),
+        out_dir=subpath(output.summary, parent=True),
+    shell:
+        "python -m pillm sensitivity --metrics {input.metrics}"
+        " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
+        " --templates {params.template_dir} --out-dir {params.out_dir}"
+        " --table {output.table} --numbers {output.numbers} > {log} 2>&1"
