@@ -241,6 +241,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     check_probe_models(config)
     check_generative(config["generative"])
     saffu_settings(config)
+    sensitivity_points(config)
 
 
 def own_model_names(models: list[str], seeds: list[int]) -> list[str]:
@@ -294,7 +295,6 @@ def saffu_job_params(config: dict[str, Any], setting: str) -> dict[str, Any]:
     saffu = config["saffu"]
     cfg = {k: v for k, v in saffu.items() if k not in ("settings", "seeds", "inits")}
     return {**cfg, "settings": {setting: saffu_settings(config)[setting]}}
-    sensitivity_points(config)
 
 
 # ---- Sensitivity of the contribution share: a learning-rate x dropout grid -------------------
