@@ -103,10 +103,12 @@ def point_summary(runs: pl.DataFrame, unigram_loss: float, params: dict[str, Any
             if variant in cfg.variants:
                 full = [per_seed[("baseline", point, s)] for s in cfg.seeds]
                 part = [per_seed[(variant, point, s)] for s in cfg.seeds]
-                ratio = _mean(f["test_ppl"] / p["test_ppl"] for f, p in zip(full, part))
+                ratio = _mean(
+                    f["test_ppl"] / p["test_ppl"] for f, p in zip(full, part, strict=True)
+                )
                 share = _mean(
                     loss_share(unigram_loss, p["test_loss"], f["test_loss"])
-                    for f, p in zip(full, part)
+                    for f, p in zip(full, part, strict=True)
                 )
             row[f"{arm}_ppl_ratio"], row[f"{arm}_loss_share"] = ratio, share
         out.append(row)
