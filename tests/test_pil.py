@@ -1,9 +1,15 @@
+import math
+
+import pytest
 import torch
 
 from pillm.lm.pil import (
+    edge_side,
     frozen_copy,
     make_distill_target,
+    search_grid,
     solve_all_layers,
+    step_grid,
     target_residual,
 )
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
@@ -44,10 +50,12 @@ def test_distilling_an_identical_pil_teacher_recovers_it_exactly():
     teacher = frozen_copy(teacher)
     student = tiny()
     attach_pil(student, "single", seed=0)  # same random features as the teacher
-    fits, steps = solve_all_layers(
+    solves = solve_all_layers(
         student, make_distill_target(teacher), tokens(), tokens(seed=2), CFG, "cpu"
     )
-    assert [f.solver for f in fits] == ["cholesky", "cholesky"] and steps == [1.0, 1.0]
+    assert [f.solver for f in solves.fits] == ["cholesky", "cholesky"]
+    assert solves.steps == [None, None]  # no step search: the solved maps as they are
+    assert len(solves.selections()) == 2  # one λ per layer
     x = tokens(16, seed=3)[None]
     torch.testing.assert_close(student(x)[0], teacher(x)[0], atol=1e-4, rtol=1e-4)
 
@@ -70,3 +78,53 @@ def test_checkpoint_round_trip_rebuilds_a_solved_model(tmp_path):
     loaded = load_checkpoint(tmp_path / "m.pt")
     x = tokens(16)[None]
     torch.testing.assert_close(loaded(x)[0], model.eval()(x)[0])
+
+
+def quadratic_pick(optimum: float):
+    """A pick on log scale with its minimum at ``optimum``; records every grid it saw."""
+    seen = []
+
+    def pick(grid):
+        seen.append(list(grid))
+        return None, min(grid, key=lambda x: (math.log(x / optimum) ** 2 if x > 0 else 99, x))
+
+    return pick, seen
+
+
+def test_interior_pick_leaves_the_grid_alone():
+    pick, seen = quadratic_pick(1e-3)
+    _, g = search_grid([1e-5, 1e-4, 1e-3, 1e-2, 1e-1], 3, pick)
+    assert (g.value, g.edge_hit, g.extensions, g.on_edge) == (1e-3, False, 0, False)
+    assert seen == [[1e-5, 1e-4, 1e-3, 1e-2, 1e-1]]
+
+
+def test_edge_pick_extends_by_the_grid_ratio_until_interior():
+    pick, _ = quadratic_pick(1e1)
+    _, g = search_grid([1e-3, 1e-2, 1e-1, 1.0], 3, pick)
+    assert g.value == pytest.approx(10.0) and g.edge_hit and not g.on_edge
+    assert g.extensions == 2 and g.grid[-1] == pytest.approx(100.0)  # 10 picked, 100 checks it
+    pick, _ = quadratic_pick(1e-5)
+    _, g = search_grid([1e-3, 1e-2, 1e-1, 1.0], 3, pick)
+    assert g.value == pytest.approx(1e-5) and (g.extensions, g.on_edge) == (3, False)
+
+
+def test_extension_is_bounded_and_the_final_edge_is_recorded():
+    pick, seen = quadratic_pick(1e9)
+    _, g = search_grid([1e-2, 1e-1, 1.0], 2, pick)
+    assert len(seen) == 3 and g.extensions == 2 and g.edge_hit and g.on_edge
+    assert g.value == pytest.approx(100.0)
+    pick, seen = quadratic_pick(1e9)
+    _, g = search_grid([1e-2, 1e-1, 1.0], 0, pick)  # grid_extend 0: record only
+    assert len(seen) == 1 and (g.edge_hit, g.extensions, g.on_edge) == (True, 0, True)
+
+
+def test_step_grid_has_zero_and_a_zero_pick_tries_smaller_steps():
+    assert step_grid((0.1, 1.0)) == [0.0, 0.1, 1.0] == step_grid((1.0, 0.0, 0.1))
+    assert edge_side([0.0, 0.1, 1.0], 0.1) == -1 and edge_side([0.0, 0.1, 1.0], 0.0) == -1
+
+    def never_step(grid):
+        return None, min(grid)  # 0 always wins: a resolved bound, not a grid edge
+
+    _, g = search_grid(step_grid((0.1, 1.0)), 2, never_step)
+    assert g.value == 0.0 and g.edge_hit and g.extensions == 2 and not g.on_edge
+    assert g.grid[:3] == pytest.approx([0.0, 0.001, 0.01])

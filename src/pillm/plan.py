@@ -92,6 +92,9 @@ class Variant:
     target: str | None = None  # PIL target: residual | tp | distill | fgrad; None: no solve
     features: str = "bi"  # PIL features: single (4d) | bi (2 x 4d) | single8d (8d)
     train_after_solve: bool = False  # gradient phase after the solve, solved FFNs frozen
+    ffn_activation: str = "gelu"  # "linear": the FFN without activation (an affine map)
+    freeze_ffn: bool = False  # FFNs stay at their random init (no solve, no gradient)
+    match_params: str | None = None  # depth set in code so the parameter count matches this one
 
     @property
     def solves(self) -> bool:
@@ -110,6 +113,13 @@ VARIANTS: dict[str, Variant] = {
     "attn_then_pil": Variant("Attn$\\to$PIL (residual)", base="attn_only", target="residual"),
     "attn_then_tp": Variant("Attn$\\to$PIL (target prop.)", base="attn_only", target="tp"),
     "pil_then_attn": Variant("PIL$\\to$Attn", use_ffn=False, target="tp", train_after_solve=True),
+    # Controls (issue #14): a frozen random-init FFN with no solve (for pil_then_attn),
+    # attention-only matched in parameters to the baseline (more layers), a linear FFN.
+    "frozen_ffn_attn": Variant("Frozen random FFN + Attn", freeze_ffn=True),
+    "attn_only_matched": Variant(
+        "Attention only, param.-matched", use_ffn=False, match_params="baseline"
+    ),
+    "linear_ffn": Variant("Linear FFN (AdamW)", ffn_activation="linear"),
     "attn_then_distill": Variant(
         "Attn$\\to$PIL (distill)", base="attn_only", teacher="baseline", target="distill"
     ),

@@ -112,6 +112,7 @@ class PILConfig(Section):
     batch_size: int
     max_tokens: int  # 0: every token of the split
     fgrad_steps: tuple[float, ...]
+    grid_extend: int = 3  # points a pick on a grid edge may add on that side (lm/pil.py)
 
 
 @dataclass(frozen=True)

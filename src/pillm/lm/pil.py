@@ -13,14 +13,20 @@ like one of width 2w: the ``single8d`` control separates "two projections" from 
 Layers are solved bottom-up: the stream entering layer l already contains the solved FFNs of
 layers < l. The regression target Y at a layer is what distinguishes the training strategies
 (``TARGETS``); λ is chosen per layer on the held-out split from one eigendecomposition.
+
+Every selection on a grid (λ of each solve, the functional-gradient step) goes through
+``search_grid``: a pick on an edge of its grid extends the grid that way by the grid's ratio, at
+most ``pil.grid_extend`` points per side, and the record says whether the first pick was on an
+edge, how many points were added and whether the final pick still is (``GridPick``).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +34,7 @@ import torch.nn.functional as F
 from pillm.core.ridge import GramStats, RidgeFit, solve_relative
 from pillm.core.runtime import sync
 from pillm.models.gpt import GPT
+from pillm.plan import ConfigError
 from pillm.settings import PILConfig
 
 
@@ -108,9 +115,65 @@ def gram_for_layer(model, layer, target, tokens, cfg: PILConfig, device) -> Gram
     return stats
 
 
+@dataclass(frozen=True)
+class GridPick:
+    """One selection on a grid, after any extension (``search_grid``)."""
+
+    value: float
+    grid: tuple[float, ...]  # the final grid, ascending
+    edge_hit: bool  # the pick on the configured grid was on an edge
+    extensions: int  # points added (both sides together)
+    on_edge: bool  # the final pick is still on an edge (extension bound reached)
+
+
+def grid_ratio(grid: Sequence[float]) -> float:
+    """Mean ratio between neighbouring positive values of a grid (geometric grids: their ratio)."""
+    pos = sorted(x for x in grid if x > 0)
+    if len(pos) < 2 or pos[-1] == pos[0]:
+        raise ValueError(f"grid {list(grid)} needs two distinct positive values to be extended")
+    return (pos[-1] / pos[0]) ** (1 / (len(pos) - 1))
+
+
+def edge_side(grid: Sequence[float], pick: float) -> int:
+    """+1: the pick is the largest value; -1: the smallest positive one, or 0 (then smaller
+    positive values are worth trying); 0: interior. A 0 in the grid ("no step") is the bound of
+    its domain, so a pick of 0 that survives extension is not an edge (``search_grid``)."""
+    pos = [x for x in grid if x > 0]
+    if pick == max(grid):
+        return 1
+    return -1 if pick == 0 or pick == min(pos) else 0
+
+
+def search_grid(
+    grid: Sequence[float],
+    max_extend: int,
+    pick: Callable[[list[float]], tuple[Any, float]],
+    key: str = "grid",
+) -> tuple[Any, GridPick]:
+    """``pick(grid) -> (result, chosen value)``; while the choice is on an edge, add one point
+    beyond it (largest × ratio, or smallest positive / ratio) and pick again, at most
+    ``max_extend`` points per side. Returns the last result and its ``GridPick``; ``key`` names
+    the grid's config key in errors."""
+    values = sorted(float(x) for x in grid)
+    try:
+        ratio = grid_ratio(values) if max_extend else 1.0
+    except ValueError as err:
+        raise ConfigError(f"{key}: {err} (or set pil.grid_extend: 0)") from None
+    result, chosen = pick(values)
+    first = edge_side(values, chosen)
+    added = {-1: 0, 1: 0}
+    while (side := edge_side(values, chosen)) and added[side] < max_extend:
+        pos = [x for x in values if x > 0]
+        values = sorted([*values, pos[-1] * ratio if side > 0 else pos[0] / ratio])
+        added[side] += 1
+        result, chosen = pick(values)
+    last = edge_side(values, chosen) != 0 and chosen != 0
+    return result, GridPick(chosen, tuple(values), first != 0, sum(added.values()), last)
+
+
 def solve_layer(
     model, layer, target, train_tokens, valid_tokens, cfg: PILConfig, device
-) -> RidgeFit:
+) -> tuple[RidgeFit, GridPick]:
     """Stream the Gram of one layer on train and held-out rows, pick λ, install W_out."""
     sync(device)
     t0 = time.perf_counter()
@@ -118,12 +181,29 @@ def solve_layer(
     va = gram_for_layer(model, layer, target, valid_tokens, cfg, device)
     sync(device)
     gram_seconds = time.perf_counter() - t0
-    weight, fit = solve_relative(tr, va, cfg.lambdas, cfg.kappa_max)
+
+    def pick(grid: list[float]):
+        weight, fit = solve_relative(tr, va, grid, cfg.kappa_max)
+        return (weight, fit), min(grid, key=lambda r: abs(r - fit.lam_rel))
+
+    (weight, fit), lam = search_grid(cfg.lambdas, cfg.grid_extend, pick, "pil.lambdas")
     model.blocks[layer].mlp.w_out.copy_(weight.to(model.blocks[layer].mlp.w_out.dtype))
     sync(device)
     fit.gram_seconds = gram_seconds
     fit.solve_seconds = time.perf_counter() - t0 - gram_seconds
-    return fit
+    return fit, lam
+
+
+@dataclass
+class LayerSolves:
+    """Per layer, bottom-up: the ridge fit, its λ selection and (fgrad only) its step selection."""
+
+    fits: list[RidgeFit]
+    lambdas: list[GridPick]
+    steps: list[GridPick | None]
+
+    def selections(self) -> list[GridPick]:
+        return [*self.lambdas, *(s for s in self.steps if s is not None)]
 
 
 def solve_all_layers(
@@ -133,36 +213,53 @@ def solve_all_layers(
     valid_tokens,
     cfg: PILConfig,
     device,
-    step_search: Callable[[int], float] | None = None,
-) -> tuple[list[RidgeFit], list[float]]:
+    step_search: Callable[[int], GridPick] | None = None,
+) -> LayerSolves:
     """Bottom-up: solve layer 0, then layer 1 on the updated stream, ...
 
-    Returns one fit per layer and its functional-gradient step size (1 without ``step_search``).
+    Returns each layer's fit, λ selection and functional-gradient step selection (None without
+    ``step_search``: the solved map is used as is).
     """
-    fits, steps = [], []
+    out = LayerSolves([], [], [])
     for layer in range(model.cfg.n_layer):
-        fits.append(solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device))
-        steps.append(step_search(layer) if step_search is not None else 1.0)
-    return fits, steps
+        fit, lam = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
+        out.fits.append(fit)
+        out.lambdas.append(lam)
+        out.steps.append(step_search(layer) if step_search is not None else None)
+    return out
+
+
+def step_grid(steps: Sequence[float]) -> list[float]:
+    """The functional-gradient step grid: the configured steps plus 0 (the "no step" candidate)."""
+    return sorted({0.0, *(float(s) for s in steps)})
 
 
 def functional_gradient_step_search(
     model: GPT, valid_tokens, cfg: PILConfig, device
-) -> Callable[[int], float]:
-    """Returns a function that scales layer l's solved map by the held-out-best step size η."""
+) -> Callable[[int], GridPick]:
+    """Returns a function that scales layer l's solved map by the held-out-best step size η
+    (``step_grid``, extended at its edges by ``search_grid``)."""
     from pillm.models.evaluate import evaluate_lm
 
-    def search(layer: int) -> float:
+    def search(layer: int) -> GridPick:
         pil = model.blocks[layer].mlp
         w = pil.w_out.clone()
         sub = valid_tokens[: cfg.max_tokens or None]
-        best = (math.inf, 0.0)
-        for eta in cfg.fgrad_steps:
-            pil.w_out.copy_(eta * w)
-            loss = evaluate_lm(model, sub, model.cfg.context, cfg.batch_size, 1)["loss"]
-            best = min(best, (loss, eta))
-        pil.w_out.copy_(best[1] * w)
-        return best[1]
+        losses: dict[float, float] = {}
+
+        def pick(grid: list[float]):
+            for eta in grid:
+                if eta not in losses:
+                    pil.w_out.copy_(eta * w)
+                    losses[eta] = evaluate_lm(model, sub, model.cfg.context, cfg.batch_size, 1)[
+                        "loss"
+                    ]
+            return None, min(grid, key=lambda e: (losses[e], e))  # ties: the smaller step
+
+        steps = step_grid(cfg.fgrad_steps)
+        _, chosen = search_grid(steps, cfg.grid_extend, pick, "pil.fgrad_steps")
+        pil.w_out.copy_(chosen.value * w)
+        return chosen
 
     return search
 

@@ -24,11 +24,12 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.ridge import RidgeFit
 from pillm.core.runtime import resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
 from pillm.lm.pil import (
+    GridPick,
+    LayerSolves,
     frozen_copy,
     functional_gradient_step_search,
     make_distill_target,
@@ -39,7 +40,7 @@ from pillm.lm.pil import (
 )
 from pillm.lm.train import fit, lm_metrics
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
-from pillm.models.gpt import GPT, GPTConfig, attach_pil
+from pillm.models.gpt import GPT, GPTConfig, attach_pil, freeze_ffns, matched_depth
 from pillm.plan import VARIANTS, ConfigError
 from pillm.settings import ExtrasParams, LMParams, ModelConfig, PILConfig
 
@@ -53,16 +54,39 @@ def _dep_metrics(run_dir: str) -> dict[str, float]:
     return {r["metric"]: r["value"] for r in rows}
 
 
+def variant_config(name: str, model_cfg: ModelConfig, vocab_size: int) -> GPTConfig:
+    """The GPT config of a freshly initialised variant; a ``match_params`` variant gets the
+    depth whose parameter count is closest to the matched variant's (models.gpt.matched_depth)."""
+
+    def config(v: str) -> GPTConfig:
+        spec = VARIANTS[v]
+        return GPTConfig(
+            vocab_size=vocab_size,
+            **asdict(model_cfg),
+            use_attn=spec.use_attn,
+            use_ffn=spec.use_ffn,
+            ffn_activation=spec.ffn_activation,
+        )
+
+    v = VARIANTS[name]
+    return (
+        config(name)
+        if v.match_params is None
+        else matched_depth(config(name), config(v.match_params))
+    )
+
+
 def build_model(
     name: str, model_cfg: ModelConfig, vocab_size: int, deps: dict[str, str], device: str
 ) -> tuple[GPT, float, int]:
     """The starting model, the gradient seconds and trainable parameters it already cost."""
     v = VARIANTS[name]
     if v.base is None:
-        cfg = GPTConfig(
-            vocab_size=vocab_size, **asdict(model_cfg), use_attn=v.use_attn, use_ffn=v.use_ffn
-        )
-        return GPT(cfg).to(device), 0.0, 0
+        cfg = variant_config(name, model_cfg, vocab_size)
+        model = GPT(cfg).to(device)
+        if v.freeze_ffn:
+            freeze_ffns(model)
+        return model, 0.0, 0
     base = _dep_metrics(deps[v.base])
     model = load_checkpoint(Path(deps[v.base]) / "model.pt", device)
     return model, base["grad_time_s"], int(base["params_trainable"])
@@ -70,7 +94,7 @@ def build_model(
 
 def solve_ffns(
     name: str, seed: int, model: GPT, arrays: dict, pil_cfg: PILConfig, deps: dict, device: str
-) -> tuple[list[RidgeFit], list[float]]:
+) -> LayerSolves:
     """Attach PIL FFNs and solve them bottom-up with the variant's target."""
     v = VARIANTS[name]
     attach_pil(model, v.features, seed)
@@ -87,6 +111,15 @@ def solve_ffns(
     return solve_all_layers(
         model, target, arrays["train"], arrays["valid"], pil_cfg, device, step_search
     )
+
+
+def grid_metrics(prefix: str, pick: GridPick) -> dict[str, float]:
+    """A selection's edge record as metrics: first pick on an edge, points added, final on edge."""
+    return {
+        f"{prefix}_edge_hit": float(pick.edge_hit),
+        f"{prefix}_extensions": float(pick.extensions),
+        f"{prefix}_on_edge": float(pick.on_edge),
+    }
 
 
 def run_variant(
@@ -110,11 +143,11 @@ def run_variant(
     model, grad_time, trainable = build_model(name, cfg.model, meta["vocab_size"], deps, device)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    fits, steps, curve, extra = [], [], [], {}
+    solves, curve, extra = LayerSolves([], [], []), [], {}
     if v.solves:
         if cfg.pil is None:
             raise ConfigError(f"variant {name} solves FFNs: --params needs its 'pil' section")
-        fits, steps = solve_ffns(name, seed, model, arrays, cfg.pil, deps, device)
+        solves = solve_ffns(name, seed, model, arrays, cfg.pil, deps, device)
         extra = {"pil_features": v.features, "pil_seed": seed}
     if v.trains:
         grad, curve = fit(model, arrays, meta, cfg.train, seed, device)
@@ -122,6 +155,7 @@ def run_variant(
         trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
         extra |= {k: grad[k] for k in GRAD_RECORDS}
     model.eval()
+    fits = solves.fits
     solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
     metrics = {
         **lm_metrics(model, arrays, meta, cfg.train.eval_batch_size, device),
@@ -131,13 +165,21 @@ def run_variant(
         "train_time_s": grad_time + solve_time,
         **{k: val for k, val in extra.items() if k in GRAD_RECORDS},
     }
-    for layer, (f, step) in enumerate(zip(fits, steps, strict=True)):
+    for layer, (f, lam, step) in enumerate(zip(fits, solves.lambdas, solves.steps, strict=True)):
         metrics[f"kappa_l{layer}"] = f.kappa
         metrics[f"lambda_rel_l{layer}"] = f.lam_rel
-        metrics[f"step_l{layer}"] = step
+        metrics |= grid_metrics(f"lambda_l{layer}", lam)
+        metrics[f"step_l{layer}"] = 1.0 if step is None else step.value
+        if step is not None:
+            metrics |= grid_metrics(f"step_l{layer}", step)
     if fits:
         metrics["kappa_max"] = max(f.kappa for f in fits)
         metrics["solver_fallbacks"] = sum(f.solver != "cholesky" for f in fits)
+        picks = solves.selections()
+        metrics["pil_selections"] = len(picks)
+        metrics["pil_edge_hits"] = sum(p.edge_hit for p in picks)
+        metrics["pil_grid_extensions"] = sum(p.extensions for p in picks)
+        metrics["pil_edge_selections"] = sum(p.on_edge for p in picks)
     if curve:
         curve[-1]["val_loss"] = metrics["val_loss"]
 
@@ -152,17 +194,22 @@ def run_variant(
     }
     save_checkpoint(out / "model.pt", model, {"config": params, **extra})
     write_rows_parquet(out / "curve.parquet", curve or [dict.fromkeys(CURVE_COLUMNS)], identity)
+    pil_cfg_grid = set(cfg.pil.lambdas) if cfg.pil is not None else set()
     sweep = [
         {
             "layer": layer,
             "lambda_rel": lr,
             "val_mse": mse,
-            "chosen": lr == f.lam_rel,
+            "chosen": lr == lam.value,
             "kappa": f.kappa,
             "solver": f.solver,
             "seconds": f.gram_seconds + f.solve_seconds,
+            "extended": lr not in pil_cfg_grid,
+            "edge_hit": lam.edge_hit,
+            "extensions": lam.extensions,
+            "on_edge": lam.on_edge,
         }
-        for layer, f in enumerate(fits)
+        for layer, (f, lam) in enumerate(zip(fits, solves.lambdas, strict=True))
         for lr, mse in f.curve.items()
     ]
     write_rows_parquet(out / "solve.parquet", sweep or [{"layer": None}], identity)

@@ -105,6 +105,7 @@ def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, devic
     test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp)
     solved = sum(b.numel() for n, b in model.named_buffers() if n.endswith("w_out"))
     fixed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("w_in", "b_in")))
+    fixed += sum(p.numel() for p in model.parameters() if not p.requires_grad)  # frozen FFNs
     return {
         "test_loss": test["loss"],
         "test_ppl": test["ppl"],
@@ -116,5 +117,6 @@ def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, devic
         "params_non_embedding": model.num_params(non_embedding=True) + solved,
         "params_solved": solved,
         "params_fixed_random": fixed,
+        "model_layers": model.cfg.n_layer,
         "peak_memory_mb": peak_memory_mb(device),
     }

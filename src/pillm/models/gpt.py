@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn as nn
@@ -25,6 +25,7 @@ class GPTConfig:
     dropout: float = 0.0
     use_attn: bool = True
     use_ffn: bool = True
+    ffn_activation: str = "gelu"  # "gelu" | "linear" (no activation: the linear-FFN control)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,16 +52,26 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y)
 
 
+ACTIVATIONS = ("gelu", "linear")
+
+
 class MLP(nn.Module):
-    """FFN(x) = W2 GELU(W1 x): the block a closed-form solve may replace."""
+    """FFN(x) = W2 GELU(W1 x): the block a closed-form solve may replace. With
+    ``ffn_activation="linear"`` it is W2 (W1 x + b1) + b2, an affine map (the linear control)."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
+        if cfg.ffn_activation not in ACTIVATIONS:
+            raise ValueError(
+                f"ffn_activation {cfg.ffn_activation!r}: expected one of {ACTIVATIONS}"
+            )
+        self.linear = cfg.ffn_activation == "linear"
         self.fc = nn.Linear(cfg.d_model, cfg.ffn_mult * cfg.d_model)
         self.proj = nn.Linear(cfg.ffn_mult * cfg.d_model, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x)))
+        h = self.fc(x)
+        return self.proj(h if self.linear else F.gelu(h))
 
 
 class Block(nn.Module):
@@ -130,6 +141,27 @@ class GPT(nn.Module):
         return n
 
 
+def count_params(cfg: GPTConfig) -> int:
+    """Parameters of a GPT of this config (tied head once), counted without allocating."""
+    with torch.device("meta"):
+        return GPT(cfg).num_params()
+
+
+def matched_depth(cfg: GPTConfig, reference: GPTConfig) -> GPTConfig:
+    """``cfg`` with the depth whose parameter count is closest to ``reference``'s.
+
+    Only ``n_layer`` changes (width, heads and context stay), so the embeddings are shared and
+    the match is in the blocks: attention-only blocks have about a third of a baseline block's
+    parameters at ``ffn_mult = 4``, hence about three times the layers.
+    """
+    target = count_params(reference)
+    per_layer = count_params(replace(cfg, n_layer=2)) - count_params(replace(cfg, n_layer=1))
+    base = count_params(replace(cfg, n_layer=1)) - per_layer
+    guess = max(1, round((target - base) / per_layer))
+    best = min((guess - 1, guess, guess + 1), key=lambda n: (abs(base + n * per_layer - target), n))
+    return replace(cfg, n_layer=max(1, best))
+
+
 # ---- PIL FFN: fixed random features, output map solved in closed form (lm/pil.py) ----
 FEATURES: dict[
     str, tuple[int, int]
@@ -166,6 +198,16 @@ class PILFFN(nn.Module):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         return self.features(u) @ self.w_out.to(u.dtype)
+
+
+def freeze_ffns(model: GPT) -> int:
+    """Fix every block's FFN at its current (e.g. random-init) weights; returns their count."""
+    n = 0
+    for block in model.blocks:
+        for p in block.mlp.parameters() if block.mlp is not None else ():
+            p.requires_grad_(False)
+            n += p.numel()
+    return n
 
 
 def attach_pil(model: GPT, features: str, seed: int) -> None:

@@ -2,7 +2,7 @@
 
 ``read_runs`` stacks the tidy metric records of many runs, ``pivot_records`` turns them into one
 row per job with a column per metric, ``concat_parquet``/``stack_parquet`` stack per-run tables,
-``summarise`` gives mean, std and n over seeds per cell of the expected grid with the expected
+``summarise`` gives mean, std, n and the 95 % t-interval half-width (``ci95``) over seeds per cell of the expected grid with the expected
 seed count, so a missing seed shows up as ``n < n_expected`` instead of silently vanishing, and
 ``write_parquet`` writes a summary atomically. Each study's ``aggregate_*`` is a chain of these.
 """
@@ -13,10 +13,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
+from scipy import stats
 
 from pillm.core.records import IDENTITY, atomic_path, read_records
 
 GROUP = ["experiment", "variant", "corpus", "tokenizer", "data_policy", "metric"]
+
+
+def ci95(std: float | None, n: int) -> float | None:
+    """Half-width of the two-sided 95 % t interval of a mean of ``n`` values with sample std
+    ``std``: t(0.975, n-1) std / sqrt(n); None for n < 2 (no interval: report the mean alone)."""
+    if std is None or n < 2 or std != std:
+        return None
+    return float(stats.t.ppf(0.975, n - 1)) * std / n**0.5
 
 
 def summarise(
@@ -26,7 +35,7 @@ def summarise(
     group: list[str] = GROUP,
     what: str = "runs (variant, seed)",
 ) -> pl.DataFrame:
-    """Mean/std/n over seeds per ``group`` (which holds the ``grid`` keys and ``metric``), sorted
+    """Mean/std/n/ci95 over seeds per ``group`` (which holds the ``grid`` keys and ``metric``), sorted
     by experiment (where grouped on), the grid keys and metric. The expected runs are the cross
     join of the grid's values and ``seeds``; missing ones are printed as 'missing <what>'."""
     expected = pl.DataFrame({"seed": seeds}, schema={"seed": pl.Int64})
@@ -48,6 +57,8 @@ def summarise(
         .sort([c for c in ("experiment",) if c in group] + [*grid, "metric"])
         .collect()
     )
+    half = [ci95(s, n) for s, n in zip(summary["std"], summary["n"], strict=True)]
+    summary = summary.with_columns(pl.Series("ci95", half, dtype=pl.Float64))
     if missing.height:
         print(f"warning: missing {what}: {missing.rows()}")
     return summary
