@@ -1,0 +1,311 @@
+"""``pillm diff``: two synthetic builds, each difference planted by hand and found (or not)."""
+
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pillm.cli import main
+from pillm.paper.diff import (
+    DiffInputError,
+    FolderBuild,
+    diff_builds,
+    open_build,
+    render_html,
+    render_text,
+)
+from pillm.paper.report import Table, render_report
+from pillm.paper.texcells import macro_values, table_cells
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATES = REPO / "paper" / "templates"
+TOKENIZER = "BPE-512 (trained on train split)"
+
+
+def lm_summary(cells: dict[tuple[str, str], tuple[float, float | None, int]], tokenizer=TOKENIZER):
+    """An lm.parquet-shaped summary: {(variant, metric): (mean, std, n)}."""
+    rows = [
+        {
+            "experiment": "lm",
+            "variant": v,
+            "corpus": "wikitext2",
+            "tokenizer": tokenizer,
+            "data_policy": "local",
+            "metric": m,
+            "mean": mean,
+            "std": std,
+            "n": n,
+            "seeds": list(range(n)),
+            "n_expected": n,
+        }
+        for (v, m), (mean, std, n) in cells.items()
+    ]
+    return pl.DataFrame(rows, schema_overrides={"n": pl.UInt32, "n_expected": pl.Int32})
+
+
+def build(root: Path, summaries: dict[str, pl.DataFrame], tables=None, macros=None) -> Path:
+    (root / "summary").mkdir(parents=True)
+    for name, df in summaries.items():
+        df.write_parquet(root / "summary" / name)
+    if tables is not None or macros is not None:
+        gen = root / "paper" / "generated"
+        render_report(
+            {gen / "tables" / name: t for name, t in (tables or {}).items()},
+            macros or {},
+            TEMPLATES,
+            gen / "numbers.tex",
+            origin="tests",
+        )
+    return root
+
+
+def kinds(d, section):
+    return [(c.where, c.what, c.kind) for c in d.section(section)]
+
+
+BASE = {
+    ("baseline", "test_ppl"): (100.0, 2.0, 3),
+    ("attn_only", "test_ppl"): (150.0, 3.0, 3),
+    ("baseline", "train_time_s"): (10.0, 0.1, 3),
+}
+
+
+def test_identical_builds_list_nothing(tmp_path):
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    d = diff_builds(FolderBuild(a), FolderBuild(a))
+    assert d.changes == []
+    assert "none" in render_text(d)
+
+
+def test_within_noise_is_not_listed_and_beyond_noise_is(tmp_path):
+    # SE of the difference for std 2, n 3 on both sides: sqrt(2 * 4 / 3) = 1.63; 2 SE = 3.27.
+    moved = {
+        **BASE,
+        ("baseline", "test_ppl"): (103.0, 2.0, 3),  # 1.8 SE: noise
+        ("attn_only", "test_ppl"): (160.0, 3.0, 3),
+    }  # 10 / 2.45 = 4.1 SE: listed
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(moved)})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "metrics") == [("lm.parquet [variant=attn_only]", "test_ppl", "noise")]
+    assert "4.1 x its standard error" in d.section("metrics")[0].note
+    # A wider rule (5 SE) lists nothing.
+    assert diff_builds(FolderBuild(a), FolderBuild(b), sigmas=5).section("metrics") == []
+
+
+def test_one_seed_is_flagged_no_seed_noise_known(tmp_path):
+    one = {("baseline", "test_ppl"): (100.0, None, 1), ("attn_only", "test_ppl"): (150.0, None, 1)}
+    moved = {
+        ("baseline", "test_ppl"): (100.5, None, 1),
+        ("attn_only", "test_ppl"): (165.0, None, 1),
+    }
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(one)})
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(moved)})
+    d = diff_builds(FolderBuild(a), FolderBuild(b), rel=0.01)  # 0.5 % is below, 10 % above
+    assert kinds(d, "metrics") == [("lm.parquet [variant=attn_only]", "test_ppl", "no_noise")]
+    assert "NO SEED NOISE KNOWN" in render_text(d)
+    assert "+10.0%" in d.section("metrics")[0].note
+
+
+def test_costs_are_listed_apart_from_metrics(tmp_path):
+    slow = {**BASE, ("baseline", "train_time_s"): (20.0, 0.1, 3)}
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(slow)})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert d.section("metrics") == []
+    assert kinds(d, "cost") == [("lm.parquet [variant=baseline]", "train_time_s", "noise")]
+
+
+def test_wide_summary_pools_seeds_of_one_item(tmp_path):
+    def lora(acc_s):
+        return pl.DataFrame(
+            {
+                "model": [f"pillm-s{s}" for s in range(3)],
+                "model_group": ["pillm"] * 3,
+                "method": ["ridge"] * 3,
+                "seed": [0, 1, 2],
+                "device": ["cpu"] * 3,
+                "accuracy": acc_s,
+            }
+        )
+
+    a = build(tmp_path / "a", {"lora.parquet": lora([0.60, 0.62, 0.61])})
+    b = build(tmp_path / "b", {"lora.parquet": lora([0.61, 0.63, 0.60])})  # same spread
+    c = build(tmp_path / "c", {"lora.parquet": lora([0.70, 0.71, 0.72])})
+    assert diff_builds(FolderBuild(a), FolderBuild(b)).changes == []
+    d = diff_builds(FolderBuild(a), FolderBuild(c))
+    assert kinds(d, "metrics") == [
+        ("lora.parquet [model_group=pillm; method=ridge]", "accuracy", "noise")
+    ]
+    assert "(n=3)" in d.section("metrics")[0].a
+
+
+def test_new_tokenizer_is_one_context_change_not_every_metric(tmp_path):
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(BASE, tokenizer="GPT-2 BPE")})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "context") == [("lm.parquet", "tokenizer", "context")]
+    assert d.section("metrics") == [] and d.section("cost") == []
+
+
+def test_item_on_one_side_is_one_line(tmp_path):
+    more = {
+        **BASE,
+        ("ffn_only", "test_ppl"): (120.0, 1.0, 3),
+        ("ffn_only", "test_acc"): (0.1, 0, 3),
+    }
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(more)})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "metrics") == [
+        ("lm.parquet [variant=ffn_only]", "test_acc, test_ppl", "only_b")
+    ]
+
+
+def claims(verdicts: dict[str, str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "claim_id": list(verdicts),
+            "verdict": list(verdicts.values()),
+            "diff_mean": [-3.0] * len(verdicts),
+            "ci_low": [-5.0] * len(verdicts),
+            "ci_high": [-1.0] * len(verdicts),
+            "n": [3] * len(verdicts),
+        }
+    )
+
+
+def test_flipped_claim_is_listed_and_missing_claims_are_a_note(tmp_path):
+    lm = lm_summary(BASE)
+    a = build(
+        tmp_path / "a",
+        {
+            "lm.parquet": lm,
+            "claims.parquet": claims({"ffn_beats_attn": "holds", "pil_matches": "holds"}),
+        },
+    )
+    b = build(
+        tmp_path / "b",
+        {
+            "lm.parquet": lm,
+            "claims.parquet": claims(
+                {"ffn_beats_attn": "indistinguishable at 3 seeds", "pil_matches": "holds"}
+            ),
+        },
+    )
+    c = build(tmp_path / "c", {"lm.parquet": lm})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "claims") == [("claims.parquet", "ffn_beats_attn", "flip")]
+    assert "CI [-5, -1]" in d.section("claims")[0].a
+    d = diff_builds(FolderBuild(a), FolderBuild(c))
+    assert d.changes == []
+    assert any("claims.parquet" in n and "missing in build B" in n for n in d.notes)
+
+
+def test_claims_without_verdict_column_name_the_file(tmp_path):
+    lm = lm_summary(BASE)
+    a = build(tmp_path / "a", {"lm.parquet": lm, "claims.parquet": claims({"x": "holds"})})
+    b = build(
+        tmp_path / "b", {"lm.parquet": lm, "claims.parquet": pl.DataFrame({"claim_id": ["x"]})}
+    )
+    with pytest.raises(
+        DiffInputError, match=r"claims.parquet of build B lacks columns \['verdict'\]"
+    ):
+        diff_builds(FolderBuild(a), FolderBuild(b))
+
+
+def lora_table(acc: str) -> Table:
+    return Table(
+        caption="SST-2",
+        label="tab:lora",
+        colspec="llrr",
+        header=["Model", "Method", "Acc.", "$n$"],
+        rows=[
+            ["pillm", "PIL-LoRA", "51.9", "3"],
+            ["", "LoRA", acc, "3"],
+            "midrule",
+            ["MiniLM", "LoRA", acc, "1"],
+        ],
+    )
+
+
+def test_moved_table_cell_and_macro_are_listed(tmp_path):
+    lm = {"lm.parquet": lm_summary(BASE)}
+    a = build(tmp_path / "a", lm, {"lora.tex": lora_table("49.7")}, {"LoraAcc": "49.7"})
+    b = build(tmp_path / "b", lm, {"lora.tex": lora_table("50.2")}, {"LoraAcc": "50.2"})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "tables") == [
+        ("lora.tex [tab:lora]", "pillm / LoRA | Acc.", "cell"),  # the blank Model continues
+        ("lora.tex [tab:lora]", "MiniLM / LoRA | Acc.", "cell"),
+    ]
+    assert kinds(d, "macros") == [("numbers.tex", "\\LoraAcc", "macro")]
+    page = render_html(d)
+    assert "<tr class='cell'>" in page and "<td class='b'>50.2</td>" in page
+
+
+def test_missing_summary_on_one_side_is_reported_not_a_crash(tmp_path):
+    a = build(
+        tmp_path / "a",
+        {
+            "lm.parquet": lm_summary(BASE),
+            "lora.parquet": pl.DataFrame(
+                {"model_group": ["x"], "method": ["ridge"], "accuracy": [0.5]}
+            ),
+        },
+    )
+    b = build(tmp_path / "b", {"lm.parquet": lm_summary(BASE)})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert d.changes == [] and "summary/lora.parquet missing in build B: not compared" in d.notes
+    d = diff_builds(FolderBuild(a), FolderBuild(empty))
+    assert any("has no summary/*.parquet" in n for n in d.notes)
+    assert "Not compared:" in render_text(d)
+
+
+def test_git_revision_build_reads_the_recorded_summaries(tmp_path):
+    repo = tmp_path / "repo"
+    build(repo / "runs" / "r1", {"lm.parquet": lm_summary(BASE)})
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "r1"], check=True)
+    moved = build(
+        tmp_path / "b",
+        {"lm.parquet": lm_summary({**BASE, ("baseline", "test_ppl"): (130.0, 2.0, 3)})},
+    )
+    rec = open_build("HEAD:runs/r1", repo)
+    assert diff_builds(rec, open_build(str(repo / "runs" / "r1"))).changes == []
+    assert kinds(diff_builds(rec, FolderBuild(moved)), "metrics") == [
+        ("lm.parquet [variant=baseline]", "test_ppl", "noise")
+    ]
+    with pytest.raises(DiffInputError, match="no files under 'runs/r2'"):
+        open_build("HEAD:runs/r2", repo)
+
+
+def test_cli_prints_writes_html_and_refuses_a_bad_build(tmp_path, capsys):
+    a = build(tmp_path / "a", {"lm.parquet": lm_summary(BASE)})
+    b = build(
+        tmp_path / "b",
+        {"lm.parquet": lm_summary({**BASE, ("attn_only", "test_ppl"): (190.0, 3.0, 3)})},
+    )
+    out = tmp_path / "diff.html"
+    assert main(["diff", str(a), str(b), "--html", str(out)]) == 0
+    assert "[beyond noise] lm.parquet [variant=attn_only] test_ppl" in capsys.readouterr().out
+    assert "<tr class='noise'>" in out.read_text()
+    assert main(["diff", str(a), str(tmp_path / "nope")]) == 2
+    assert "neither a folder nor REV:PATH" in capsys.readouterr().err
+
+
+def test_table_cells_read_what_latex_writes():
+    tex = (
+        "\\label{tab:t}\\begin{tabular}{@{}rlr@{}}\\toprule\n"
+        "Block & \\shortstack{Solver\\\\{}name} & R \\& S \\\\\n\\midrule\n"
+        "0 & eigh & 0.9 \\\\[2pt]\n1 & chol & \\multicolumn{1}{c}{--} \\\\\n\\bottomrule\\end{tabular}"
+    )
+    cells = table_cells(tex)
+    assert cells[("tab:t", "0", "R \\& S")] == "0.9"
+    assert cells[("tab:t", "1", "\\shortstack{Solver\\\\{}name}")] == "chol"
+    assert len(cells) == 6
+    assert macro_values("\\newcommand{\\PplBase}{116.8}\n% x\n") == {"PplBase": "116.8"}
