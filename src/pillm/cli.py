@@ -303,7 +303,7 @@ COMMANDS: tuple[Command, ...] = (
         "the jobs a run would do, by rule, its estimated wall time here, and what is missing",
         (Arg("--configfile", {"nargs": "+", "help": "config files (default config/config.yaml)"}),
          Arg("--config", {"nargs": "+", "help": "overrides as for snakemake --config"})),
-        ("configfile", "config"),
+        ("configfile", "config"), rule=False,
     ),
     # -- paper
     Command(

@@ -8,6 +8,7 @@ imports torch, so the Snakefile can import it.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,10 +243,63 @@ def check_generative(cfg: dict) -> None:
 # ---- Job lists and per-job config (what workflow/rules/*.smk expand) --------------------------
 
 
+def _types(node: dict[str, Any]) -> list[str]:
+    t = node.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
+def _typed(value: Any, node: dict[str, Any]) -> Any:
+    """``value`` typed by its schema node: Snakemake's ``--config`` reads every scalar of a YAML
+    value as a string (``train='{lr: 0.002}'`` gives ``{"lr": "0.002"}``), so a string where the
+    schema wants a number, integer, boolean, null, array or object is read as YAML; a value that
+    still has the wrong type is left for the validator to name."""
+    types = _types(node)
+    if isinstance(value, str) and types and "string" not in types:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if parsed is not None or "null" in types:
+            value = parsed
+    if isinstance(value, dict) and "properties" in node:
+        props = node["properties"]
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                value[key] = _typed(item, sub)
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        value[:] = [_typed(item, node["items"]) for item in value]
+    return value
+
+
+def _fill_defaults(config: dict[str, Any], node: dict[str, Any]) -> None:
+    """Fill each absent key that the schema gives a ``default:``, section by section."""
+    for key, sub in node.get("properties", {}).items():
+        if key not in config and "default" in sub:
+            config[key] = copy.deepcopy(sub["default"])
+        if isinstance(config.get(key), dict):
+            _fill_defaults(config[key], sub)
+        elif isinstance(config.get(key), list) and isinstance(sub.get("items"), dict):
+            for item in config[key]:
+                if isinstance(item, dict):
+                    _fill_defaults(item, sub["items"])
+
+
+def apply_schema(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
+    """Type command-line overrides by the schema and fill its defaults, in place (the config
+    Snakemake hands to every rule); the validator then names any key that is still wrong."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    _typed(config, schema)
+    _fill_defaults(config, schema)
+    return config
+
+
 def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
-    """Every config check, once, before any job: the schema (variant names from VARIANTS), then
-    what a schema cannot say (variant dependencies, probe models, generative ranges, SAFFU
-    setting names)."""
+    """Every config check, once, before any job: overrides typed and defaults filled
+    (apply_schema), the schema (variant names from VARIANTS), then what a schema cannot say
+    (variant dependencies, probe models, generative ranges, SAFFU setting names)."""
+    apply_schema(config, schema_path)
     validate_config(config, schema_path)
     check_variant_dependencies(config)
     check_probe_models(config)

@@ -3,15 +3,53 @@
 import glob
 import json
 import os
+import sys
 from pathlib import Path
 
-from pillm import codedeps, plan
+from pillm import codedeps, estimate, owner, plan
 from pillm.plan import VARIANTS, dependencies
 
-plan.check_config(config, "config/schema.yaml")
+# The checkout this workflow lives in (not the working directory): its schema, templates, paper
+# sources and package, so the workflow also runs as a Snakemake module from another directory.
+ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[1]
+
+
+def source(path):
+    """A file of this checkout (schema, templates, paper sources), by absolute path."""
+    return str(ROOT / path)
+
+
+# Overrides typed by the schema, its defaults filled, then every check.
+plan.check_config(config, source("config/schema.yaml"))
 
 CORPUS = config["data"]["corpus"]
 RESULTS = f"results/{config['name']}"  # one tree per config: smoke and paper runs never clobber
+OWNER = owner.claimant(workflow.configfiles, config["name"])
+# A different config with the same name stops here, naming both.
+owner.check(RESULTS, OWNER)
+# Tables, macros, figures: never in the source tree.
+GENERATED = f"{RESULTS}/paper/generated"
+
+
+def generated(path):
+    """A generated paper file (table, macros, figure) under this config's results tree."""
+    return f"{GENERATED}/{path}"
+
+
+# Without a visible CUDA GPU the GPU rules run on CPU threads: the gpu resource must not make
+# them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
+if estimate.device_kind() == "cpu":
+    workflow.global_resources["gpu"] = 1_000_000
+
+
+onstart:
+    from collections import Counter
+
+    counts = Counter(job.rule.name for job in workflow.dag.needrun_jobs())
+    print(
+        "\n".join(estimate.plan_lines(dict(counts), config, ROOT)), file=sys.stderr
+    )
+    owner.claim(RESULTS, OWNER)
 
 
 def res(path):
@@ -38,7 +76,7 @@ wildcard_constraints:
 
 
 # This checkout's package (not whichever pillm is installed): the code its jobs run.
-PACKAGE = Path(workflow.basedir, "src", "pillm")
+PACKAGE = ROOT / "src" / "pillm"
 
 
 def code(command):
@@ -68,7 +106,7 @@ def gpu_shell(command):
 
 
 # Every tables rule renders through the same shared templates (pillm.paper.report).
-TEMPLATES = sorted(glob.glob("paper/templates/*.tex.j2"))
+TEMPLATES = sorted(glob.glob(source("paper/templates/*.tex.j2")))
 
 
 def as_json(obj):
@@ -145,10 +183,11 @@ def saffu_runs(name):
 
 def all_targets():
     return [
-        "paper/generated/numbers.tex",
-        "paper/generated/tables/lm_main.tex",
-        "paper/generated/probe_numbers.tex",
-        "paper/generated/figures/training_curves.pdf",
-        "paper/main.pdf",
+        generated("numbers.tex"),
+        generated("tables/lm_main.tex"),
+        generated("probe_numbers.tex"),
+        generated("figures/training_curves.pdf"),
+        res("paper/main.pdf"),
         res("paper/arxiv.tar.gz"),
+        res("report/tables"),
     ]

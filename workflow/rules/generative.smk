@@ -123,10 +123,10 @@ rule gen_tables:
         code=code("gen-tables"),
     output:
         tables=expand(
-            "paper/generated/tables/gen_{name}.tex",
+            generated("tables/gen_{name}.tex"),
             name=["main", "ablations", "samplers", "cost"],
         ),
-        numbers="paper/generated/gen_numbers.tex",
+        numbers=generated("gen_numbers.tex"),
     log:
         logfile("gen_tables"),
     conda:
@@ -149,12 +149,12 @@ rule gen_figures:
         code=code("gen-figures"),
     output:
         pdf=expand(
-            "paper/generated/figures/gen_{name}.pdf",
+            generated("figures/gen_{name}.pdf"),
             name=["samples", "lambda", "samplers", "budget"],
         ),
         png=report(
             expand(
-                "paper/generated/figures/gen_{name}.png",
+                generated("figures/gen_{name}.png"),
                 name=["samples", "lambda", "samplers", "budget"],
             ),
             caption="../report/gen_figures.rst",

@@ -73,8 +73,8 @@ rule lora_tables:
         templates=TEMPLATES,
         code=code("lora-tables"),
     output:
-        table="paper/generated/tables/lora.tex",
-        numbers="paper/generated/lora_numbers.tex",
+        table=generated("tables/lora.tex"),
+        numbers=generated("lora_numbers.tex"),
     log:
         logfile("lora_tables"),
     conda:
@@ -94,9 +94,9 @@ rule lora_figures:
         summary=rules.lora_aggregate.output,
         code=code("lora-figures"),
     output:
-        pdf="paper/generated/figures/lora_accuracy_time.pdf",
+        pdf=generated("figures/lora_accuracy_time.pdf"),
         png=report(
-            "paper/generated/figures/lora_accuracy_time.png",
+            generated("figures/lora_accuracy_time.png"),
             caption="../report/lora_figures.rst",
             category="Figures",
         ),

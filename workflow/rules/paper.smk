@@ -37,12 +37,12 @@ rule tables:
         code=code("tables"),
     output:
         table=report(
-            "paper/generated/tables/lm_main.tex",
+            generated("tables/lm_main.tex"),
             caption="../report/lm_main.rst",
             category="Tables",
         ),
         more=expand(
-            "paper/generated/tables/{name}.tex",
+            generated("tables/{name}.tex"),
             name=[
                 "lm_contribution",
                 "lm_features",
@@ -51,7 +51,7 @@ rule tables:
                 "lm_samples",
             ],
         ),
-        numbers="paper/generated/numbers.tex",
+        numbers=generated("numbers.tex"),
     log:
         logfile("tables"),
     conda:
@@ -81,9 +81,9 @@ rule figure_curves:
         curves=rules.aggregate.output.curves,
         code=code("figure-curves"),
     output:
-        pdf="paper/generated/figures/training_curves.pdf",
+        pdf=generated("figures/training_curves.pdf"),
         png=report(
-            "paper/generated/figures/training_curves.png",
+            generated("figures/training_curves.png"),
             caption="../report/training_curves.rst",
             category="Figures",
         ),
@@ -101,9 +101,9 @@ rule figure_lambda:
         solves=rules.aggregate.output.solves,
         code=code("figure-lambda"),
     output:
-        pdf="paper/generated/figures/pil_lambda.pdf",
+        pdf=generated("figures/pil_lambda.pdf"),
         png=report(
-            "paper/generated/figures/pil_lambda.png",
+            generated("figures/pil_lambda.png"),
             caption="../report/pil_lambda.rst",
             category="Figures",
         ),
@@ -121,9 +121,9 @@ rule figure_width:
         summary=rules.aggregate.output.lm,
         code=code("figure-width"),
     output:
-        pdf="paper/generated/figures/pil_width.pdf",
+        pdf=generated("figures/pil_width.pdf"),
         png=report(
-            "paper/generated/figures/pil_width.png",
+            generated("figures/pil_width.png"),
             caption="../report/pil_width.rst",
             category="Figures",
         ),
@@ -136,9 +136,45 @@ rule figure_width:
         " --png {output.png} > {log} 2>&1"
 
 
+rule claims:
+    input:
+        runs=rules.aggregate.output.runs,
+        tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
+        claims=source("paper/claims.yaml"),
+        templates=TEMPLATES,
+        code=code("claims"),
+    output:
+        parquet=res("summary/claims.parquet"),
+        table=generated("tables/claims.tex"),
+        numbers=generated("claims_numbers.tex"),
+        flips_tex=generated("claims_flips.tex"),
+        flips_txt=report(
+            res("summary/claims_flips.txt"),
+            caption="../report/claims_flips.rst",
+            category="Claims",
+        ),
+    log:
+        logfile("claims"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=lambda w: as_json({"name": config["name"], "variants": LM_VARIANTS}),
+        template_dir=lambda w, input: parent(input.templates[0]),
+        history=res("history/claims.jsonl"),  # append-only, so not an output
+    shell:
+        "python -m pillm claims --runs {input.runs} --tokens-meta {input.tokens_meta}"
+        " --claims {input.claims} --params {params.cfg:q} --templates {params.template_dir}"
+        " --out {output.parquet} --table {output.table} --numbers {output.numbers}"
+        " --flips-tex {output.flips_tex} --flips-txt {output.flips_txt}"
+        " --history {params.history} > {log} 2>&1"
+
+
 rule pdf:
     input:
         generated=[
+            rules.claims.output.table,
+            rules.claims.output.numbers,
+            rules.claims.output.flips_tex,
             rules.tables.output.table,
             rules.tables.output.more,
             rules.tables.output.numbers,
@@ -155,13 +191,15 @@ rule pdf:
             rules.gen_figures.output.pdf,
         ],
         sources=[
-            "paper/main.tex",
-            "paper/refs.bib",
-            *sorted(glob.glob("paper/sections/*.tex")),
+            source("paper/main.tex"),
+            source("paper/refs.bib"),
+            *sorted(glob.glob(source("paper/sections/*.tex"))),
         ],
         code=code("pdf"),
     output:
-        pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
+        pdf=report(
+            res("paper/main.pdf"), caption="../report/paper.rst", category="Paper"
+        ),
         bbl=res("paper/build/main.bbl"),
     log:
         logfile("pdf"),
@@ -169,8 +207,14 @@ rule pdf:
         "../envs/pillm.yaml"
     params:
         build_dir=subpath(output.bbl, parent=True),
+        # The sources as links beside this config's generated/: the source tree stays clean.
+        stage=res("paper/sources"),
+        paper=source("paper"),
     shell:
-        "python -m pillm pdf --paper-dir paper --build-dir {params.build_dir}"
+        "rm -rf {params.stage:q} && mkdir -p {params.stage:q}"
+        ' && for f in {params.paper:q}/*; do ln -s "$f" {params.stage:q}/; done'
+        " && rm -f {params.stage:q}/generated && ln -s ../generated {params.stage:q}/generated"
+        " && python -m pillm pdf --paper-dir {params.stage:q} --build-dir {params.build_dir}"
         " --out {output.pdf} > {log} 2>&1"
 
 
@@ -189,3 +233,55 @@ rule arxiv:
         build_dir=lambda w, input: parent(input.bbl),
     shell:
         "python -m pillm arxiv --build-dir {params.build_dir} --out {output} > {log} 2>&1"
+
+
+rule report_tables:
+    # Every table of the paper as HTML (written by render_report beside its .tex) for
+    # `snakemake --report`: one page per table, with its caption.
+    input:
+        rules.tables.output,
+        rules.claims.output.table,
+        rules.probe_tables.output,
+        rules.saffu_tables.output,
+        rules.lora_tables.output,
+        rules.gen_tables.output,
+    output:
+        report(
+            directory(res("report/tables")),
+            patterns=["{name}.html"],
+            caption="../report/tables.rst",
+            category="Tables",
+        ),
+    log:
+        logfile("report_tables"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        tables=lambda w, input: parent(input[0]),
+    shell:
+        "mkdir -p {output} && cp {params.tables:q}/*.html {output}/ > {log} 2>&1"
+
+
+# Aggregation, tables, figures, claims, the PDF: seconds each, never queued on a cluster.
+localrules:
+    aggregate,
+    tables,
+    figure_curves,
+    figure_lambda,
+    figure_width,
+    claims,
+    pdf,
+    arxiv,
+    report_tables,
+    probe_aggregate,
+    probe_tables,
+    probe_figures,
+    gen_aggregate,
+    gen_tables,
+    gen_figures,
+    lora_aggregate,
+    lora_tables,
+    lora_figures,
+    saffu_aggregate,
+    saffu_tables,
+    saffu_figures,

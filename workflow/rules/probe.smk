@@ -66,10 +66,10 @@ rule probe_tables:
         code=code("probe-tables"),
     output:
         tables=expand(
-            "paper/generated/tables/probe_{name}.tex",
+            generated("tables/probe_{name}.tex"),
             name=["summary", "corpora", "gradient", "blocks", "cost"],
         ),
-        numbers="paper/generated/probe_numbers.tex",
+        numbers=generated("probe_numbers.tex"),
     log:
         logfile("probe_tables"),
     conda:
@@ -101,12 +101,12 @@ rule probe_figures:
         code=code("probe-figures"),
     output:
         pdf=expand(
-            "paper/generated/figures/probe_{name}.pdf",
+            generated("figures/probe_{name}.pdf"),
             name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
         ),
         png=report(
             expand(
-                "paper/generated/figures/probe_{name}.png",
+                generated("figures/probe_{name}.png"),
                 name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
             ),
             caption="../report/probe_figures.rst",

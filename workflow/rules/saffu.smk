@@ -75,10 +75,8 @@ rule saffu_tables:
         templates=TEMPLATES,
         code=code("saffu-tables"),
     output:
-        tables=expand(
-            "paper/generated/tables/{name}.tex", name=["saffu", "saffu_ablation"]
-        ),
-        numbers="paper/generated/saffu_numbers.tex",
+        tables=expand(generated("tables/{name}.tex"), name=["saffu", "saffu_ablation"]),
+        numbers=generated("saffu_numbers.tex"),
     log:
         logfile("saffu_tables"),
     conda:
@@ -101,12 +99,12 @@ rule saffu_figures:
         code=code("saffu-figures"),
     output:
         pdf=expand(
-            "paper/generated/figures/{name}.pdf",
+            generated("figures/{name}.pdf"),
             name=["saffu_curves", "saffu_ablation"],
         ),
         png=report(
             expand(
-                "paper/generated/figures/{name}.png",
+                generated("figures/{name}.png"),
                 name=["saffu_curves", "saffu_ablation"],
             ),
             caption="../report/saffu_figures.rst",

@@ -68,6 +68,8 @@ def render_report(
     bad = [m for m in macros if not re.fullmatch(re.escape(prefix) + "[A-Za-z]+", m)]
     if bad:
         raise ValueError(f"macro names must be {prefix or 'letters'} + letters: {bad}")
+    from pillm.paper.html import page_html  # imports this module's Table
+
     env = make_env(template_dir)
     for path, table in tables.items():
         if isinstance(table, LongTable):
@@ -75,4 +77,6 @@ def render_report(
         else:
             tex = env.get_template("table.tex.j2").render(t=table)
         write_text(path, tex)
+        # The same table as HTML beside it, for the Snakemake report (pillm.paper.html).
+        write_text(Path(path).with_suffix(".html"), page_html(table, Path(path).stem))
     write_text(numbers_path, env.get_template("macros.tex.j2").render(macros=macros, origin=origin))

@@ -1,0 +1,297 @@
+"""What a run will do before it starts: jobs by rule, a wall-time estimate, what is missing.
+
+``pillm plan --configfile config/smoke.yaml`` prints these lines, and the Snakefile's ``onstart``
+prints the same lines (from the DAG Snakemake just built) at the start of every run. Estimates come
+from recorded figures, never from a model of the hardware: the per-rule ``benchmark:`` files of a
+previous run of the same config (``results/<name>/benchmarks/``) when present, else the committed
+reference figures in ``benchmarks/estimates.json`` (``python -m pillm.estimate`` rebuilds that file
+from a Snakemake log and a benchmarks folder of a finished run). Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ESTIMATES = ROOT / "benchmarks" / "estimates.json"
+SMOKE = "config/smoke.yaml"
+
+# Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk).
+GPU_RULES = ("run_lm", "lm_extras", "probe", "generative", "gen_classifier", "lora", "saffu")
+
+
+def device_kind() -> str:
+    """``cuda`` when the NVIDIA driver lists a GPU this process may use, else ``cpu``; read from
+    the driver's files, so planning never imports torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return "cpu"
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
+
+
+# -- recorded figures --------------------------------------------------------------------------
+
+
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def parse_log(text: str) -> dict[str, list[float]]:
+    """Seconds per finished job, by rule, from a Snakemake log (start and finish stamps)."""
+    started: dict[str, tuple[str, datetime]] = {}
+    done: dict[str, list[float]] = {}
+    stamp: datetime | None = None
+    rule: str | None = None
+    for line in text.splitlines():
+        m = _STAMP.match(line.strip())
+        if m:
+            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+            continue
+        s = line.strip()
+        if re.match(r"^(local)?rule \w+:$", s):
+            rule = s.split()[-1].rstrip(":")
+        elif s.startswith("jobid:") and rule and stamp:
+            started[s.split()[1]] = (rule, stamp)
+            rule = None
+        elif s.startswith("Finished jobid:") and stamp:
+            job = s.split()[2]
+            if job in started:
+                name, t0 = started.pop(job)
+                done.setdefault(name, []).append((stamp - t0).total_seconds())
+    return done
+
+
+def _bench_rule(rel: Path) -> str:
+    """The rule of a benchmark file from its path (workflow/rules/*.smk ``benchfile(...)``)."""
+    if rel.parts[0] == "generative" and rel.stem == "classifier":
+        return "gen_classifier"
+    return rel.parts[0]
+
+
+def read_benchmarks(folder: str | Path) -> dict[str, list[float]]:
+    """Seconds per job, by rule, from the ``benchmark:`` tsv files of a run."""
+    out: dict[str, list[float]] = {}
+    folder = Path(folder)
+    for tsv in sorted(folder.rglob("*.tsv")):
+        with tsv.open() as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        if rows:
+            out.setdefault(_bench_rule(tsv.relative_to(folder)), []).append(float(rows[-1]["s"]))
+    return out
+
+
+def summarise(seconds: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {
+        r: {"jobs": len(v), "mean_s": round(sum(v) / len(v), 1)} for r, v in sorted(seconds.items())
+    }
+
+
+def load_estimates(path: Path = ESTIMATES) -> dict[str, Any]:
+    if not path.is_file():
+        return {"records": []}
+    return json.loads(path.read_text())
+
+
+# -- the estimate ------------------------------------------------------------------------------
+
+
+def _record(estimates: dict, name: str, kind: str) -> dict | None:
+    for rec in estimates.get("records", []):
+        if rec["config"] == name and rec["device"] == kind:
+            return rec
+    return None
+
+
+def estimate(
+    counts: dict[str, int], name: str, kind: str, results: Path, estimates: dict
+) -> tuple[float | None, str, list[str]]:
+    """(wall seconds or None, where the figures come from, rules without a figure).
+
+    Per rule: jobs x mean seconds per job (a previous run's benchmark files first, else the
+    reference record of this config name and device kind), summed and divided by the number of
+    jobs the record ran at once. Rough: one figure per rule, not per job size."""
+    rec = _record(estimates, name, kind)
+    previous = summarise(read_benchmarks(results / "benchmarks")) if results.is_dir() else {}
+    if rec is None and not previous:
+        return None, f"no recorded figures for config {name!r} on {kind}", sorted(counts)
+    rules = dict(rec["rules"]) if rec else {}
+    rules.update(previous)
+    parallel = rec["parallel"] if rec else 1
+    unknown = sorted(r for r in counts if r not in rules)
+    job_s = sum(n * rules[r]["mean_s"] for r, n in counts.items() if r in rules)
+    source = rec["source"] if rec else "none"
+    if previous:
+        source = f"{results / 'benchmarks'} (previous run) + {source}"
+    return job_s / max(parallel, 1), source, unknown
+
+
+def _hms(seconds: float) -> str:
+    m = round(seconds / 60)
+    return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{max(m, 1)} min"
+
+
+def missing(config: dict[str, Any], root: Path, kind: str) -> list[str]:
+    """What this machine lacks for this config, each with the fix."""
+    out = []
+    data = config.get("data", {})
+    local = Path(data.get("local_dir", ""))
+    local = local if local.is_absolute() else Path.cwd() / local
+    if data.get("source") == "local" and not local.is_dir():
+        out.append(
+            f"data mirror {local} not found (data.source: local): set data.source: hub, "
+            "or data.local_dir to your copy of the mirror"
+        )
+    if not (shutil.which("latexmk") and shutil.which("pdflatex")):
+        out.append(
+            "TeX (latexmk, pdflatex) not found: tables and figures still build; for the PDF "
+            "apt-get install latexmk texlive-latex-extra texlive-fonts-recommended"
+        )
+    device = str(config.get("device", "auto"))
+    if device.startswith("cuda") and kind != "cuda":
+        out.append(f"device: {device} but no CUDA GPU is visible: set device: auto or cpu")
+    needs = {"torch": "requirements.txt"}
+    if config.get("probe", {}).get("models") or config.get("lora", {}).get("models"):
+        needs.update({"transformers": "requirements-models.txt", "peft": "requirements-models.txt"})
+    for pkg, req in needs.items():
+        if find_spec(pkg) is None:
+            out.append(f"python package {pkg} not installed: pip install -r {root / req}")
+    return out
+
+
+def plan_lines(
+    counts: dict[str, int], config: dict[str, Any], root: Path = ROOT, kind: str | None = None
+) -> list[str]:
+    """The plan: jobs by rule, the estimate, what is missing; the same lines for ``pillm plan``
+    and the start of a Snakemake run."""
+    kind = kind or device_kind()
+    counts = {r: n for r, n in counts.items() if r != "all"}  # the target rule, no job
+    name = config["name"]
+    results = Path(f"results/{name}")
+    lines = [f"pillm plan: config {name!r}, device {kind}, {sum(counts.values())} jobs to run"]
+    lines += [f"  {rule:<18} {n:>5}" for rule, n in sorted(counts.items())]
+    wall, source, unknown = estimate(counts, name, kind, results, load_estimates())
+    if wall is None:
+        other = "cuda" if kind == "cpu" else "cpu"
+        ref, ref_source, _ = estimate(counts, name, other, Path("/nonexistent"), load_estimates())
+        lines.append(f"  estimated wall time: unknown ({source})")
+        if ref is not None:
+            lines.append(f"  for reference, on {other}: about {_hms(ref)} ({ref_source})")
+    else:
+        lines.append(f"  estimated wall time: about {_hms(wall)} (from {source})")
+        if unknown:
+            lines.append(f"  no figure for: {', '.join(unknown)}")
+    if kind == "cpu" and name != "smoke" and sum(counts.get(r, 0) for r in GPU_RULES):
+        lines.append(
+            f"  WARNING: config {name!r} on a machine without a CUDA GPU: its GPU jobs "
+            f"({', '.join(r for r in GPU_RULES if counts.get(r))}) will run on CPU threads, many "
+            f"times slower than the figures above. For a run of minutes: --configfile {SMOKE}"
+        )
+    for item in missing(config, root, kind):
+        lines.append(f"  missing: {item}")
+    return lines
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def dag_counts(configfiles: list[str], config_args: list[str], root: Path = ROOT) -> dict:
+    """Jobs Snakemake would run, by rule, from a dry run's job table."""
+    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--quiet", "rules",
+           "--snakefile", str(root / "Snakefile"), "--cores", "1"]  # fmt: skip
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    if config_args:
+        cmd += ["--config", *config_args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"snakemake dry run failed:\n{proc.stdout}{proc.stderr}")
+    counts: dict[str, int] = {}
+    table = False
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if line.startswith("job ") and parts[-1] == "count":
+            table = True
+        elif table and len(parts) == 2 and parts[1].isdigit():
+            if parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def load_config(configfiles: list[str], root: Path = ROOT) -> dict[str, Any]:
+    from pillm.plan import apply_schema
+
+    config: dict[str, Any] = {}
+    for path in configfiles or [str(root / "config" / "config.yaml")]:
+        _merge(config, yaml.safe_load(Path(path).read_text()))
+    return apply_schema(config, root / "config" / "schema.yaml")
+
+
+def _merge(base: dict, new: dict) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+
+
+def plan(configfile: list[str] | None, config: list[str] | None) -> None:
+    """``pillm plan``: print the plan for these config files (default config/config.yaml)."""
+    configfiles = configfile or []
+    counts = dag_counts(configfiles, config or [])
+    print("\n".join(plan_lines(counts, load_config(configfiles))))
+
+
+def log_span(text: str) -> float:
+    """Seconds from the first to the last time stamp of a Snakemake log."""
+    stamps = [
+        datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+        for m in (_STAMP.match(line.strip()) for line in text.splitlines())
+        if m
+    ]
+    return (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
+
+
+def derive(log: str, benchmarks: str | None, config: str, device: str, source: str,
+           out: Path = ESTIMATES) -> None:  # fmt: skip
+    """Add (or replace) one record of per-rule seconds in benchmarks/estimates.json; its
+    ``parallel`` is the run's job seconds over its wall time (how many jobs ran at once)."""
+    opener = gzip.open if log.endswith(".gz") else open
+    with opener(log, "rt") as f:
+        text = f.read()
+    seconds = parse_log(text)
+    parallel = round(sum(map(sum, seconds.values())) / max(log_span(text), 1.0), 2)
+    if benchmarks:
+        seconds.update(read_benchmarks(benchmarks))  # measured per job beats log stamps
+    est = load_estimates(out)
+    recs = [r for r in est["records"] if (r["config"], r["device"]) != (config, device)]
+    recs.append({"config": config, "device": device, "parallel": parallel, "source": source,
+                 "rules": summarise(seconds)})  # fmt: skip
+    est["records"] = sorted(recs, key=lambda r: (r["config"], r["device"]))
+    out.write_text(json.dumps(est, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    p = argparse.ArgumentParser(description=derive.__doc__)
+    p.add_argument("--log", required=True)
+    p.add_argument("--benchmarks")
+    p.add_argument("--config", required=True)
+    p.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    p.add_argument("--source", required=True)
+    a = p.parse_args()
+    derive(a.log, a.benchmarks, a.config, a.device, a.source)
