@@ -58,3 +58,41 @@ def test_sublayers_can_be_removed(use_attn, use_ffn):
 def test_context_overflow_is_an_error():
     with pytest.raises(AssertionError, match="context"):
         GPT(tiny())(torch.zeros(1, 17, dtype=torch.long))
+
+
+@pytest.mark.parametrize("d_model,n_layer", [(32, 2), (64, 2), (256, 4)])
+def test_param_matched_attention_only_is_within_one_over_d_of_the_baseline(d_model, n_layer):
+    """The attn_only_matched variant's depth is derived in code (models.gpt.matched_depth)."""
+    from pillm.lm.run import variant_config
+    from pillm.models.gpt import count_params
+    from pillm.settings import ModelConfig
+
+    model = ModelConfig(n_layer, d_model, 4, 4, 16, 0.0)
+    base = variant_config("baseline", model, 97)
+    matched = variant_config("attn_only_matched", model, 97)
+    assert not matched.use_ffn and matched.d_model == d_model
+    assert matched.n_layer == 3 * n_layer  # an attention block is ~1/3 of a baseline block
+    # Three attention blocks (4d² + 8d each) stand for one baseline block (12d² + 13d): the gap is
+    # 11d per baseline block, so the stated tolerance is 1/d of the baseline's count.
+    gap = abs(count_params(matched) - count_params(base)) / count_params(base)
+    assert gap < 1 / d_model, gap
+    assert count_params(base) == GPT(base).num_params()  # counted on meta = real count
+
+
+def test_linear_ffn_is_exactly_affine_and_gelu_is_not():
+    torch.manual_seed(0)
+    x, y = torch.randn(5, 32, dtype=torch.float64), torch.randn(5, 32, dtype=torch.float64)
+    a, b = 0.7, -1.9
+    for act, affine in (("linear", True), ("gelu", False)):
+        f = GPT(tiny(ffn_activation=act)).blocks[0].mlp.double()
+        for p in f.parameters():  # non-zero biases, so "up to the bias" is exercised
+            torch.nn.init.normal_(p)
+        zero = f(torch.zeros(1, 32, dtype=torch.float64))
+        lhs = f(a * x + b * y) - zero
+        rhs = a * (f(x) - zero) + b * (f(y) - zero)
+        assert torch.allclose(lhs, rhs, atol=1e-9) is affine
+
+
+def test_unknown_ffn_activation_is_refused():
+    with pytest.raises(ValueError, match="ffn_activation"):
+        GPT(tiny(ffn_activation="relu"))

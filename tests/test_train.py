@@ -56,3 +56,26 @@ def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):
     assert {k: v for k, v in m1.items() if k not in timing} == {
         k: v for k, v in m2.items() if k not in timing
     }
+
+
+def test_frozen_ffn_stays_at_its_init_while_attention_trains(tokens_dir):
+    """frozen_ffn_attn: the FFNs keep their random init through the same fit path."""
+    import torch
+
+    from pillm.core.runtime import seed_everything
+    from pillm.data.corpus import load_tokens
+    from pillm.lm.run import build_model
+    from pillm.lm.train import fit, lm_metrics
+    from pillm.settings import ModelConfig, TrainConfig
+
+    seed_everything(0)
+    arrays, meta = load_tokens(str(tokens_dir))
+    model, _, _ = build_model("frozen_ffn_attn", ModelConfig(**MODEL), 64, {}, "cpu")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fit(model, arrays, meta, TrainConfig.from_dict({**TRAIN, "epochs": 1}), 0, "cpu")
+    after = model.state_dict()
+    ffn = [k for k in before if ".mlp." in k]
+    assert ffn and all(torch.equal(before[k], after[k]) for k in ffn)
+    assert not torch.equal(before["blocks.0.attn.qkv.weight"], after["blocks.0.attn.qkv.weight"])
+    counts = lm_metrics(model, arrays, meta, 16, "cpu")
+    assert counts["params_fixed_random"] == sum(before[k].numel() for k in ffn)
