@@ -319,8 +319,8 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
         if r.verdict == HOLDS:
             total = fmt_num(100 * (1 + r.diff), 1)  # type: ignore[operator]
             return (
-                f"{what} sum to {total}\\,\\%, not 100\\,\\%: the share is not additive "
-                f"(sum $-$ 100\\,\\%: {evidence(r, spec)[1:-1]})"
+                f"{what} sum to {total}\\,\\%, so they are not additive "
+                f"(the sum minus 100\\,\\%: {evidence(r, spec)[1:-1]})"
             )
         if r.verdict == ONE_SEED:
             return f"whether {what} add up to 100\\,\\% is not decided {evidence(r, spec)}"
