@@ -1,12 +1,14 @@
 """``pillm diff``: two synthetic builds, each difference planted by hand and found (or not)."""
 
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from pillm.cli import main
+from pillm.paper.claims import Result
 from pillm.paper.diff import (
     DiffInputError,
     FolderBuild,
@@ -163,17 +165,31 @@ def test_item_on_one_side_is_one_line(tmp_path):
     ]
 
 
-def claims(verdicts: dict[str, str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "claim_id": list(verdicts),
-            "verdict": list(verdicts.values()),
-            "diff_mean": [-3.0] * len(verdicts),
-            "ci_low": [-5.0] * len(verdicts),
-            "ci_high": [-1.0] * len(verdicts),
-            "n": [3] * len(verdicts),
-        }
-    )
+def claims(verdicts: dict[str, str], long_names: bool = False) -> pl.DataFrame:
+    """claims.parquet as pillm.paper.claims writes it, or with the long column names."""
+    rows = [
+        asdict(
+            Result(
+                id=k,
+                study="lm",
+                metric="test_ppl",
+                test="direction",
+                a="ffn_only",
+                b="attn_only",
+                better="lower",
+                verdict=v,
+                n=3,
+                diff=-3.0,
+                ci_lo=-5.0,
+                ci_hi=-1.0,
+                agree=3,
+            )
+        )
+        for k, v in verdicts.items()
+    ]
+    df = pl.DataFrame(rows, infer_schema_length=None)
+    names = {"id": "claim_id", "diff": "diff_mean", "ci_lo": "ci_low", "ci_hi": "ci_high"}
+    return df.rename(names) if long_names else df
 
 
 def test_flipped_claim_is_listed_and_missing_claims_are_a_note(tmp_path):
@@ -182,7 +198,9 @@ def test_flipped_claim_is_listed_and_missing_claims_are_a_note(tmp_path):
         tmp_path / "a",
         {
             "lm.parquet": lm,
-            "claims.parquet": claims({"ffn_beats_attn": "holds", "pil_matches": "holds"}),
+            "claims.parquet": claims(
+                {"ffn_beats_attn": "holds", "pil_matches": "holds", "gone": "holds"}
+            ),
         },
     )
     b = build(
@@ -190,14 +208,18 @@ def test_flipped_claim_is_listed_and_missing_claims_are_a_note(tmp_path):
         {
             "lm.parquet": lm,
             "claims.parquet": claims(
-                {"ffn_beats_attn": "indistinguishable at 3 seeds", "pil_matches": "holds"}
+                {"ffn_beats_attn": "indistinguishable at 3 seeds", "pil_matches": "holds"},
+                long_names=True,
             ),
         },
     )
     c = build(tmp_path / "c", {"lm.parquet": lm})
     d = diff_builds(FolderBuild(a), FolderBuild(b))
-    assert kinds(d, "claims") == [("claims.parquet", "ffn_beats_attn", "flip")]
-    assert "CI [-5, -1]" in d.section("claims")[0].a
+    assert kinds(d, "claims") == [
+        ("claims.parquet", "ffn_beats_attn", "flip"),
+        ("claims.parquet", "gone", "only_a"),
+    ]
+    assert d.section("claims")[0].a == "holds, Δ=-3, CI [-5, -1], 3/3 seeds"
     d = diff_builds(FolderBuild(a), FolderBuild(c))
     assert d.changes == []
     assert any("claims.parquet" in n and "missing in build B" in n for n in d.notes)
