@@ -74,3 +74,48 @@ def test_a_bad_key_in_a_jobs_params_is_one_line_naming_it(capsys):
             "--params", '{"bogus": 1}', "--device", "cpu", "--out-dir", "y"]  # fmt: skip
     assert main(argv) == 2
     assert "saffu.bogus" in capsys.readouterr().err
+
+
+def test_command_line_overrides_are_typed_by_the_schema():
+    """snakemake --config train='{lr: 0.002}' lm='{seeds: [0]}' hands over strings (YAML
+    BaseLoader); check_config types them, so the rules see a float and a list of ints."""
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["train"]["lr"] = "0.002"
+    cfg["lm"]["seeds"] = ["0", "1"]
+    check_config(cfg, SCHEMA)
+    assert cfg["train"]["lr"] == 0.002 and isinstance(cfg["train"]["lr"], float)
+    assert cfg["lm"]["seeds"] == [0, 1]
+
+
+def test_a_wrongly_typed_override_still_names_its_key():
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["train"]["lr"] = "fast"
+    with pytest.raises(ConfigError, match=r"- train\.lr:"):
+        check_config(cfg, SCHEMA)
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["train"]["learnig_rate"] = "0.1"
+    with pytest.raises(ConfigError, match="learnig_rate"):
+        check_config(cfg, SCHEMA)
+
+
+def test_schema_defaults_are_filled():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    default = schema["properties"]["train"]["properties"]["compile"]["default"]
+    cfg = copy.deepcopy(load("smoke.yaml"))
+    cfg["train"].pop("compile", None)
+    check_config(cfg, SCHEMA)
+    assert cfg["train"]["compile"] == default
+
+
+def test_snakemake_config_overrides_reach_the_rules(tmp_path):
+    """The real thing: a dry run with section overrides as people type them."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1",
+           "--snakefile", str(REPO / "Snakefile"), "--configfile", str(REPO / "config/smoke.yaml"),
+           "--config", "train={lr: 0.002}", "lm={seeds: [0]}", "--", "all"]  # fmt: skip
+    ok = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bad = subprocess.run(cmd[:-2] + ["train={lr: fast}"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode != 0 and "train.lr" in bad.stdout + bad.stderr

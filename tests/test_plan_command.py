@@ -1,0 +1,114 @@
+"""pillm plan: jobs by rule, the estimate from recorded figures, what is missing; the owner marker
+of results/<name>/; the workflow used as a Snakemake module from another directory."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pillm import estimate, owner
+from pillm.plan import ConfigError, apply_schema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def smoke() -> dict:
+    cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    return apply_schema(cfg, REPO / "config/schema.yaml")
+
+
+def test_estimates_json_records_both_device_kinds():
+    recs = {(r["config"], r["device"]): r for r in estimate.load_estimates()["records"]}
+    assert {("smoke", "cpu"), ("paper", "cuda")} <= set(recs)
+    assert recs[("smoke", "cpu")]["rules"]["run_lm"]["mean_s"] > 0
+
+
+def test_plan_lines_count_estimate_and_warn(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no previous run's benchmark files here
+    lines = estimate.plan_lines({"run_lm": 2, "tables": 1, "all": 1}, smoke(), REPO, kind="cpu")
+    text = "\n".join(lines)
+    assert "3 jobs to run" in text and "run_lm" in text and "  all " not in text
+    rules = {r["config"]: r for r in estimate.load_estimates()["records"]}["smoke"]["rules"]
+    rec = next(r for r in estimate.load_estimates()["records"] if r["config"] == "smoke")
+    wall = (2 * rules["run_lm"]["mean_s"] + rules["tables"]["mean_s"]) / rec["parallel"]
+    assert f"about {estimate._hms(wall)}" in text
+    assert "WARNING" not in text
+    paper = dict(smoke(), name="paper")
+    text = "\n".join(estimate.plan_lines({"run_lm": 2}, paper, REPO, kind="cpu"))
+    assert "WARNING" in text and "config/smoke.yaml" in text and "unknown" in text
+
+
+def test_previous_run_benchmarks_take_precedence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bench = tmp_path / "results/smoke/benchmarks/run_lm/baseline"
+    bench.mkdir(parents=True)
+    (bench / "seed0.tsv").write_text("s\th:m:s\n600.0\t0:10:00\n")
+    text = "\n".join(estimate.plan_lines({"run_lm": 3}, smoke(), REPO, kind="cpu"))
+    assert "previous run" in text
+    rec = next(r for r in estimate.load_estimates()["records"] if r["config"] == "smoke")
+    assert f"about {estimate._hms(1800 / rec['parallel'])}" in text
+
+
+def test_missing_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no latexmk
+    cfg = smoke()
+    cfg["data"] = dict(cfg["data"], source="local", local_dir="nowhere")
+    cfg["device"] = "cuda"
+    text = "\n".join(estimate.missing(cfg, REPO, "cpu"))
+    assert "data mirror" in text and "data.source" in text
+    assert "latexmk" in text and "device: cuda" in text
+
+
+def test_parse_log_times_jobs_by_rule():
+    log = "\n".join([
+        "[Thu Nov 26 10:00:00 2026]", "rule run_lm:", "    jobid: 3",
+        "[Thu Nov 26 10:00:30 2026]", "localrule tables:", "    jobid: 4",
+        "[Thu Nov 26 10:01:00 2026]", "Finished jobid: 3 (Rule: run_lm)",
+        "[Thu Nov 26 10:01:05 2026]", "Finished jobid: 4 (Rule: tables)",
+    ])  # fmt: skip
+    assert estimate.parse_log(log) == {"run_lm": [60.0], "tables": [35.0]}
+    assert estimate.log_span(log) == 65.0
+
+
+def test_a_second_config_with_the_same_name_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("name: run\n")
+    b.write_text("name: run\n")
+    owner.claim("results/run", owner.claimant([a], "run"))
+    owner.check("results/run", owner.claimant([a, tmp_path / "extra.yaml"], "run"))  # same owner
+    with pytest.raises(ConfigError, match=r"a\.yaml.*b\.yaml") as err:
+        owner.check("results/run", owner.claimant([b], "run"))
+    assert ".owner.json" in str(err.value)
+    assert json.loads(Path("results/run/.owner.json").read_text())["config"] == "a.yaml"
+
+
+def test_plan_command_runs_a_dry_run():
+    out = subprocess.run(
+        [sys.executable, "-m", "pillm", "plan", "--configfile", "config/smoke.yaml"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "pillm plan: config 'smoke'" in out.stdout
+    assert "run_lm" in out.stdout and "estimated wall time" in out.stdout
+
+
+def test_workflow_runs_as_a_module_from_another_directory(tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        "configfile: 'smoke.yaml'\n\n"
+        f"module pillm:\n    snakefile: '{REPO / 'Snakefile'}'\n    config: config\n\n"
+        "use rule * from pillm\n"
+    )
+    cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    cfg["data"]["local_dir"] = str((REPO / cfg["data"]["local_dir"]).resolve())
+    (tmp_path / "smoke.yaml").write_text(yaml.safe_dump(cfg))
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert "run_lm" in out.stdout and "pdf" in out.stdout
