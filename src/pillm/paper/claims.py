@@ -450,7 +450,8 @@ def flips_tex(lines: list[str], had_history: bool) -> str:
         )
     if not lines:
         return head + "No claim changed its verdict since the previous build.\n"
-    items = "".join(f"  \\item {tex_escape(ln)}\n" for ln in lines)
+    arrow = " $\\to$ "
+    items = "".join(f"  \\item {tex_escape(ln).replace(' -> ', arrow)}\n" for ln in lines)
     return (
         head
         + "Claims whose verdict changed since the previous build:\n\\begin{itemize}\n"
