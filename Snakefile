@@ -1,11 +1,16 @@
 # pillm: closed-form (pseudoinverse) solves vs gradient training of Transformer FFN blocks.
 # Full reproduction: snakemake --cores all   (CPU smoke: add --configfile config/smoke.yaml)
+# Before a run: python -m pillm plan --configfile ...  (jobs, estimated time, what is missing).
+# Embeddable: every path is the checkout's (workflow/rules/common.smk ROOT); as a module, pass
+# `config:` (its configfile below is then skipped).
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 report: "workflow/report/workflow.rst"
