@@ -3,6 +3,9 @@
 Outputs of ``aggregate`` (``results/<name>/summary``): ``runs.parquet`` (every metric row of every
 run), ``lm.parquet`` (mean/std/n over seeds per variant and metric), ``curves``, ``solves`` and
 ``samples``. Tables render through Jinja2 with numbers formatted here, never in the template.
+Every "a ± b" of the LM tables and macros is the mean over seeds ± the half-width of its 95 %
+t interval (``pillm.paper.tidy.ci95``); with one seed there is no interval and the mean stands
+alone. Macros named ``...Std`` keep the sample standard deviation.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
-from pillm.paper.latex import MISSING, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
+from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
 from pillm.paper.report import Table, render_report
-from pillm.paper.tidy import read_runs, stack_parquet, summarise, write_parquet
+from pillm.paper.tidy import ci95, read_runs, stack_parquet, summarise, write_parquet
 from pillm.plan import VARIANTS
 
 
 def metric_table(summary: pl.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
-    """{variant: {metric: {mean, std, n, n_expected}}} from the lm summary."""
+    """{variant: {metric: {mean, std, ci95, n, n_expected}}} from the lm summary."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for row in summary.iter_rows(named=True):
         out.setdefault(row["variant"], {})[row["metric"]] = row
@@ -57,9 +60,9 @@ def numbers(
         "LearningRate": f"{train['lr']:g}",
         "NumSeeds": str(b["test_ppl"]["n"]),
         "SeedCount": f"{b['test_ppl']['n']} seed" + ("s" if b["test_ppl"]["n"] != 1 else ""),
-        "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["std"], 1),
+        "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["ci95"], 1),
         "BaselineAccPM": fmt_pm(
-            100 * b["test_acc"]["mean"], _scale(b["test_acc"]["std"], 100), 1
+            100 * b["test_acc"]["mean"], _scale(b["test_acc"]["ci95"], 100), 1
         ).replace(" $\\pm$", "\\% $\\pm$")
         + "\\%",
         "BaselinePPL": fmt_num(b["test_ppl"]["mean"], 1),
@@ -137,13 +140,22 @@ LM_TABLES = {  # name -> (label, column spec, header)
 }
 
 
+def seeds_phrase(n_seeds: int) -> str:
+    """How a table's "a ± b" reads: the 95 % t interval over seeds, or the mean of one seed."""
+    if n_seeds == 1:
+        return "one seed (no interval: the mean alone)"
+    return f"mean $\\pm$ half-width of the 95\\,\\% $t$ interval over {n_seeds} seeds"
+
+
 def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
-    seeds = f"mean $\\pm$ sample std over {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+    seeds = seeds_phrase(n_seeds)
     return {
         "lm_main": f"All LM variants on WikiText-2 ({tokenizer}; {policy}); {seeds}. Trainable: "
         "parameters updated by gradient (including the run a variant starts from); Solved: output "
         "weights set by ridge regression. Grad./Solve: wall time of the gradient phases and of the "
-        "closed-form solves. LAMBADA: last-word accuracy. $n$: runs present / expected.",
+        "closed-form solves. LAMBADA: last-word accuracy. $n$: runs present / expected. "
+        "Controls: a frozen random-init FFN with attention trained, attention-only with its depth "
+        "set so its parameter count is closest to the baseline's, and an FFN without activation.",
         "lm_contribution": "Contribution analysis. The seed outline's measure is the perplexity "
         "ratio; the loss share is $(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L})/"
         "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$ with an add-one unigram model "
@@ -247,7 +259,14 @@ def aggregate(
 
 
 TARGET_VARIANTS = ["attn_then_pil", "attn_then_tp", "attn_then_distill", "attn_then_fgrad"]
-STRATEGY_VARIANTS = ["pil_then_attn", "attn_then_pil", "attn_then_tp", "pil_pure"]
+STRATEGY_VARIANTS = [
+    "pil_then_attn",
+    "frozen_ffn_attn",
+    "attn_then_pil",
+    "attn_then_tp",
+    "pil_pure",
+]
+CONTRIBUTION_VARIANTS = ["baseline", "attn_only", "attn_only_matched", "ffn_only", "linear_ffn"]
 FEATURE_VARIANTS = ["refit_single", "refit", "refit_single8d"]
 WIDTH_SWEEP = {  # single-projection refits: variant -> feature width in units of d
     "refit_single1d": 1,
@@ -293,6 +312,7 @@ class LMReport:
         self.variants = variants
         self.unigram = unigram_loss
         self.m: dict[str, dict[str, dict[str, Any]]] = metric_table(summary)
+        self.runs = runs
         self.loss = per_seed(runs, "test_loss")
         self.ppl = per_seed(runs, "test_ppl")
 
@@ -300,11 +320,12 @@ class LMReport:
         return all(n in self.variants and n in self.m for n in names)
 
     def pm(self, variant: str, metric: str, digits: int = 1, scale: float = 1.0) -> str:
+        """Mean ± 95 % t-interval half-width over seeds (the mean alone with one seed)."""
         r = self.m[variant].get(metric)
         if r is None:
             return MISSING
-        std = None if r["std"] is None else r["std"] * scale
-        return fmt_pm(r["mean"] * scale, std, digits)
+        half = None if r["ci95"] is None else r["ci95"] * scale
+        return fmt_pm(r["mean"] * scale, half, digits)
 
     def mean(self, variant: str, metric: str) -> float:
         return self.m[variant][metric]["mean"]
@@ -330,24 +351,24 @@ class LMReport:
         return rows
 
     def share(self, variant: str) -> tuple[float, float | None]:
-        """Loss-based share (L_uni - L_v) / (L_uni - L_full), per seed, then mean and std."""
+        """Loss-based share (L_uni - L_v) / (L_uni - L_full), per seed, then mean and 95 % CI."""
         full = self.loss["baseline"]
         vals = [
             (self.unigram - self.loss[variant][s]) / (self.unigram - full[s])
             for s in sorted(set(full) & set(self.loss[variant]))
         ]
-        return mean_std(vals)
+        return mean_ci(vals)
 
     def ratio(self, variant: str) -> tuple[float, float | None]:
-        """The seed outline's measure: PPL_full / PPL_variant, per seed, then mean and std."""
+        """The seed outline's measure: PPL_full / PPL_variant, per seed, then mean and 95 % CI."""
         full = self.ppl["baseline"]
-        return mean_std(
+        return mean_ci(
             [full[s] / self.ppl[variant][s] for s in sorted(set(full) & set(self.ppl[variant]))]
         )
 
     def contribution_rows(self) -> list[list[str]]:
         rows = [["Unigram (train counts)", fmt_num(math.exp(self.unigram), 1), MISSING, "0.0"]]
-        for v in ("baseline", "attn_only", "ffn_only"):
+        for v in CONTRIBUTION_VARIANTS:
             if self.has(v):
                 r_mean, r_std = self.ratio(v)
                 s_mean, s_std = self.share(v)
@@ -366,7 +387,7 @@ class LMReport:
         for v in FEATURE_VARIANTS:
             if self.has(v, "baseline"):
                 diffs, p = paired(self.ppl[v], self.ppl["baseline"])
-                d_mean, d_std = mean_std(diffs)
+                d_mean, d_std = mean_ci(diffs)
                 rows.append(
                     [
                         FEATURE_WIDTH[v],
@@ -394,9 +415,10 @@ class LMReport:
     def target_comparison(
         self, variant: str, reference: str
     ) -> tuple[float, float | None, float | None]:
-        """Test-loss change vs the reference (negative = better), its std and paired p-value."""
+        """Test-loss change vs the reference (negative = better), its 95 % CI half-width and
+        paired p-value."""
         diffs, p = paired(self.loss[variant], self.loss[reference])
-        mean, std = mean_std(diffs)
+        mean, std = mean_ci(diffs)
         return mean, std, p
 
     def target_rows(self) -> list[list[str]]:
@@ -427,6 +449,12 @@ class LMReport:
         return out
 
 
+def mean_ci(xs: list[float]) -> tuple[float | None, float | None]:
+    """Mean and 95 % t-interval half-width of per-seed values (None below two values)."""
+    mean, std = mean_std(xs)
+    return mean, ci95(std, sum(1 for x in xs if finite(x)))
+
+
 def _s(x: float | None) -> float | None:
     return None if x is None else 100 * x
 
@@ -434,6 +462,22 @@ def _s(x: float | None) -> float | None:
 def variant_macro(variant: str) -> str:
     """refit_single16d -> RefitSingleSixteenD (whole numbers spelled out)."""
     return macro_name(variant, whole_numbers=True)
+
+
+def grid_edge_numbers(rep: LMReport) -> dict[str, str]:
+    """Counts over every run (variants x seeds) of λ and step selections: all of them, those
+    whose first pick lay on a grid edge, the points added, and those still on an edge after the
+    bounded extension (``\\PilEdgeSelections`` of ``\\PilSelections``; lm/pil.py)."""
+    totals = {}
+    for metric, macro in (
+        ("pil_selections", "PilSelections"),
+        ("pil_edge_hits", "PilEdgeHits"),
+        ("pil_grid_extensions", "PilGridExtensions"),
+        ("pil_edge_selections", "PilEdgeSelections"),
+    ):
+        values = per_seed(rep.runs, metric)
+        totals[macro] = str(round(sum(sum(values.get(v, {}).values()) for v in rep.variants)))
+    return totals
 
 
 def lm_numbers(rep: LMReport) -> dict[str, str]:
@@ -447,6 +491,17 @@ def lm_numbers(rep: LMReport) -> dict[str, str]:
         out[f"Solve{name}"] = rep.pm(v, "solve_time_s", 2)
         out[f"Grad{name}"] = rep.pm(v, "grad_time_s", 1)
     out["UnigramPPL"] = fmt_num(math.exp(rep.unigram), 1)
+    out |= grid_edge_numbers(rep)
+    for name in ("ParamsAttnOnlyMatched", "LayersAttnOnlyMatched", "ParamsGapAttnOnlyMatched"):
+        out[name] = MISSING  # defined in every build; set below when both runs exist
+    if rep.has("baseline", "attn_only_matched"):
+        base, matched = (
+            rep.mean("baseline", "params_total"),
+            rep.mean("attn_only_matched", "params_total"),
+        )
+        out["ParamsAttnOnlyMatched"] = fmt_num(matched / 1e6, 2)
+        out["LayersAttnOnlyMatched"] = fmt_num(rep.mean("attn_only_matched", "model_layers"), 0)
+        out["ParamsGapAttnOnlyMatched"] = fmt_num(100 * (matched - base) / base, 1)
     if rep.has("baseline", "attn_only"):
         r, rs = rep.ratio("attn_only")
         s, ss = rep.share("attn_only")
