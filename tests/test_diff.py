@@ -8,15 +8,9 @@ import polars as pl
 import pytest
 
 from pillm.cli import main
+from pillm.paper.builds import DiffInputError, FolderBuild, open_build
 from pillm.paper.claims import Result
-from pillm.paper.diff import (
-    DiffInputError,
-    FolderBuild,
-    diff_builds,
-    open_build,
-    render_html,
-    render_text,
-)
+from pillm.paper.diff import diff_builds, render_html, render_text
 from pillm.paper.report import Table, render_report
 from pillm.paper.texcells import macro_values, table_cells
 

@@ -19,99 +19,19 @@ import html
 import io
 import math
 import re
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
+from pillm.paper.builds import (
+    GENERATED_DIRS,
+    SUMMARY_DIRS,
+    Build,
+    DiffInputError,
+    first_dir,
+    open_build,
+)
 from pillm.paper.texcells import macro_values, table_cells
-
-
-class DiffInputError(ValueError):
-    """A build that cannot be read: the message names it and what was expected."""
-
-
-# ---- Builds: a folder or a git revision's recorded copy -----------------------------------
-
-
-class Build:
-    """Files of one build, addressed relative to its root."""
-
-    label: str
-
-    def read(self, rel: str) -> bytes | None:
-        raise NotImplementedError
-
-    def files(self, rel_dir: str) -> list[str]:
-        """Names of the files directly in ``rel_dir`` (empty if it is not there)."""
-        raise NotImplementedError
-
-
-class FolderBuild(Build):
-    def __init__(self, root: Path) -> None:
-        self.root, self.label = root, str(root)
-
-    def read(self, rel: str) -> bytes | None:
-        path = self.root / rel
-        return path.read_bytes() if path.is_file() else None
-
-    def files(self, rel_dir: str) -> list[str]:
-        d = self.root / rel_dir
-        return sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
-
-
-class GitBuild(Build):
-    def __init__(self, repo: Path, rev: str, path: str) -> None:
-        self.repo, self.rev, self.path = repo, rev, path.strip("/")
-        self.label = f"{rev}:{self.path}"
-        listing = self._git("ls-tree", "-r", "--name-only", rev, "--", self.path or ".")
-        self.names = set(listing.decode().splitlines())
-        if not self.names:
-            raise DiffInputError(f"{self.label}: git revision {rev} has no files under {path!r}")
-
-    def _git(self, *args: str) -> bytes:
-        out = subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True)
-        if out.returncode:
-            raise DiffInputError(f"git {' '.join(args)}: {out.stderr.decode().strip()}")
-        return out.stdout
-
-    def _full(self, rel: str) -> str:
-        return f"{self.path}/{rel}".strip("/").replace("//", "/")
-
-    def read(self, rel: str) -> bytes | None:
-        full = self._full(rel)
-        return self._git("show", f"{self.rev}:{full}") if full in self.names else None
-
-    def files(self, rel_dir: str) -> list[str]:
-        prefix = self._full(rel_dir) + "/" if self._full(rel_dir) else ""
-        return sorted(
-            n[len(prefix) :]
-            for n in self.names
-            if n.startswith(prefix) and "/" not in n[len(prefix) :]
-        )
-
-
-def open_build(spec: str, repo: str | Path = ".") -> Build:
-    """A folder when ``spec`` is one, else ``REV:PATH`` of the git repository ``repo``."""
-    if Path(spec).is_dir():
-        return FolderBuild(Path(spec))
-    rev, sep, path = spec.partition(":")
-    if not sep or not rev:
-        raise DiffInputError(
-            f"{spec!r} is neither a folder nor REV:PATH (e.g. HEAD:benchmarks/gpu_runs/<run>); "
-            "give a results folder such as results/smoke or a git revision and its path"
-        )
-    return GitBuild(Path(repo), rev, path)
-
-
-def _first_dir(build: Build, candidates: tuple[str, ...], suffix: str) -> str | None:
-    return next((d for d in candidates if any(f.endswith(suffix) for f in build.files(d))), None)
-
-
-SUMMARY_DIRS = ("summary", "")
-GENERATED_DIRS = ("paper/generated", "generated", "paper/build/generated", "")
-
 
 # ---- Metrics: every study summary as (item, metric) -> mean, std, n ------------------------
 
@@ -443,7 +363,7 @@ KIND_TEXT = {
 def diff_builds(a: Build, b: Build, sigmas: float = 2.0, rel: float = 0.01) -> BuildDiff:
     """Compare two builds: summaries, claims, generated tables and macro files."""
     d = BuildDiff(a.label, b.label)
-    sa, sb = _first_dir(a, SUMMARY_DIRS, ".parquet"), _first_dir(b, SUMMARY_DIRS, ".parquet")
+    sa, sb = first_dir(a, SUMMARY_DIRS, ".parquet"), first_dir(b, SUMMARY_DIRS, ".parquet")
     for side, build, s in (("A", a, sa), ("B", b, sb)):
         if s is None:
             d.notes.append(
@@ -468,9 +388,9 @@ def diff_builds(a: Build, b: Build, sigmas: float = 2.0, rel: float = 0.01) -> B
                 d.changes += compare_metrics(name, fa, fb, sigmas, rel)
         if "claims.parquet" not in files_a & files_b:
             d.notes.append("claims: summary/claims.parquet not in both builds: no claims compared")
-    ga, gb = _first_dir(a, GENERATED_DIRS, ".tex"), _first_dir(b, GENERATED_DIRS, ".tex")
-    ta = _first_dir(a, tuple(f"{g}/tables".lstrip("/") for g in GENERATED_DIRS), ".tex")
-    tb = _first_dir(b, tuple(f"{g}/tables".lstrip("/") for g in GENERATED_DIRS), ".tex")
+    ga, gb = first_dir(a, GENERATED_DIRS, ".tex"), first_dir(b, GENERATED_DIRS, ".tex")
+    ta = first_dir(a, tuple(f"{g}/tables".lstrip("/") for g in GENERATED_DIRS), ".tex")
+    tb = first_dir(b, tuple(f"{g}/tables".lstrip("/") for g in GENERATED_DIRS), ".tex")
     if ta is None or tb is None:
         d.notes.append("tables: generated tables (paper/generated/tables/*.tex) not in both builds")
     else:
