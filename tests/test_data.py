@@ -1,9 +1,10 @@
 import shutil
 import time
+from dataclasses import replace
 
 import pytest
 
-from pillm.data.sources import DataError, load_corpus, load_hub, split_tail
+from pillm.data.sources import HUB_DATASETS, DataError, load_corpus, load_hub, split_tail
 
 
 def test_split_tail_keeps_every_line():
@@ -37,9 +38,25 @@ def test_missing_mirror_names_the_key(tmp_path):
         load_corpus("wikitext2", "local", str(tmp_path), 0.1)
 
 
-def test_offline_hub_fails_fast_pointing_at_local(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_hub_load_without_a_pinned_revision_fails_fast_pointing_at_local(monkeypatch):
+    monkeypatch.setitem(
+        HUB_DATASETS, "wikitext2", replace(HUB_DATASETS["wikitext2"], revision=None)
+    )
     t0 = time.perf_counter()
-    with pytest.raises(DataError, match="data.source: local"):
+    with pytest.raises(DataError, match="no pinned revision.*data.local_dir"):
         load_hub("wikitext2")
     assert time.perf_counter() - t0 < 10
+
+
+def test_hub_offline_error_names_data_local_dir(monkeypatch):
+    import datasets
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    def offline(*a, **k):
+        raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")
+
+    rev = "f" * 40
+    monkeypatch.setitem(HUB_DATASETS, "wikitext2", replace(HUB_DATASETS["wikitext2"], revision=rev))
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match="data.local_dir"):
+        load_hub("wikitext2")

@@ -111,8 +111,18 @@ def test_tampered_copy_is_rejected(shared_data, tmp_path):
         load_lambada("local", str(tmp_path))
 
 
-def test_hub_unreachable_points_at_local(monkeypatch):
-    monkeypatch.setattr(data, "hub_reachable", lambda *a, **k: False)
+def test_hub_offline_points_at_local(monkeypatch):
+    import dataclasses
+
+    import datasets
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    def offline(*a, **k):
+        raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")
+
+    hub = dataclasses.replace(data.HUB_DATASETS["lambada"], revision="f" * 40)
+    monkeypatch.setitem(data.HUB_DATASETS, "lambada", hub)
+    monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataError, match="data.source: local"):
         load_lambada("hub", "unused")
 

@@ -5,8 +5,9 @@ Two sources, one result (as ``data.py`` does for text):
 - ``local``: the offline mirror (``shared/data``): ``<name>/{train,test}.parquet`` with an image
   column of ``{bytes, path}`` PNG/JPEG structs and a ``label`` column, every file checked against
   ``SHA256SUMS`` before it is read (``sha256sum -c`` semantics, a mismatch is an error).
-- ``hub``: ``datasets.load_dataset(hub_id, split=...)`` with the same columns; offline it fails
-  fast with a message that points at the local mirror.
+- ``hub``: ``datasets.load_dataset(repo, split=..., revision=<pinned>)`` (``HUB_DATASETS``) with
+  the same columns; offline, the hub library's own error becomes a message naming data.local_dir.
+- ``auto``: ``local`` from the mirror at ``local_dir``, built there from the hub when absent.
 
 Subsets: ``limit`` images, either a uniformly random subset drawn with ``subset_seed`` (the
 default; the mirror's CIFAR-10 files are sorted by label, so "the first n rows" would be one
@@ -28,7 +29,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pillm.data.sources import DataError, hub_reachable, read_checksums, verify_file
+from pillm.data.sources import (
+    DataError,
+    hub_call,
+    pinned,
+    read_checksums,
+    resolve_source,
+    verify_file,
+)
 
 SPLITS = ("train", "test")
 
@@ -37,16 +45,15 @@ SPLITS = ("train", "test")
 class ImageSpec:
     """Where an image dataset lives, and its image shape (C, H, W)."""
 
-    local_dir: str  # folder inside the mirror holding {train,test}.parquet
-    hub_id: str
+    local_dir: str  # folder inside the mirror holding {train,test}.parquet (hub: HUB_DATASETS)
     image_column: str
     shape: tuple[int, int, int]
     classes: int = 10
 
 
 IMAGE_DATASETS: dict[str, ImageSpec] = {
-    "mnist": ImageSpec("mnist", "ylecun/mnist", "image", (1, 28, 28)),
-    "cifar10": ImageSpec("cifar10", "uoft-cs/cifar10", "img", (3, 32, 32)),
+    "mnist": ImageSpec("mnist", "image", (1, 28, 28)),
+    "cifar10": ImageSpec("cifar10", "img", (3, 32, 32)),
 }
 
 
@@ -136,21 +143,16 @@ def load_images_local(
 def load_images_hub(
     name: str, split: str, limit: int | None = None, subset_seed: int | None = 0
 ) -> ImageData:
-    """``datasets.load_dataset(hub_id, split=...)``; offline, a DataError naming the local option."""
+    """``datasets.load_dataset(repo, split=..., revision=<pinned>)``; offline, a DataError."""
     spec = _spec(name)
     _check_split_limit(split, limit)
-    if not hub_reachable():
-        raise DataError(
-            f"cannot reach the Hugging Face hub to load {spec.hub_id!r}. Offline, set "
-            "`data.source: local` and `data.local_dir: <path to the mirror, e.g. ../shared/data>` "
-            f"(it holds {spec.local_dir}/{{train,test}}.parquet) in your config."
-        )
+    hub = pinned(name)
     import datasets
 
-    data = from_hf_dataset(
-        datasets.load_dataset(spec.hub_id, split=split), name, limit, subset_seed
-    )
-    data.meta.update(source="hub", split=split, hub_id=spec.hub_id)
+    what = f"{hub.repo_id!r} (it is {spec.local_dir}/{{train,test}}.parquet in the mirror)"
+    ds = hub_call(what, datasets.load_dataset, hub.repo_id, split=split, revision=hub.revision)
+    data = from_hf_dataset(ds, name, limit, subset_seed)
+    data.meta.update(source="hub", split=split, hub_id=hub.repo_id, revision=hub.revision)
     return data
 
 
@@ -174,7 +176,7 @@ def from_hf_dataset(
 def load_images(
     name: str,
     split: str,
-    source: str = "local",
+    source: str = "auto",
     local_dir: str | os.PathLike | None = None,
     limit: int | None = None,
     subset_seed: int | None = 0,
@@ -183,13 +185,12 @@ def load_images(
 
     ``subset_seed``: seed of the uniformly random subset; None takes the first ``limit`` rows.
     """
+    source, local_dir = resolve_source(source, local_dir)
     if source == "local":
         if local_dir is None:
             raise DataError("data.source is 'local' but data.local_dir is not set")
         return load_images_local(name, split, local_dir, limit, subset_seed)
-    if source == "hub":
-        return load_images_hub(name, split, limit, subset_seed)
-    raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    return load_images_hub(name, split, limit, subset_seed)
 
 
 def to_uint8_images(x: torch.Tensor, shape: tuple[int, int, int]) -> np.ndarray:

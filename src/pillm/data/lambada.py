@@ -6,7 +6,8 @@ its last space into a context and ``" " + last word``, encode the two separately
 passage correct iff greedy argmax under teacher forcing reproduces every target token.
 
 Sources follow ``pillm.data``: ``local`` reads the offline mirror (checked against its
-``SHA256SUMS``), ``hub`` loads ``EleutherAI/lambada_openai`` and fails fast when offline.
+``SHA256SUMS``), ``hub`` loads ``EleutherAI/lambada_openai`` at its pinned revision (offline: a
+DataError naming data.local_dir), ``auto`` reads the mirror, built from the hub when absent.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from pillm.data import sources as data
-from pillm.data.sources import DataError
 
 LAMBADA_REL = "lambada/lambada_test.jsonl"  # mirror-relative, as written in SHA256SUMS
-HUB_ID, HUB_CONFIG = "EleutherAI/lambada_openai", "default"
 
 
 def load_lambada(source: str, local_dir: str, max_examples: int = 0) -> list[str]:
@@ -30,27 +29,29 @@ def load_lambada(source: str, local_dir: str, max_examples: int = 0) -> list[str
 
     ``source="local"`` reads ``<local_dir>/lambada/lambada_test.jsonl`` after verifying it
     against ``<local_dir>/SHA256SUMS`` (a mismatch raises ``DataError`` naming the file);
-    ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` and raises
-    ``DataError`` at once when the hub is unreachable. ``max_examples > 0`` keeps the first N.
+    ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` (pinned) and
+    raises ``DataError`` naming data.local_dir when the hub library is offline. ``max_examples > 0`` keeps the first N.
     """
+    source, local_dir = data.resolve_source(source, local_dir)
     if source == "local":
         root = Path(local_dir)
         data.verify_file(root, LAMBADA_REL, data.read_checksums(root))
         with open(root / LAMBADA_REL, encoding="utf-8") as fh:
             passages = [json.loads(line)["text"] for line in fh if line.strip()]
-    elif source == "hub":
-        # Looked up through the module so tests (and callers) can stub it out.
-        if not data.hub_reachable():
-            raise DataError(
-                f"cannot reach the Hugging Face hub to load {HUB_ID!r}. Offline, set "
-                "`data.source: local` and `data.local_dir: <path to the mirror, e.g. "
-                "../shared/data>` so LAMBADA is read from <data.local_dir>/" + LAMBADA_REL + "."
-            )
+    else:
+        hub = data.pinned("lambada")
         import datasets  # lazy: slow to import and unused on the local path
 
-        passages = list(datasets.load_dataset(HUB_ID, HUB_CONFIG, split="test")["text"])
-    else:
-        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+        what = f"{hub.repo_id!r} (LAMBADA; <data.local_dir>/{LAMBADA_REL} in the mirror)"
+        ds = data.hub_call(
+            what,
+            datasets.load_dataset,
+            hub.repo_id,
+            hub.config,
+            split="test",
+            revision=hub.revision,
+        )
+        passages = list(ds["text"])
     return passages[:max_examples] if max_examples > 0 else passages
 
 

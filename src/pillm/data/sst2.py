@@ -16,10 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pillm.data.sources import DataError, hub_reachable, read_checksums, verify_file
+from pillm.data.sources import (
+    DataError,
+    hub_call,
+    pinned,
+    read_checksums,
+    resolve_source,
+    verify_file,
+)
 
 LOCAL_FILES = {"train": ("sst2/train.tsv", "sst2/dev.tsv"), "validation": ("sst2/test.tsv",)}
-HUB_ID, HUB_CONFIG = "glue", "sst2"
 GLUE_SIZES = {"train": 67_349, "validation": 872}
 
 
@@ -66,32 +72,27 @@ def load_local(local_dir: str | Path) -> tuple[dict[str, Split], dict]:
 
 
 def load_hub() -> tuple[dict[str, Split], dict]:
-    if not hub_reachable():
-        raise DataError(
-            f"cannot reach the Hugging Face hub to load {HUB_ID!r}/{HUB_CONFIG!r} (SST-2). "
-            "Offline, set `data.source: local` and `data.local_dir: <path to the mirror, e.g. "
-            "../shared/data>` in your config: SST-2 is read from <data.local_dir>/sst2."
-        )
+    hub = pinned("sst2")
     import datasets
 
-    ds = datasets.load_dataset(HUB_ID, HUB_CONFIG)
+    what = f"{hub.repo_id!r}/{hub.config!r} (SST-2; <data.local_dir>/sst2 in the mirror)"
+    ds = hub_call(what, datasets.load_dataset, hub.repo_id, hub.config, revision=hub.revision)
     splits = {
         s: Split([t.strip() for t in ds[s]["sentence"]], np.asarray(ds[s]["label"], np.int64))
         for s in GLUE_SIZES
     }
     fingerprint = {s: ds[s]._fingerprint for s in GLUE_SIZES}
-    policy = f"hub:{HUB_ID}:{HUB_CONFIG}:train=GLUE train, report=GLUE validation"
-    return splits, {"policy": policy, "source": "hub", "fingerprint": fingerprint}
+    policy = (
+        f"hub:{hub.repo_id}:{hub.config}@{hub.revision}:train=GLUE train, report=GLUE validation"
+    )
+    meta = {"policy": policy, "source": "hub", "revision": hub.revision}
+    return splits, {**meta, "fingerprint": fingerprint}
 
 
 def load_sst2(source: str, local_dir: str) -> tuple[dict[str, Split], dict]:
     """({'train', 'validation'}: Split, meta); meta['policy'] names where the data came from."""
-    if source == "local":
-        splits, meta = load_local(local_dir)
-    elif source == "hub":
-        splits, meta = load_hub()
-    else:
-        raise DataError(f"data.source must be 'local' or 'hub', got {source!r}")
+    source, local_dir = resolve_source(source, local_dir)
+    splits, meta = load_local(local_dir) if source == "local" else load_hub()
     for split, n in GLUE_SIZES.items():
         if len(splits[split]) != n:
             raise DataError(f"SST-2 {split}: {len(splits[split])} rows, expected GLUE's {n}")

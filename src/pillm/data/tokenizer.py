@@ -15,33 +15,46 @@ import numpy as np
 from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
+FILES = ("vocab.json", "merges.txt")  # GPT-2 BPE, in the mirror and on the hub
 
 
 def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
-    """GPT-2 BPE from the local mirror (``<local_dir>/gpt2-tokenizer``) or from the hub."""
-    if source == "local":
-        from pillm.data.sources import read_checksums, verify_file
+    """GPT-2 BPE from the local mirror (``<local_dir>/gpt2-tokenizer``) or from the hub.
 
+    Both read the same two files (``vocab.json``, ``merges.txt``); the hub's are downloaded at
+    the revision pinned in ``HUB_DATASETS["gpt2-tokenizer"]``."""
+    from pillm.data.sources import hub_call, pinned, read_checksums, resolve_source, verify_file
+
+    source, local_dir = resolve_source(source, local_dir)
+    if source == "local":
         root = Path(local_dir)
         sums = read_checksums(root)
-        for name in ("vocab.json", "merges.txt"):
+        for name in FILES:
             verify_file(root, f"gpt2-tokenizer/{name}", sums)
-        from tokenizers import decoders, pre_tokenizers
-        from tokenizers.models import BPE
-
         d = root / "gpt2-tokenizer"
-        tok = Tokenizer(BPE.from_file(str(d / "vocab.json"), str(d / "merges.txt")))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        return tok
-    from pillm.data.sources import DataError, hub_reachable
+        paths = [d / name for name in FILES]
+    else:
+        from huggingface_hub import hf_hub_download
 
-    if not hub_reachable():
-        raise DataError(
-            "cannot reach the Hugging Face hub for the 'gpt2' tokenizer; offline set "
-            "`data.source: local` so it is read from <data.local_dir>/gpt2-tokenizer."
-        )
-    return Tokenizer.from_pretrained("gpt2")
+        hub = pinned("gpt2-tokenizer")
+        paths = [
+            hub_call(
+                f"{hub.repo_id}/{name}",
+                hf_hub_download,
+                hub.repo_id,
+                name,
+                repo_type=hub.repo_type,
+                revision=hub.revision,
+            )
+            for name in FILES
+        ]
+    from tokenizers import decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    tok = Tokenizer(BPE.from_file(str(paths[0]), str(paths[1])))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
 
 
 def train_bpe(train_text: str, vocab_size: int) -> Tokenizer:
