@@ -18,7 +18,6 @@ since the last entry, in its log, a ``.tex`` paragraph and a plain text file.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -28,12 +27,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 import yaml
-from scipy import stats
 
 from pillm.core.records import write_text
+from pillm.lm.sensitivity import loss_share  # (L_uni - L_v) / (L_uni - L_full)
 from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
 from pillm.paper.report import Table, render_report
-from pillm.paper.tidy import write_parquet
+from pillm.paper.tidy import ci95, write_parquet
 from pillm.plan import VARIANTS
 
 TESTS = ("direction", "equivalence", "share_sum")
@@ -153,7 +152,8 @@ def interval(diffs: list[float], boot: Mapping[str, int]) -> dict[str, Any]:
     out["agree"] = int(np.sum(np.sign(d) == np.sign(mean)))
     if n < 2:
         return out
-    half = float(stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n))
+    half = ci95(float(d.std(ddof=1)), n)
+    assert half is not None  # n >= 2 and a finite std
     out.update(ci_lo=mean - half, ci_hi=mean + half, ci_method="t")
     if n >= boot["min_seeds"]:
         rng = np.random.default_rng(boot["seed"])
@@ -206,12 +206,6 @@ def per_seed(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
     return out
 
 
-def loss_share(loss: float, full: float, unigram: float) -> float:
-    """Share of the full model's loss reduction over the unigram floor that a variant recovers:
-    (L_uni - L_v) / (L_uni - L_full)."""
-    return (unigram - loss) / (unigram - full)
-
-
 def paired_diffs(
     c: Claim, values: Mapping[str, Mapping[int, float]], unigram: float | None
 ) -> tuple[list[int], list[float]]:
@@ -225,7 +219,7 @@ def paired_diffs(
         raise ClaimsError(f"claim {c.id}: a share_sum claim needs the unigram loss (tokens meta)")
     full = values.get(c.reference, {})  # type: ignore[arg-type]
     return seeds, [
-        loss_share(a[s], full[s], unigram) + loss_share(b[s], full[s], unigram) - 1 for s in seeds
+        loss_share(unigram, a[s], full[s]) + loss_share(unigram, b[s], full[s]) - 1 for s in seeds
     ]
 
 
