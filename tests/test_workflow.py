@@ -21,6 +21,7 @@ from .conftest import copy_worktree
 
 pytestmark = pytest.mark.workflow
 SMOKE = ["--configfile", "config/smoke.yaml"]
+GEN = "results/smoke/paper/generated"  # a run's tables, macros, figures (not paper/)
 
 
 def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.CompletedProcess:
@@ -84,13 +85,13 @@ def test_table_perplexity_equals_metrics_json(workdir):
     records = json.loads((workdir / "results/smoke/lm/baseline/seed0/metrics.json").read_text())
     ppl = next(r["value"] for r in records if r["metric"] == "test_ppl")
     assert next(r["data_policy"] for r in records).startswith("local:wikitext2")
-    table = (workdir / "paper/generated/tables/lm_main.tex").read_text()
+    table = (workdir / GEN / "tables/lm_main.tex").read_text()
     row = next(line for line in table.splitlines() if line.strip().startswith("Baseline"))
     cells = [c.strip() for c in row.rstrip("\\ ").split("&")]
     assert cells[5] == f"{ppl:,.1f}".replace(",", "{,}")
-    numbers = (workdir / "paper/generated/numbers.tex").read_text()
+    numbers = (workdir / GEN / "numbers.tex").read_text()
     assert f"\\newcommand{{\\BaselinePPL}}{{{cells[5]}}}" in numbers
-    assert (workdir / "paper/main.pdf").read_bytes().startswith(b"%PDF")
+    assert (workdir / "results/smoke/paper/main.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_up_to_date_tree_has_nothing_to_do(workdir):
@@ -111,10 +112,10 @@ def test_probe_every_model_and_corpus_into_the_paper(workdir):
     assert swapped == cfg["swap_corpora"]
     smol = probe.filter(pl.col("model") == "smollm2", pl.col("corpus") == "wikitext2")
     lo = smol["r2_lin"].min()
-    numbers = (workdir / "paper/generated/probe_numbers.tex").read_text()
+    numbers = (workdir / GEN / "probe_numbers.tex").read_text()
     assert f"\\newcommand{{\\ProbeSmolLMRlinMin}}{{{lo:.3f}}}" in numbers
     for name in ["r2_depth", "bilinear", "feature_median", "corpora", "gradient"]:
-        assert (workdir / f"paper/generated/figures/probe_{name}.pdf").stat().st_size > 1000
+        assert (workdir / GEN / f"figures/probe_{name}.pdf").stat().st_size > 1000
 
 
 def test_generative_fits_reach_the_paper(workdir):
@@ -125,10 +126,10 @@ def test_generative_fits_reach_the_paper(workdir):
     assert set(runs["dataset"]) == set(cfg["datasets"])
     assert {"pil", "adamw"} == set(runs["method"]) and {"flow", "diffusion"} == set(runs["model"])
     fd = runs.filter(pl.col("dataset") == "mnist", pl.col("setting") == "flow_pil")["fd_self"][0]
-    numbers = (workdir / "paper/generated/gen_numbers.tex").read_text()
+    numbers = (workdir / GEN / "gen_numbers.tex").read_text()
     assert f"\\newcommand{{\\GenMnistFlowPilFd}}{{{fd:.2f}}}" in numbers
     for name in ["samples", "lambda", "samplers", "budget"]:
-        assert (workdir / f"paper/generated/figures/gen_{name}.pdf").stat().st_size > 1000
+        assert (workdir / GEN / f"figures/gen_{name}.pdf").stat().st_size > 1000
 
 
 def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
@@ -144,11 +145,11 @@ def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
     assert next(r["value"] for r in records if r["metric"] == "accuracy") == row["accuracy"]
     assert row["n_train"] == cfg["n_train"] and row["n_eval"] == 872
     cell = f"{100 * row['accuracy']:.1f}"
-    table = (workdir / "paper/generated/tables/lora.tex").read_text()
+    table = (workdir / GEN / "tables/lora.tex").read_text()
     assert f"all-MiniLM-L6-v2 & PIL-LoRA (ridge) & {cell} &" in table
-    numbers = (workdir / "paper/generated/lora_numbers.tex").read_text()
+    numbers = (workdir / GEN / "lora_numbers.tex").read_text()
     assert f"\\newcommand{{\\LoraMiniLMPilLoraAcc}}{{{cell}}}" in numbers
-    assert (workdir / "paper/generated/figures/lora_accuracy_time.pdf").stat().st_size > 1000
+    assert (workdir / GEN / "figures/lora_accuracy_time.pdf").stat().st_size > 1000
 
 
 def test_saffu_runs_reach_the_paper_table_and_macros(workdir):
@@ -158,16 +159,16 @@ def test_saffu_runs_reach_the_paper_table_and_macros(workdir):
     records = {r["metric"]: r["value"] for r in json.loads((run / "metrics.json").read_text())}
     assert next(iter(json.loads((run / "metrics.json").read_text())))["init"] == "explicit"
     warm = f"{records['test_ppl']:,.1f}".replace(",", "{,}")
-    numbers = (workdir / "paper/generated/saffu_numbers.tex").read_text()
+    numbers = (workdir / GEN / "saffu_numbers.tex").read_text()
     assert f"\\newcommand{{\\SaffuWarmPPL}}{{{warm}}}" in numbers
-    table = (workdir / "paper/generated/tables/saffu.tex").read_text()
+    table = (workdir / GEN / "tables/saffu.tex").read_text()
     row = next(line for line in table.splitlines() if "(warm)" in line)
     assert f" & {warm} & " in row
     assert table.count("SAFFU") >= 3 and "GPT baseline" in table
-    ablation = (workdir / "paper/generated/tables/saffu_ablation.tex").read_text()
+    ablation = (workdir / GEN / "tables/saffu_ablation.tex").read_text()
     assert all(s["name"].replace("_", "\\_") in ablation for s in cfg["settings"])
     for name in ["curves", "ablation"]:
-        assert (workdir / f"paper/generated/figures/saffu_{name}.pdf").stat().st_size > 1000
+        assert (workdir / GEN / f"figures/saffu_{name}.pdf").stat().st_size > 1000
 
 
 def test_probe_code_edit_reruns_probes_not_training(workdir):
@@ -227,6 +228,10 @@ def test_html_report_has_tables_and_figures(workdir):
     snakemake(workdir, *SMOKE, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
     assert "lm_main.tex" in html and "training_curves.png" in html
+    # Every table also as an HTML table with its caption (pillm.paper.html via report_tables).
+    page = (workdir / GEN / "tables/lm_main.html").read_text()
+    assert "<caption>" in page and "<th>" in page
+    assert "lm_main.html" in html
 
 
 def test_config_change_reruns_training_and_downstream_only(workdir):
