@@ -322,7 +322,7 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
             f"{what} are indistinguishable from additive at {seeds_word(r.n)} {evidence(r, spec)}"
         )
     if r.verdict == ONE_SEED:
-        return f"{a} and {b} are not compared at one seed {evidence(r, spec)}"
+        return f"{a} and {b} cannot be compared without a second seed {evidence(r, spec)}"
     if r.test == "equivalence" and r.verdict == HOLDS:
         margin = fmt_num(r.margin, _digits(r, spec))
         return f"{a} and {b} are equivalent within $\\pm${margin} in {noun} {evidence(r, spec)}"
