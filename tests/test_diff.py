@@ -90,6 +90,15 @@ def test_within_noise_is_not_listed_and_beyond_noise_is(tmp_path):
     assert diff_builds(FolderBuild(a), FolderBuild(b), sigmas=5).section("metrics") == []
 
 
+def test_summary_statistics_columns_are_not_part_of_the_item(tmp_path):
+    # tidy.summarise adds ci95 (a float per row): it must not split an item in two.
+    ci = lm_summary(BASE).with_columns((pl.col("std") * 2.5).alias("ci95"))
+    wider = lm_summary(BASE).with_columns((pl.col("std") * 3.0).alias("ci95"))
+    a = build(tmp_path / "a", {"lm.parquet": ci})
+    b = build(tmp_path / "b", {"lm.parquet": wider})
+    assert diff_builds(FolderBuild(a), FolderBuild(b)).changes == []
+
+
 def test_one_seed_is_flagged_no_seed_noise_known(tmp_path):
     one = {("baseline", "test_ppl"): (100.0, None, 1), ("attn_only", "test_ppl"): (150.0, None, 1)}
     moved = {
@@ -325,3 +334,20 @@ def test_table_cells_read_what_latex_writes():
     assert cells[("tab:t", "1", "\\shortstack{Solver\\\\{}name}")] == "chol"
     assert len(cells) == 6
     assert macro_values("\\newcommand{\\PplBase}{116.8}\n% x\n") == {"PplBase": "116.8"}
+
+
+def test_rows_and_macros_one_build_lacks_are_one_line_each(tmp_path):
+    lm = {"lm.parquet": lm_summary(BASE)}
+    grown = Table(
+        **{
+            **lora_table("49.7").__dict__,
+            "rows": [*lora_table("49.7").rows, ["New", "LoRA", "1", "1"]],
+        }
+    )
+    macros = {f"Claim{x}": "1" for x in "ABCDE"}
+    a = build(tmp_path / "a", lm, {"lora.tex": lora_table("49.7")}, {"LoraAcc": "49.7"})
+    b = build(tmp_path / "b", lm, {"lora.tex": grown}, {"LoraAcc": "49.7", **macros})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "tables") == [("lora.tex [tab:lora]", "row New / LoRA (4 cells)", "only_b")]
+    assert kinds(d, "macros") == [("numbers.tex", "5 macros", "only_b")]
+    assert d.section("tables")[0].b == "present"

@@ -93,7 +93,14 @@ def metric_rows(name: str, df: pl.DataFrame) -> pl.DataFrame:
     columns (``ITEM_KEYS``), the rows of one item being its seeds."""
     skip = PROVENANCE | set(CONTEXT)
     if {"metric", "mean", "std", "n"} <= set(df.columns):
-        keys = [c for c in df.columns if c not in {"metric", "mean", "std", "n"} | skip]
+        # The item: its label columns; float columns (ci95, ...) are statistics, not names.
+        keys = [
+            c
+            for c in df.columns
+            if c not in {"metric", "mean", "std", "n"} | skip
+            and not df[c].dtype.is_float()
+            and not isinstance(df[c].dtype, pl.List)
+        ]
         long = df.select(*keys, "metric", "mean", "std", pl.col("n").cast(pl.Int64))
     else:
         keys = [c for c in ITEM_KEYS.get(name, _guess_keys(df)) if c in df.columns]
@@ -212,9 +219,7 @@ def compare_metrics(
             )
             out.append(Change(section, where, r["metric"], sa, sb, *found))
     for (section, where, kind), metrics in only.items():
-        listed = ", ".join(metrics) if len(metrics) <= 4 else f"{len(metrics)} metrics"
-        a_text, b_text = ("present", "-") if kind == "only_a" else ("-", "present")
-        out.append(Change(section, where, listed, a_text, b_text, kind))
+        out.append(_one_side(section, where, kind, metrics, "metrics"))
     return out
 
 
@@ -288,36 +293,43 @@ def compare_claims(a: pl.DataFrame, b: pl.DataFrame) -> list[Change]:
 # ---- Tables and macros ----------------------------------------------------------------------
 
 
+def _one_side(section: str, where: str, kind: str, names: list[str], what: str) -> Change:
+    """One line for everything under ``where`` that only one build has."""
+    listed = ", ".join(names) if len(names) <= 4 else f"{len(names)} {what}"
+    a, b = ("present", "-") if kind == "only_a" else ("-", "present")
+    return Change(section, where, listed, a, b, kind)
+
+
 def compare_tables(name: str, tex_a: str, tex_b: str) -> list[Change]:
+    """Cells whose text differs; cells one build lacks, one line per row."""
     ca, cb = table_cells(tex_a), table_cells(tex_b)
-    out = []
+    out, only = [], {}
     for key in list(ca) + [k for k in cb if k not in ca]:
-        va, vb = ca.get(key), cb.get(key)
-        if va != vb:
-            table, row, col = key
-            kind = (
-                "cell"
-                if va is not None and vb is not None
-                else ("only_a" if vb is None else "only_b")
-            )
-            out.append(
-                Change("tables", f"{name} [{table}]", f"{row} | {col}", va or "-", vb or "-", kind)
-            )
+        (table, row, col), va, vb = key, ca.get(key), cb.get(key)
+        if va is None or vb is None:
+            side = "only_a" if vb is None else "only_b"
+            only.setdefault((table, side, row), []).append(col)
+        elif va != vb:
+            out.append(Change("tables", f"{name} [{table}]", f"{row} | {col}", va, vb, "cell"))
+    rows_a, rows_b = {k[:2] for k in ca}, {k[:2] for k in cb}
+    for (table, side, row), cols in only.items():
+        whole = (table, row) not in (rows_b if side == "only_a" else rows_a)
+        what = f"row {row} ({len(cols)} cells)" if whole else f"{row} | {', '.join(cols)}"
+        out.append(_one_side("tables", f"{name} [{table}]", side, [what], "rows"))
     return out
 
 
 def compare_macros(name: str, tex_a: str, tex_b: str) -> list[Change]:
+    """Macros whose value differs; those one build lacks, one line per build."""
     ma, mb = macro_values(tex_a), macro_values(tex_b)
-    out = []
-    for key in sorted(set(ma) | set(mb)):
-        va, vb = ma.get(key), mb.get(key)
-        if va != vb:
-            kind = (
-                "macro"
-                if va is not None and vb is not None
-                else ("only_a" if vb is None else "only_b")
-            )
-            out.append(Change("macros", name, "\\" + key, va or "-", vb or "-", kind))
+    out = [
+        Change("macros", name, "\\" + k, ma[k], mb[k], "macro")
+        for k in sorted(set(ma) & set(mb))
+        if ma[k] != mb[k]
+    ]
+    for side, names in (("only_a", set(ma) - set(mb)), ("only_b", set(mb) - set(ma))):
+        if names:
+            out.append(_one_side("macros", name, side, ["\\" + k for k in sorted(names)], "macros"))
     return out
 
 
