@@ -85,7 +85,11 @@ def test_within_noise_is_not_listed_and_beyond_noise_is(tmp_path):
     b = build(tmp_path / "b", {"lm.parquet": lm_summary(moved)})
     d = diff_builds(FolderBuild(a), FolderBuild(b))
     assert kinds(d, "metrics") == [("lm.parquet [variant=attn_only]", "test_ppl", "noise")]
-    assert "4.1 x its standard error" in d.section("metrics")[0].note
+    assert "4.1 x its standard error (Welch p=0.015)" in d.section("metrics")[0].note
+    # Three metrics with noise, each passing 2 SE by chance with P(|t_4| > 2) = 0.116.
+    assert "3 metrics had seed noise on both sides; if none had changed, about 0.3" in render_text(
+        d
+    )
     # A wider rule (5 SE) lists nothing.
     assert diff_builds(FolderBuild(a), FolderBuild(b), sigmas=5).section("metrics") == []
 

@@ -67,9 +67,9 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
 @dataclass(frozen=True)
 class DataConfig(Section):
     corpus: str
-    source: str  # "local" (checksummed mirror) or "hub"
-    local_dir: str
+    local_dir: str  # the mirror (SHA256SUMS); with source auto, built there from the hub if absent
     heldout_fraction: float
+    source: str = "auto"  # "auto" (local_dir's mirror, else built from the hub), "local" or "hub"
 
 
 @dataclass(frozen=True)

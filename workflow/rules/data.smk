@@ -1,4 +1,20 @@
-# Data: corpus splits (hub or checksummed local mirror), then token arrays.
+# Data: the mirror (checked; with data.source auto built from the hub when absent), corpus
+# splits, then token arrays.
+
+
+rule mirror:
+    input:
+        code=code("mirror"),
+    output:
+        res("data/mirror.json"),
+    log:
+        logfile("mirror"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        data=lambda w: as_json(config["data"]),
+    shell:
+        "python -m pillm mirror --params {params.data:q} --out {output} > {log} 2>&1"
 
 
 rule prepare_corpus:

@@ -208,6 +208,14 @@ def ensure_mirror(local_dir: str | os.PathLike) -> Path:
     root = Path(local_dir)
     if (root / "SHA256SUMS").is_file():
         return root
+    try:
+        for key in {f.dataset for f in MIRROR_FILES.values() if f.check != "skipped"}:
+            pinned(key)  # before anything is created at local_dir
+    except DataError as err:
+        raise DataError(
+            f"data.source is 'auto' and data.local_dir={root} holds no mirror (no SHA256SUMS); "
+            f"building it there from the hub needs pinned revisions: {err}"
+        ) from err
     root.mkdir(parents=True, exist_ok=True)
     with open(root / LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -220,3 +228,24 @@ def ensure_mirror(local_dir: str | os.PathLike) -> Path:
                 f"data.source is 'auto' and data.local_dir={root} holds no mirror (no "
                 f"SHA256SUMS), so it is built there from the hub, which failed: {err}"
             ) from err
+
+
+def mirror_job(source: str, local_dir: str, out: str) -> None:
+    """Rule ``mirror``: make sure the data the rules read is there and intact, and say where.
+
+    ``auto`` builds the mirror at ``local_dir`` from the hub when it holds none; ``local`` and
+    ``auto`` then check every file of its SHA256SUMS (``sha256sum -c``). ``hub`` has no mirror:
+    the record says so. Writes ``out`` (JSON): the folder, its files' digests, and whether it was
+    built from the hub (its MIRROR.json)."""
+    from pillm.data.sources import read_checksums, resolve_source, verify_file
+
+    resolved, root = resolve_source(source, local_dir)
+    record: dict = {"source": source, "resolved": resolved}
+    if resolved == "local":
+        root_path = Path(root)
+        sums = read_checksums(root_path)
+        record["local_dir"] = str(root_path.resolve())
+        record["sha256"] = {rel: verify_file(root_path, rel, sums) for rel in sorted(sums)}
+        built = root_path / "MIRROR.json"
+        record["built_from_hub"] = json.loads(built.read_text()) if built.is_file() else None
+    write_json(Path(out), record)

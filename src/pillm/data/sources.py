@@ -122,6 +122,7 @@ def load_local(
         pct = round(100 * heldout_fraction)
         policy = f"local:{name}:train=validation split minus {pct}% tail, valid=that tail, test=test split"
     meta = {"source": "local", "local_dir": str(local_dir.resolve()), "sha256": digests}
+    meta["built_from_hub"] = (local_dir / "MIRROR.json").is_file()  # pillm.data.mirror's record
     return {"train": train, "valid": valid, "test": test}, {"policy": policy, **meta}
 
 

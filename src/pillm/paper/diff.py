@@ -6,7 +6,9 @@ reads it; e.g. ``HEAD~3:benchmarks/gpu_runs/2026-11-26_h200_full_dag``). Each st
 becomes one row per (item, metric) with mean, std and n over seeds; a metric is listed when
 |Δmean| > ``sigmas`` x the standard error of the difference, sqrt(s_A²/n_A + s_B²/n_B). Where
 either side has one seed there is no noise estimate: a relative change above ``rel`` is listed
-and flagged "no seed noise known". Claims (``summary/claims.parquet``) are listed when their
+and flagged "no seed noise known". The rule screens each metric on its own: a listed change
+shows its Welch t p-value, and the report says how many listings chance alone would give (at 3
+seeds a side, 2 SE passes an unchanged metric about 1 time in 9). Claims (``summary/claims.parquet``) are listed when their
 verdict differs; generated tables are compared cell by cell (row = the text of its ``l``
 columns, column = its header) and macro files value by value. Anything one side lacks is
 reported, never a crash. Costs (times, memory, throughput) are listed apart: they follow the
@@ -22,7 +24,9 @@ import re
 from dataclasses import dataclass, field
 
 import polars as pl
+from scipy import stats
 
+from pillm.core.records import write_text
 from pillm.paper.builds import (
     GENERATED_DIRS,
     SUMMARY_DIRS,
@@ -164,33 +168,53 @@ def _short_keys(keys: list[str]) -> dict[str, str]:
     return {k: "; ".join(p for p in ps if p not in common) or k for k, ps in split.items()}
 
 
-def _metric_change(r: dict, sigmas: float, rel: float) -> tuple[str, str] | None:
+def _metric_change(
+    r: dict, sigmas: float, rel: float, chance: list[float] | None = None
+) -> tuple[str, str] | None:
     """(kind, note) when the metric of row ``r`` (A's columns, then B's with suffix _b)
-    changed beyond noise or, without noise, beyond ``rel``; None when it did not."""
+    changed beyond noise or, without noise, beyond ``rel``; None when it did not. Where the
+    noise is known, ``chance`` gets the probability that an unchanged metric passes the rule
+    (two-sided Welch t tail at ``sigmas``)."""
     ma, mb, na, nb = r["mean"], r["mean_b"], r["n"], r["n_b"]
+    sa, sb = r["std"], r["std_b"]
+    noise = na >= 2 and nb >= 2 and all(x is not None and not math.isnan(x) for x in (sa, sb))
+    if noise:
+        va, vb = sa**2 / na, sb**2 / nb
+        se = math.sqrt(va + vb)  # standard error of the difference of means
+        # Welch-Satterthwaite degrees of freedom: how heavy the tails of Δ/SE are.
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)) if se > 0 else math.inf
+        if chance is not None:
+            chance.append(float(2 * stats.t.sf(sigmas, df)) if se > 0 else 0.0)
     if ma is None or mb is None or math.isnan(ma) or math.isnan(mb):
         same = (ma is None) == (mb is None) and (ma is None or math.isnan(ma) == math.isnan(mb))
         return None if same else ("no_noise", "became missing or NaN")
     delta, scale = mb - ma, max(abs(ma), abs(mb))
     if scale == 0 or abs(delta) <= 1e-12 * scale:  # the same number, up to float round-off
         return None
-    sa, sb = r["std"], r["std_b"]
-    if na >= 2 and nb >= 2 and sa is not None and sb is not None:
-        se = math.sqrt(sa**2 / na + sb**2 / nb)  # standard error of the difference of means
+    if noise:
         if abs(delta) <= sigmas * se:
             return None
-        z = f"{abs(delta) / se:.1f}" if se > 0 else "inf"
-        return "noise", f"Δ={_num(delta)} = {z} x its standard error"
+        if se == 0:
+            return "noise", f"Δ={_num(delta)}; no spread over seeds on either side"
+        z = abs(delta) / se
+        p = 2 * stats.t.sf(z, df)
+        return "noise", f"Δ={_num(delta)} = {z:.1f} x its standard error (Welch p={p:.2g})"
     if abs(delta) / scale <= rel:
         return None
     return "no_noise", f"Δ={_num(delta)} ({100 * delta / abs(ma) if ma else math.inf:+.1f}%)"
 
 
 def compare_metrics(
-    name: str, a: pl.DataFrame, b: pl.DataFrame, sigmas: float, rel: float
+    name: str,
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    sigmas: float,
+    rel: float,
+    chance: list[float] | None = None,
 ) -> list[Change]:
     """The changes of one summary between builds (see the module docstring for the rule):
-    metrics beyond noise, items one build lacks (one line per item), changed context labels."""
+    metrics beyond noise, items one build lacks (one line per item), changed context labels.
+    ``chance``: see ``_metric_change``."""
     out: list[Change] = []
     for col in CONTEXT:
         va = sorted(a[col].drop_nulls().unique().to_list()) if col in a.columns else []
@@ -211,7 +235,7 @@ def compare_metrics(
                 (section, where, "only_a" if r["n_b"] is None else "only_b"), []
             ).append(r["metric"])
             continue
-        found = _metric_change(r, sigmas, rel)
+        found = _metric_change(r, sigmas, rel, chance)
         if found:
             sa, sb = (
                 _mean_std(r["mean"], r["std"], r["n"]),
@@ -342,6 +366,17 @@ class BuildDiff:
     b: str
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be compared, and why
+    # Per metric compared against its seed noise: the chance an unchanged one is listed.
+    chance: list[float] = field(default_factory=list)
+
+    def chance_line(self) -> str:
+        """How many listed metrics chance alone would give: the screen is per metric."""
+        if not self.chance:
+            return "No metric had seed noise on both sides."
+        return (
+            f"{len(self.chance)} metrics had seed noise on both sides; if none had changed, "
+            f"about {sum(self.chance):.1f} would be listed by chance at this rule."
+        )
 
     def section(self, name: str) -> list[Change]:
         """The changes of one section, grouped by kind (``KIND_TEXT``'s order)."""
@@ -397,7 +432,7 @@ def diff_builds(a: Build, b: Build, sigmas: float = 2.0, rel: float = 0.01) -> B
             elif name in NOT_COMPARED:
                 continue
             else:
-                d.changes += compare_metrics(name, fa, fb, sigmas, rel)
+                d.changes += compare_metrics(name, fa, fb, sigmas, rel, d.chance)
         if "claims.parquet" not in files_a & files_b:
             d.notes.append("claims: summary/claims.parquet not in both builds: no claims compared")
     ga, gb = first_dir(a, GENERATED_DIRS, ".tex"), first_dir(b, GENERATED_DIRS, ".tex")
@@ -433,6 +468,8 @@ def render_text(d: BuildDiff) -> str:
     for sec, title in SECTIONS.items():
         rows = d.section(sec)
         lines.append(f"\n{title}: {len(rows) or 'none'}")
+        if sec == "metrics":
+            lines.append(f"  {d.chance_line()}")
         for c in rows:
             note = f"  ({c.note})" if c.note else ""
             lines.append(f"  [{KIND_TEXT[c.kind]}] {c.where} {c.what}: {c.a} -> {c.b}{note}")
@@ -459,6 +496,8 @@ def render_html(d: BuildDiff) -> str:
     for sec, title in SECTIONS.items():
         rows = d.section(sec)
         parts.append(f"<h2>{e(title)}: {len(rows) or 'none'}</h2>")
+        if sec == "metrics":
+            parts.append(f"<p>{e(d.chance_line())}</p>")
         if not rows:
             continue
         parts.append(
@@ -484,7 +523,5 @@ def diff_command(
     d = diff_builds(open_build(a, repo), open_build(b, repo), sigmas=sigmas, rel=rel)
     print(render_text(d), end="")
     if html_out:
-        from pillm.core.records import write_text
-
         write_text(html_out, render_html(d))
     return d
