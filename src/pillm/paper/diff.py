@@ -1,18 +1,18 @@
 """What changed between two builds: metrics beyond seed noise, flipped claims, moved table cells.
 
-A build is a results folder (``results/<name>/``, its ``summary/*.parquet`` and, where built,
-``paper/generated/``) or a git revision's recorded copy, written ``REV:PATH`` (``git show``
-reads it; e.g. ``HEAD~3:benchmarks/gpu_runs/2026-11-26_h200_full_dag``). Each study summary
-becomes one row per (item, metric) with mean, std and n over seeds; a metric is listed when
-|Δmean| > ``sigmas`` x the standard error of the difference, sqrt(s_A²/n_A + s_B²/n_B). Where
-either side has one seed there is no noise estimate: a relative change above ``rel`` is listed
-and flagged "no seed noise known". The rule screens each metric on its own: a listed change
-shows its Welch t p-value, and the report says how many listings chance alone would give (at 3
-seeds a side, 2 SE passes an unchanged metric about 1 time in 9). Claims (``summary/claims.parquet``) are listed when their
-verdict differs; generated tables are compared cell by cell (row = the text of its ``l``
-columns, column = its header) and macro files value by value. Anything one side lacks is
-reported, never a crash. Costs (times, memory, throughput) are listed apart: they follow the
-machine and its load more than the code.
+A build (``pillm.paper.builds``) is a results folder (``results/<name>/``: ``summary/*.parquet``
+and, where built, ``paper/generated/``) or a git revision's recorded copy, ``REV:PATH``. Each
+study summary becomes one row per (item, metric) with mean, std and n over seeds; a metric is
+listed when |Δmean| > ``sigmas`` x the standard error of the difference, sqrt(s_A²/n_A +
+s_B²/n_B). Where a side has one seed there is no noise estimate: a relative change above ``rel``
+is listed and flagged "no seed noise known". The rule screens each metric on its own: a listed
+change shows its Welch t p-value, and the report says how many listings chance alone would give
+(at 3 seeds a side, 2 SE passes an unchanged metric about 1 time in 9). Claims
+(``summary/claims.parquet``) are listed when their verdict differs; generated tables are
+compared cell by cell (``pillm.paper.texcells``: row and column named as a reader finds them)
+and macro files value by value. Anything one side lacks is reported, never a crash. Costs
+(times, memory, throughput) are listed apart: they follow the machine and its load more than
+the code.
 """
 
 from __future__ import annotations
