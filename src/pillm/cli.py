@@ -326,6 +326,19 @@ COMMANDS: tuple[Command, ...] = (
         user_errors=("pillm.paper.claims:ClaimsError",),
     ),
     Command(
+        "provenance", "pillm.paper.build:write_provenance",
+        "provenance.tex: the build's git revision, runs from modified trees, devices",
+        (many("--summaries", "summary parquet files whose runs the paper reports"), TEMPLATES,
+         NUMBERS),
+        ("summaries", "templates", "numbers"),
+    ),
+    Command(
+        "timing-macros", "pillm.paper.build:write_timing",
+        "timing_numbers.tex from the newest solve-vs-gradient benchmark record",
+        (many("--records", "benchmarks/records/solve_vs_grad_*.json"), TEMPLATES, NUMBERS),
+        ("records", "templates", "numbers"),
+    ),
+    Command(
         "pdf", "pillm.paper.build:build_pdf", "build the paper PDF with latexmk",
         (req("--paper-dir"), req("--build-dir"), req("--out")),
         ("paper_dir", "build_dir", "out"),

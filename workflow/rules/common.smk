@@ -3,11 +3,13 @@
 import glob
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 from pillm import codedeps, estimate, owner, plan
 from pillm.plan import VARIANTS, dependencies
+from pillm.core.records import git_revision  # provenance rule: the build's revision
 
 # The checkout this workflow lives in (not the working directory): its schema, templates, paper
 # sources and package, so the workflow also runs as a Snakemake module from another directory.
@@ -179,6 +181,31 @@ def saffu_runs(name):
         seed=SAFFU["seeds"],
         name=name,
     )
+
+
+def sensitivity_runs(name):
+    return [
+        res(f"sensitivity/{v}/{p}/seed{s}/{name}")
+        for v, p, s in plan.sensitivity_jobs(config)
+    ]
+
+
+def timing_records():
+    """The committed solve-vs-gradient records (benchmarks/solve_vs_grad.py); outside a git
+    checkout, every record in benchmarks/records/."""
+    import subprocess
+
+    pattern = "benchmarks/records/solve_vs_grad_*.json"
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", pattern],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        listed = []
+    return [source(f) for f in sorted(listed)] or sorted(glob.glob(source(pattern)))
 
 
 def all_targets():

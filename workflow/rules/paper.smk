@@ -169,6 +169,50 @@ rule claims:
         " --history {params.history} > {log} 2>&1"
 
 
+rule provenance:
+    input:
+        summaries=[
+            rules.aggregate.output.runs,
+            rules.sensitivity_report.output.runs,
+            rules.probe_aggregate.output.jobs,
+            rules.lora_aggregate.output.summary,
+            rules.saffu_aggregate.output.runs,
+            rules.gen_aggregate.output.runs,
+        ],
+        templates=TEMPLATES,
+        code=code("provenance"),
+    output:
+        generated("provenance.tex"),
+    log:
+        logfile("provenance"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        rev=git_revision(),  # a new commit rewrites the first page's revision
+        template_dir=lambda w, input: parent(input.templates[0]),
+    shell:
+        "python -m pillm provenance --summaries {input.summaries}"
+        " --templates {params.template_dir} --numbers {output} > {log} 2>&1"
+
+
+rule timing_macros:
+    input:
+        records=timing_records(),
+        templates=TEMPLATES,
+        code=code("timing-macros"),
+    output:
+        generated("timing_numbers.tex"),
+    log:
+        logfile("timing_macros"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        template_dir=lambda w, input: parent(input.templates[0]),
+    shell:
+        "python -m pillm timing-macros --records {input.records}"
+        " --templates {params.template_dir} --numbers {output} > {log} 2>&1"
+
+
 rule pdf:
     input:
         generated=[
@@ -189,6 +233,10 @@ rule pdf:
             rules.lora_figures.output.pdf,
             rules.gen_tables.output,
             rules.gen_figures.output.pdf,
+            rules.sensitivity_report.output.table,
+            rules.sensitivity_report.output.numbers,
+            rules.provenance.output,
+            rules.timing_macros.output,
         ],
         sources=[
             source("paper/main.tex"),

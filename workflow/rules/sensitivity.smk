@@ -1,17 +1,7 @@
 # Sensitivity of the contribution share: a learning-rate x dropout grid (config sensitivity),
 # each point's baseline / attn_only / ffn_only trained by run-lm with train.lr and model.dropout
 # overridden (pillm.plan.sensitivity_params), then one table and the \Sens* macros.
-import re
-
-SENS = config["sensitivity"]
-SENS_POINTS = plan.sensitivity_points(config)
-
-
-def sensitivity_runs(name):
-    return [
-        res(f"sensitivity/{v}/{p}/seed{s}/{name}")
-        for v, p, s in plan.sensitivity_jobs(config)
-    ]
+# Job list: sensitivity_runs (common.smk).
 
 
 rule sensitivity_run:
@@ -35,7 +25,7 @@ rule sensitivity_run:
         benchfile("sensitivity_run/{variant}/{point}/seed{seed}")
     wildcard_constraints:
         variant="baseline|attn_only|ffn_only",
-        point="|".join(map(re.escape, SENS_POINTS)),
+        point="|".join(map(re.escape, plan.sensitivity_points(config))),
     conda:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
@@ -61,14 +51,14 @@ rule sensitivity_report:
     output:
         summary=res("summary/sensitivity.parquet"),
         runs=res("summary/sensitivity_runs.parquet"),
-        table="paper/generated/tables/lm_sensitivity.tex",
-        numbers="paper/generated/sensitivity_numbers.tex",
+        table=generated("tables/lm_sensitivity.tex"),
+        numbers=generated("sensitivity_numbers.tex"),
     log:
         logfile("sensitivity_report"),
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json(SENS),
+        cfg=as_json(config["sensitivity"]),
         template_dir=lambda w, input: parent(input.templates[0]),
         out_dir=subpath(output.summary, parent=True),
     shell:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tarfile
+from collections import Counter
 from pathlib import Path
 
 from pillm.core.records import atomic_path
@@ -100,3 +102,132 @@ def compile_unpacked(tar_path: str, work_dir: str) -> Path:
         if proc.returncode != 0:
             raise RuntimeError(f"arXiv tarball failed to compile:\n{proc.stdout[-3000:]}")
     return work / "main.pdf"
+
+
+# ---- Front matter: provenance of the build and its runs; the isolated timing record ---------
+
+# Columns that tell one run from another in a summary (the rest: metrics and provenance).
+RUN_KEYS = ("experiment", "variant", "point", "seed", "model", "method", "setting", "init",
+            "dataset", "corpus", "tokenizer", "data_policy")  # fmt: skip
+UNKNOWN = "unknown"
+
+
+def run_provenance(summary_paths: list[str]) -> list[dict[str, str]]:
+    """One row per run behind the paper: its git revision and device name (``unknown`` where a
+    summary does not record them), from every summary parquet given."""
+    import polars as pl
+
+    runs: list[dict[str, str]] = []
+    for path in summary_paths:
+        df = pl.read_parquet(path)
+        keys = [c for c in RUN_KEYS if c in df.columns]
+        if not keys:
+            raise ValueError(f"{path}: no run identity columns {RUN_KEYS}; not a run summary")
+        for col in ("git_rev", "device_name"):
+            if col not in df.columns:
+                df = df.with_columns(pl.lit(UNKNOWN).alias(col))
+        rows = df.select(*keys, "git_rev", "device_name").unique(subset=keys)
+        runs += [
+            {"git_rev": str(r["git_rev"] or UNKNOWN), "device_name": str(r["device_name"])}
+            for r in rows.iter_rows(named=True)
+        ]
+    return runs
+
+
+def provenance_macros(build_rev: str, runs: list[dict[str, str]]) -> dict[str, str]:
+    """``\\BuildRevision`` (the code that built the paper), ``\\BuildDirty`` (a sentence when the
+    build or any run came from a modified tree or recorded no revision; empty when all clean),
+    ``\\BuildRuns`` (how many runs, from which revisions) and ``\\BuildDevices``."""
+    from pillm.paper.latex import tex_escape
+
+    n = len(runs)
+    revs = Counter(r["git_rev"] for r in runs)
+    dirty = sum(k for rev, k in revs.items() if rev.endswith("-dirty"))
+    unknown = revs.get(UNKNOWN, 0)
+    sentences = []
+    if build_rev.endswith("-dirty"):
+        sentences.append("This paper was built from a modified working tree.")
+    elif build_rev == UNKNOWN:
+        sentences.append("The code revision that built this paper is unknown.")
+    if dirty:
+        sentences.append(
+            f"{dirty} of {n} runs came from a modified working tree, so their "
+            "numbers may not be reproducible from any commit."
+        )
+    if unknown:
+        sentences.append(f"{unknown} of {n} runs recorded no code revision.")
+    clean = sorted(rev for rev in revs if rev != UNKNOWN and not rev.endswith("-dirty"))
+    listed = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in clean)
+    devices = sorted({r["device_name"] for r in runs} - {UNKNOWN, "None"})
+    return {
+        "BuildRevision": f"\\texttt{{{tex_escape(build_rev)}}}",
+        "BuildDirty": " ".join(sentences),
+        "BuildRuns": f"{n} runs" + (f" (revision {listed})" if listed else ""),
+        "BuildDevices": ", ".join(tex_escape(d) for d in devices) or UNKNOWN,
+    }
+
+
+def write_provenance(summary_paths: list[str], template_dir: str, numbers_path: str) -> None:
+    """``provenance.tex``: the macros of ``provenance_macros`` for this checkout's revision and
+    the runs of ``summary_paths``."""
+    from pillm.core.records import git_revision
+    from pillm.paper.report import render_report
+
+    macros = provenance_macros(git_revision(), run_provenance(summary_paths))
+    render_report({}, macros, template_dir, numbers_path, "pillm provenance from the summaries")
+
+
+def newest_record(record_paths: list[str], kind: str = "solve_vs_grad") -> dict:
+    """The record of ``kind`` with the latest ``created_utc``; ValueError naming the folder when
+    there is none."""
+    records = [json.loads(Path(p).read_text()) for p in record_paths]
+    records = [r for r in records if r.get("kind") == kind]
+    if not records:
+        raise ValueError(
+            f"no {kind} record among {record_paths}: run benchmarks/{kind}.py and commit its "
+            "record under benchmarks/records/"
+        )
+    return max(records, key=lambda r: r["created_utc"])
+
+
+def timing_macros(record: dict) -> dict[str, str]:
+    """``\\Timing*`` macros of one solve-vs-gradient record: medians and ranges (seconds), the
+    ratio, repeats, shape, device, and ``\\TimingSentence`` (the sentence a section quotes)."""
+    from pillm.paper.latex import fmt_range, fmt_sig, tex_escape
+
+    s, g, sh, tr = record["solve"], record["adamw"], record["shape"], record["train"]
+    digits = 2 if max(s["max"], g["max"]) < 100 else 1
+    m = {
+        "TimingDevice": tex_escape(record["device_name"]),
+        "TimingTorch": tex_escape(record["torch"]),
+        "TimingDate": record["created_utc"][:10],
+        "TimingRepeats": str(record["repeats"]),
+        "TimingSolveS": fmt_sig(s["median"]),
+        "TimingSolveRange": fmt_range(s["min"], s["max"], digits),
+        "TimingGradS": fmt_sig(g["median"]),
+        "TimingGradRange": fmt_range(g["min"], g["max"], digits),
+        "TimingRatio": fmt_sig(record["adamw_over_solve_median"], 2),
+        "TimingShape": (
+            f"{sh['n_layer']} layers, $d={sh['d_model']}$, context {sh['context']}, "
+            + f"{sh['train_tokens']:,}".replace(",", "{,}")
+            + " train tokens"
+        ),
+        "TimingEpochs": str(tr["epochs"]),
+        "TimingNote": " (a tiny CPU test shape, not the paper's)" if record["tiny"] else "",
+    }
+    m["TimingSentence"] = (
+        f"In an isolated benchmark on {m['TimingDevice']}{m['TimingNote']} "
+        f"({m['TimingShape']}; median of {m['TimingRepeats']} repeats, compile and warm-up "
+        f"excluded), solving every FFN layer in closed form took {m['TimingSolveS']}~s "
+        f"(range {m['TimingSolveRange']}~s) and training the same FFNs with AdamW for "
+        f"{m['TimingEpochs']} epoch(s) took {m['TimingGradS']}~s (range {m['TimingGradRange']}~s)."
+    )
+    return m
+
+
+def write_timing(record_paths: list[str], template_dir: str, numbers_path: str) -> None:
+    """``timing_numbers.tex``: ``timing_macros`` of the newest solve-vs-gradient record."""
+    from pillm.paper.report import render_report
+
+    record = newest_record(record_paths)
+    render_report({}, timing_macros(record), template_dir, numbers_path, "benchmarks/records")

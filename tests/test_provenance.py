@@ -1,0 +1,159 @@
+"""Provenance on the first page and the isolated timing record: clean and dirty record sets
+render the right sentence, the macro file compiles, and the newest benchmark record is the one
+the paper quotes."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+import pillm.core.records
+from pillm.paper import build
+from pillm.paper.build import (
+    newest_record,
+    provenance_macros,
+    run_provenance,
+    timing_macros,
+    write_provenance,
+    write_timing,
+)
+
+from .conftest import REPO
+
+TEMPLATES = str(REPO / "paper/templates")
+CPU = "CPU (x86_64, 2 threads)"
+
+
+def lm_runs(path, revs, device=CPU):
+    """A tidy runs summary: two metric rows per (variant, seed) run, one revision per run."""
+    rows = [
+        {"experiment": "lm", "variant": "baseline", "seed": seed, "metric": m, "value": 1.0,
+         "git_rev": rev, "device_name": device}
+        for seed, rev in enumerate(revs)
+        for m in ("test_loss", "val_loss")
+    ]  # fmt: skip
+    pl.DataFrame(rows).write_parquet(path)
+    return str(path)
+
+
+def test_clean_runs_and_build_give_no_sentence(tmp_path):
+    runs = run_provenance([lm_runs(tmp_path / "runs.parquet", ["abc123"] * 3)])
+    assert len(runs) == 3  # two metric rows per run count once
+    m = provenance_macros("abc123", runs)
+    assert m["BuildDirty"] == ""
+    assert m["BuildRevision"] == "\\texttt{abc123}"
+    assert m["BuildRuns"] == "3 runs (revision \\texttt{abc123})"
+    assert m["BuildDevices"] == "CPU (x86\\_64, 2 threads)"
+
+
+def test_dirty_runs_are_counted_in_the_sentence(tmp_path):
+    revs = ["abc123", "abc123-dirty", "abc123-dirty", "def456"]
+    runs = run_provenance([lm_runs(tmp_path / "runs.parquet", revs)])
+    m = provenance_macros("abc123", runs)
+    assert m["BuildDirty"].startswith("2 of 4 runs came from a modified working tree")
+    assert "\\texttt{def456}" in m["BuildRuns"] and "dirty" not in m["BuildRuns"]
+
+
+def test_a_dirty_build_and_runs_without_revision_are_stated(tmp_path):
+    probe = tmp_path / "probe_jobs.parquet"  # a summary that records no git_rev
+    pl.DataFrame({"model": ["minilm", "gpt2"], "corpus": ["ptb", "ptb"]}).write_parquet(probe)
+    gpu = lm_runs(tmp_path / "runs.parquet", ["abc123"], device="NVIDIA H100 80GB HBM3")
+    m = provenance_macros("abc123-dirty", run_provenance([gpu, str(probe)]))
+    assert m["BuildDirty"] == (
+        "This paper was built from a modified working tree. 2 of 3 runs recorded no code revision."
+    )
+    assert m["BuildDevices"] == "NVIDIA H100 80GB HBM3"
+    assert m["BuildRevision"] == "\\texttt{abc123-dirty}"
+
+
+def test_a_file_without_run_columns_is_refused(tmp_path):
+    path = tmp_path / "x.parquet"
+    pl.DataFrame({"mean": [1.0]}).write_parquet(path)
+    with pytest.raises(ValueError, match="no run identity columns"):
+        run_provenance([str(path)])
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="needs pdflatex (TeX Live)")
+def test_provenance_file_compiles_with_the_first_page_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(pillm.core.records, "git_revision", lambda: "0123abcd-dirty")
+    out = tmp_path / "provenance.tex"
+    runs = lm_runs(tmp_path / "runs.parquet", ["0123abcd", "0123abcd-dirty"])
+    write_provenance([runs], TEMPLATES, str(out))
+    text = out.read_text()
+    assert "{This paper was built from a modified working tree. 1 of 2 runs came" in text
+    # the \date line of paper/main.tex, as it stands
+    date = re.search(r"\\date\{(.*?)\}\n", (REPO / "paper/main.tex").read_text(), re.S).group(1)
+    doc = tmp_path / "doc.tex"
+    doc.write_text(
+        "\\documentclass{article}\\input{provenance.tex}\\title{t}\\date{"
+        + date
+        + "}\\begin{document}\\maketitle\\end{document}\n"
+    )
+    proc = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    pdftotext = shutil.which("pdftotext")
+    if pdftotext:
+        page = subprocess.run([pdftotext, "doc.pdf", "-"], cwd=tmp_path, capture_output=True)
+        assert b"modified working tree" in page.stdout
+
+
+def record(created, solve, grad, tiny=True):
+    return {
+        "kind": "solve_vs_grad",
+        "created_utc": created,
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "torch": "2.5.1+cu124",
+        "tiny": tiny,
+        "repeats": 3,
+        "shape": {"n_layer": 4, "d_model": 256, "context": 128, "train_tokens": 2088628},
+        "train": {"epochs": 5},
+        "solve": {"seconds": solve, "median": sorted(solve)[1], "min": min(solve),
+                  "max": max(solve)},
+        "adamw": {"seconds": grad, "median": sorted(grad)[1], "min": min(grad), "max": max(grad)},
+        "adamw_over_solve_median": sorted(grad)[1] / sorted(solve)[1],
+    }  # fmt: skip
+
+
+def test_the_newest_record_is_rendered_with_its_device(tmp_path):
+    paths = []
+    for i, (created, tiny) in enumerate(
+        [("2026-11-26T15:00:00+00:00", True), ("2026-11-27T09:00:00+00:00", False)]
+    ):
+        p = tmp_path / f"r{i}.json"
+        p.write_text(json.dumps(record(created, [1.0, 1.2, 1.5], [3.0, 3.3, 4.0], tiny)))
+        paths.append(str(p))
+    rec = newest_record(paths[::-1])
+    assert rec["created_utc"].startswith("2026-11-27")
+    m = timing_macros(rec)
+    assert (m["TimingSolveS"], m["TimingGradS"], m["TimingRatio"]) == ("1.20", "3.30", "2.8")
+    assert m["TimingSolveRange"] == "1.00--1.50" and m["TimingNote"] == ""
+    assert "2{,}088{,}628 train tokens" in m["TimingShape"]
+    assert "NVIDIA H100 80GB HBM3" in m["TimingSentence"]
+    out = tmp_path / "timing_numbers.tex"
+    write_timing(paths, TEMPLATES, str(out))
+    assert "\\newcommand{\\TimingDevice}{NVIDIA H100 80GB HBM3}" in out.read_text()
+    tiny = timing_macros(newest_record(paths[:1]))
+    assert "tiny CPU test shape" in tiny["TimingSentence"]
+
+
+def test_no_record_names_the_benchmark(tmp_path):
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps({"kind": "other", "created_utc": "x"}))
+    with pytest.raises(ValueError, match=r"benchmarks/solve_vs_grad\.py"):
+        newest_record([str(p)])
+
+
+def test_committed_records_render():
+    paths = sorted((REPO / "benchmarks/records").glob("solve_vs_grad_*.json"))
+    assert paths, "commit a benchmarks/solve_vs_grad.py record (the paper quotes the newest)"
+    m = timing_macros(newest_record([str(p) for p in paths]))
+    assert m["TimingSolveS"] != "--" and m["TimingGradS"] != "--" and m["TimingDevice"]
+    assert build.RUN_KEYS  # the summaries' run columns are declared in one place
