@@ -178,3 +178,22 @@ def test_citation_cff_is_cff_1_2_and_license_is_mit():
     assert all("name" in a or "family-names" in a for a in cff["authors"])
     assert cff["license"] == "MIT"
     assert (REPO / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_mirror_table_matches_the_offline_mirrors_checksums(shared_data):
+    """MIRROR_FILES is the committed copy of the mirror's SHA256SUMS: same files, same digests."""
+    sums = sources.read_checksums(shared_data)
+    assert {rel: f.sha256 for rel, f in MIRROR_FILES.items()} == sums
+    for rel, spec in MIRROR_FILES.items():
+        assert spec.dataset in HUB_DATASETS, rel
+        assert spec.check in ("bytes", "content", "differs", "skipped"), rel
+        assert (spec.content_sha256 is not None) == (spec.check == "content"), rel
+    for rel in ("mnist/train.parquet", "mnist/test.parquet"):
+        assert mirror_mod.content_digest(shared_data / rel) == MIRROR_FILES[rel].content_sha256
+
+
+def test_every_pin_is_a_commit_or_absent():
+    for key, hub in HUB_DATASETS.items():
+        assert hub.revision is None or (
+            len(hub.revision) == 40 and all(c in "0123456789abcdef" for c in hub.revision)
+        ), f"{key}: a pin is a 40-hex commit, not a branch or tag ({hub.revision!r})"
