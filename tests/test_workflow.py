@@ -339,11 +339,11 @@ def test_missing_latex_names_the_install_and_still_builds_tables(workdir, tmp_pa
     assert subprocess.run(probe, env=env, capture_output=True, text=True).stdout.strip() == (
         sys.prefix
     ), "the PATH without TeX must keep this environment's python (with pillm) first"
-    table = workdir / "paper/generated/tables/lm_main.tex"
+    table = workdir / GEN / "tables/lm_main.tex"
     before = table.stat().st_mtime
     proc = snakemake(workdir, *SMOKE, "--forcerun", "tables", env=env, check=False)
     assert proc.returncode != 0
     log = (workdir / "results/smoke/logs/pdf.log").read_text()
     assert "apt-get install texlive-latex-base" in log
     assert table.stat().st_mtime > before
-    assert (workdir / "paper/generated/figures/training_curves.pdf").exists()
+    assert (workdir / GEN / "figures/training_curves.pdf").exists()
