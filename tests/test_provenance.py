@@ -141,7 +141,7 @@ def test_the_newest_record_is_rendered_with_its_device(tmp_path):
     write_timing(paths, TEMPLATES, str(out))
     assert "\\newcommand{\\TimingDevice}{NVIDIA H100 80GB HBM3}" in out.read_text()
     tiny = timing_macros(newest_record(paths[:1]))
-    assert "tiny CPU test shape" in tiny["TimingSentence"]
+    assert tiny["TimingSentence"].endswith("This record is a tiny test shape, not the paper's.")
 
 
 def test_no_record_names_the_benchmark(tmp_path):

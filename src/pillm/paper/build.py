@@ -213,14 +213,17 @@ def timing_macros(record: dict) -> dict[str, str]:
             + " train tokens"
         ),
         "TimingEpochs": str(tr["epochs"]),
-        "TimingNote": " (a tiny CPU test shape, not the paper's)" if record["tiny"] else "",
+        "TimingNote": "This record is a tiny test shape, not the paper's."
+        if record["tiny"]
+        else "",
     }
     m["TimingSentence"] = (
-        f"In an isolated benchmark on {m['TimingDevice']}{m['TimingNote']} "
+        f"In an isolated benchmark on {m['TimingDevice']} "
         f"({m['TimingShape']}; median of {m['TimingRepeats']} repeats, compile and warm-up "
         f"excluded), solving every FFN layer in closed form took {m['TimingSolveS']}~s "
         f"(range {m['TimingSolveRange']}~s) and training the same FFNs with AdamW for "
         f"{m['TimingEpochs']} epoch(s) took {m['TimingGradS']}~s (range {m['TimingGradRange']}~s)."
+        + (f" {m['TimingNote']}" if m["TimingNote"] else "")
     )
     return m
 
