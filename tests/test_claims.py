@@ -251,6 +251,7 @@ DIRECTION = re.compile(
 # Non-claim uses: definitions and descriptions that state no measured comparison.
 ALLOWED = [
     r"layers above",  # position in the stack
+    r"the share above belong",  # position in the text (the sensitivity paragraph)
     r"exceeds \$100\\,\\%\$ for a variant with a lower test loss than the baseline",  # definition
     r"negative for one above the floor",  # definition of the share
     r"can in\s+principle improve",  # what a target could do, not a measurement
