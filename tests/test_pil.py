@@ -84,9 +84,12 @@ def quadratic_pick(optimum: float):
     """A pick on log scale with its minimum at ``optimum``; records every grid it saw."""
     seen = []
 
+    def score(x):
+        return math.log(x / optimum) ** 2 if x > 0 else 99.0
+
     def pick(grid):
         seen.append(list(grid))
-        return None, min(grid, key=lambda x: (math.log(x / optimum) ** 2 if x > 0 else 99, x))
+        return None, min(grid, key=lambda x: (score(x), x)), {x: score(x) for x in grid}
 
     return pick, seen
 
@@ -122,9 +125,23 @@ def test_step_grid_has_zero_and_a_zero_pick_tries_smaller_steps():
     assert step_grid((0.1, 1.0)) == [0.0, 0.1, 1.0] == step_grid((1.0, 0.0, 0.1))
     assert edge_side([0.0, 0.1, 1.0], 0.1) == -1 and edge_side([0.0, 0.1, 1.0], 0.0) == -1
 
-    def never_step(grid):
-        return None, min(grid)  # 0 always wins: a resolved bound, not a grid edge
+    def never_step(grid):  # 0 always wins: a resolved bound, not a grid edge
+        return None, min(grid), {x: x for x in grid}
 
     _, g = search_grid(step_grid((0.1, 1.0)), 2, never_step)
     assert g.value == 0.0 and g.edge_hit and g.extensions == 2 and not g.on_edge
     assert g.grid[:3] == pytest.approx([0.0, 0.001, 0.01])
+
+
+def test_a_flat_curve_is_not_an_edge():
+    """A zero target scores every λ alike: the first λ wins the tie, but nothing is extended."""
+    seen = []
+
+    def flat(grid):
+        seen.append(list(grid))
+        return None, grid[0], dict.fromkeys(grid, 0.0)
+
+    _, g = search_grid([1e-6, 1e-3, 1.0], 3, flat)
+    assert (g.value, g.edge_hit, g.extensions, g.on_edge) == (1e-6, False, 0, False)
+    assert len(seen) == 1
+    assert edge_side([1e-6, 1e-3, 1.0], 1e-6, {1e-6: 0.0, 1e-3: 0.1, 1.0: 0.2}) == -1

@@ -134,24 +134,39 @@ def grid_ratio(grid: Sequence[float]) -> float:
     return (pos[-1] / pos[0]) ** (1 / (len(pos) - 1))
 
 
-def edge_side(grid: Sequence[float], pick: float) -> int:
+def edge_side(grid: Sequence[float], pick: float, scores: dict[float, float] | None = None) -> int:
     """+1: the pick is the largest value; -1: the smallest positive one, or 0 (then smaller
     positive values are worth trying); 0: interior. A 0 in the grid ("no step") is the bound of
-    its domain, so a pick of 0 that survives extension is not an edge (``search_grid``)."""
+    its domain, so a pick of 0 that survives extension is not an edge (``search_grid``).
+
+    With ``scores`` (value -> score, lower is better), a pick that ties with its inner neighbour
+    is not on an edge: the curve is flat there (e.g. a zero target scores every λ alike), so the
+    grid has nothing to resolve in that direction."""
+    grid = sorted(grid)
     pos = [x for x in grid if x > 0]
-    if pick == max(grid):
-        return 1
-    return -1 if pick == 0 or pick == min(pos) else 0
+    if pick == grid[-1]:
+        side = 1
+    elif pick == 0 or pick == pos[0]:
+        side = -1
+    else:
+        return 0
+    if scores is not None and len(grid) > 1:
+        i = grid.index(pick)
+        inner = grid[i - 1] if side > 0 else grid[i + 1]
+        if scores[inner] == scores[pick]:
+            return 0
+    return side
 
 
 def search_grid(
     grid: Sequence[float],
     max_extend: int,
-    pick: Callable[[list[float]], tuple[Any, float]],
+    pick: Callable[[list[float]], tuple[Any, float, dict[float, float]]],
     key: str = "grid",
 ) -> tuple[Any, GridPick]:
-    """``pick(grid) -> (result, chosen value)``; while the choice is on an edge, add one point
-    beyond it (largest × ratio, or smallest positive / ratio) and pick again, at most
+    """``pick(grid) -> (result, chosen value, {value: score})``; while the choice is on an edge
+    (``edge_side``), add one point beyond it (largest × ratio, or smallest positive / ratio) and
+    pick again, at most
     ``max_extend`` points per side. Returns the last result and its ``GridPick``; ``key`` names
     the grid's config key in errors."""
     values = sorted(float(x) for x in grid)
@@ -159,15 +174,15 @@ def search_grid(
         ratio = grid_ratio(values) if max_extend else 1.0
     except ValueError as err:
         raise ConfigError(f"{key}: {err} (or set pil.grid_extend: 0)") from None
-    result, chosen = pick(values)
-    first = edge_side(values, chosen)
+    result, chosen, scores = pick(values)
+    first = edge_side(values, chosen, scores)
     added = {-1: 0, 1: 0}
-    while (side := edge_side(values, chosen)) and added[side] < max_extend:
+    while (side := edge_side(values, chosen, scores)) and added[side] < max_extend:
         pos = [x for x in values if x > 0]
         values = sorted([*values, pos[-1] * ratio if side > 0 else pos[0] / ratio])
         added[side] += 1
-        result, chosen = pick(values)
-    last = edge_side(values, chosen) != 0 and chosen != 0
+        result, chosen, scores = pick(values)
+    last = edge_side(values, chosen, scores) != 0 and chosen != 0
     return result, GridPick(chosen, tuple(values), first != 0, sum(added.values()), last)
 
 
@@ -184,7 +199,7 @@ def solve_layer(
 
     def pick(grid: list[float]):
         weight, fit = solve_relative(tr, va, grid, cfg.kappa_max)
-        return (weight, fit), min(grid, key=lambda r: abs(r - fit.lam_rel))
+        return (weight, fit), min(grid, key=lambda r: abs(r - fit.lam_rel)), fit.curve
 
     (weight, fit), lam = search_grid(cfg.lambdas, cfg.grid_extend, pick, "pil.lambdas")
     model.blocks[layer].mlp.w_out.copy_(weight.to(model.blocks[layer].mlp.w_out.dtype))
@@ -254,7 +269,7 @@ def functional_gradient_step_search(
                     losses[eta] = evaluate_lm(model, sub, model.cfg.context, cfg.batch_size, 1)[
                         "loss"
                     ]
-            return None, min(grid, key=lambda e: (losses[e], e))  # ties: the smaller step
+            return None, min(grid, key=lambda e: (losses[e], e)), losses  # ties: smaller step
 
         steps = step_grid(cfg.fgrad_steps)
         _, chosen = search_grid(steps, cfg.grid_extend, pick, "pil.fgrad_steps")
