@@ -179,7 +179,8 @@ def search_grid(
     added = {-1: 0, 1: 0}
     while (side := edge_side(values, chosen, scores)) and added[side] < max_extend:
         pos = [x for x in values if x > 0]
-        values = sorted([*values, pos[-1] * ratio if side > 0 else pos[0] / ratio])
+        new = pos[-1] * ratio if side > 0 else pos[0] / ratio
+        values = sorted([*values, float(f"{new:.12g}")])  # 1e-08, not 1.0000000000000002e-08
         added[side] += 1
         result, chosen, scores = pick(values)
     last = edge_side(values, chosen, scores) != 0 and chosen != 0
