@@ -18,6 +18,7 @@ Writes ``benchmarks/records/solve_vs_grad_<device>_<UTC time>.json``; the paper'
 ``timing_macros`` rule renders the newest record there (``pillm.paper.build:write_timing``).
 
     python benchmarks/solve_vs_grad.py                    # paper shape (GPU), after the DAG
+    python benchmarks/solve_vs_grad.py --synthetic 2400000    # paper shape, no tokens needed
     python benchmarks/solve_vs_grad.py --tiny --device cpu  # a tiny CPU test record
 """
 
@@ -47,6 +48,7 @@ RECORDS = Path(__file__).parent / "records"
 TINY_MODEL = {"n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}
 TINY_TOKENS = (8_000, 2_000)  # train, held-out
 TINY_VOCAB = 512
+GPT2_VOCAB = 50257
 
 
 def spread(xs: list[float]) -> dict[str, float | list[float]]:
@@ -88,6 +90,13 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tiny", action="store_true", help="tiny shapes, synthetic tokens (CPU test)")
+    ap.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        help="N: uniform random tokens (N train, N/9 held-out, GPT-2 vocabulary) instead of "
+        "--tokens-dir; the cost of both sides does not depend on token values",
+    )
     ap.add_argument("--out-dir", default=str(RECORDS))
     args = ap.parse_args()
     device = resolve_device(args.device)
@@ -106,6 +115,14 @@ def main() -> None:
             "valid": torch.randint(0, TINY_VOCAB, (n_valid,), generator=g),
         }
         meta = {"vocab_size": TINY_VOCAB, "bytes": {"valid": n_valid}, "corpus": "synthetic"}
+    elif args.synthetic:
+        g = torch.Generator().manual_seed(1)
+        n_valid = max(args.synthetic // 9, 4 * model_cfg.context)
+        arrays = {
+            "train": torch.randint(0, GPT2_VOCAB, (args.synthetic,), generator=g),
+            "valid": torch.randint(0, GPT2_VOCAB, (n_valid,), generator=g),
+        }
+        meta = {"vocab_size": GPT2_VOCAB, "bytes": {"valid": n_valid}, "corpus": "synthetic"}
     else:
         if not (Path(args.tokens_dir) / "meta.json").is_file():
             raise SystemExit(
@@ -144,7 +161,7 @@ def main() -> None:
         "cpu_threads": torch.get_num_threads(),
         "git_rev": git_revision(),
         "tiny": args.tiny,
-        "tokens": "synthetic uniform" if args.tiny else str(args.tokens_dir),
+        "tokens": "synthetic uniform" if args.tiny or args.synthetic else str(args.tokens_dir),
         "shape": {
             **asdict(model_cfg),
             "vocab_size": vocab,

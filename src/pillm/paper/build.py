@@ -209,8 +209,9 @@ def timing_macros(record: dict) -> dict[str, str]:
         "TimingRatio": fmt_sig(record["adamw_over_solve_median"], 2),
         "TimingShape": (
             f"{sh['n_layer']} layers, $d={sh['d_model']}$, context {sh['context']}, "
-            + f"{sh['train_tokens']:,}".replace(",", "{,}")
-            + " train tokens"
+            + f"{sh['train_tokens']:,} ".replace(",", "{,}")
+            + ("uniform random " if record.get("tokens") == "synthetic uniform" else "")
+            + "train tokens"
         ),
         "TimingEpochs": str(tr["epochs"]),
         "TimingNote": "This record is a tiny test shape, not the paper's."
