@@ -1,7 +1,7 @@
 """The LM study's report: aggregation of the runs, tables and ``numbers.tex``.
 
 Outputs of ``aggregate`` (``results/<name>/summary``): ``runs.parquet`` (every metric row of every
-run), ``lm.parquet`` (mean/std/n over seeds per variant and metric), ``curves``, ``solves`` and
+run), ``lm.parquet`` (mean/std/ci95/n over seeds per variant and metric), ``curves``, ``solves`` and
 ``samples``. Tables render through Jinja2 with numbers formatted here, never in the template.
 Every "a ± b" of the LM tables and macros is the mean over seeds ± the half-width of its 95 %
 t interval (``pillm.paper.tidy.ci95``); with one seed there is no interval and the mean stands
