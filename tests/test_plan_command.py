@@ -2,6 +2,7 @@
 of results/<name>/; the workflow used as a Snakemake module from another directory."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,17 @@ def test_workflow_runs_as_a_module_from_another_directory(tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert "run_lm" in out.stdout and "pdf" in out.stdout
+
+
+def test_every_output_of_a_run_lies_under_its_results_tree():
+    """Per-config outputs: a smoke run writes nothing into paper/ (sources only), PDF included."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
+         "config/smoke.yaml"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    outputs = [p for line in re.findall(r"^\s+output: (.*)$", out.stdout, re.M)
+               for p in line.split(", ")]  # fmt: skip
+    assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
+    assert [p for p in outputs if not p.startswith("results/smoke/")] == []
