@@ -141,6 +141,7 @@ def test_shares_sensible_range_and_selection_on_known_runs(tmp_path):
     hi = max(x["attn_loss_share"] for x in sensible)
     assert macros["SensShareMin"] == f"{100 * lo:.1f}"
     assert macros["SensShareMax"] == f"{100 * hi:.1f}"
+    assert macros["SensShareRange"] == f"{100 * lo:.1f}--{100 * hi:.1f}"
     assert macros["SensRatioMax"] == f"{100 * math.exp(5.12 - 5.55):.1f}"  # best attn ratio
     assert macros["SensNSensible"] == "3" and macros["SensNPoints"] == "4"
     # selected: baseline at lr0.001_do0 (test 5.10/5.12), attn_only at lr0.001_do0.1
@@ -188,3 +189,4 @@ def test_without_ffn_only_its_macros_say_missing(tmp_path):
     points = point_summary(read_sensitivity_runs(paths, params), UNIGRAM, params)
     macros = sensitivity_macros(points, params, UNIGRAM)
     assert macros["SensFfnShareMin"] == "--" and macros["SensShareMin"] != "--"
+    assert macros["SensFfnShareRange"] == "--" and macros["SensShareRange"] != "--"

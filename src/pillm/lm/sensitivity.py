@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from pillm.core.records import read_records
-from pillm.paper.latex import MISSING, fmt_num, fmt_sci
+from pillm.paper.latex import MISSING, fmt_num, fmt_range, fmt_sci
 from pillm.paper.report import Table, render_report
 from pillm.paper.tidy import write_parquet
 from pillm.plan import sensitivity_points
@@ -155,9 +155,13 @@ def sensitivity_macros(points: pl.DataFrame, params: dict[str, Any], unigram: fl
         prefix = "Sens" if arm == "attn" else "SensFfn"
         have = variant in cfg.variants
         for measure, word in (("ppl_ratio", "Ratio"), ("loss_share", "Share")):
-            col = sensible[f"{arm}_{measure}"] if have else None
-            macros[f"{prefix}{word}Min"] = _pct(col.min() if have else None)
-            macros[f"{prefix}{word}Max"] = _pct(col.max() if have else None)
+            lo, hi = (sensible[f"{arm}_{measure}"].min(), sensible[f"{arm}_{measure}"].max())
+            macros[f"{prefix}{word}Min"] = _pct(lo if have else None)
+            macros[f"{prefix}{word}Max"] = _pct(hi if have else None)
+            # 'min--max', one number where both print alike (one sensible point)
+            macros[f"{prefix}{word}Range"] = (
+                fmt_range(100 * lo, 100 * hi, 1) if have and sensible.height else MISSING
+            )
         base = selected["baseline"]
         if have:
             part = selected[variant]
@@ -210,7 +214,7 @@ def sensitivity_table(points: pl.DataFrame, params: dict[str, Any]) -> Table:
     header = [
         "lr",
         "Dropout",
-        "Val.\\ loss",
+        "Full val.\\ loss",
         "Full",
         "Attn",
         "FFN",
