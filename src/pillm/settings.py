@@ -126,7 +126,6 @@ class LMParams(Section):
 
 
 @dataclass(frozen=True)
-@dataclass(frozen=True)
 class SensitivityConfig(Section):
     """The learning-rate x dropout grid of the contribution share (lm/sensitivity.py)."""
 
@@ -137,6 +136,7 @@ class SensitivityConfig(Section):
     margin: float = 0.05  # sensible: baseline validation loss within this (nats) of the best
 
 
+@dataclass(frozen=True)
 class LambadaConfig(Section):
     max_examples: int  # 0: all
     batch_size: int
