@@ -257,7 +257,7 @@ rule pdf:
         build_dir=subpath(output.bbl, parent=True),
         # The sources as links beside this config's generated/: the source tree stays clean.
         stage=res("paper/sources"),
-        paper=source("paper"),
+        paper=lambda w, input: parent(input.sources[0]),  # main.tex: the paper sources
     shell:
         "rm -rf {params.stage:q} && mkdir -p {params.stage:q}"
         ' && for f in {params.paper:q}/*; do ln -s "$f" {params.stage:q}/; done'
