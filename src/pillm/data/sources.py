@@ -304,10 +304,14 @@ def pinned(key: str) -> HubDataset:
 
 
 def hub_offline() -> bool:
-    """``huggingface_hub``'s own offline switch (HF_HUB_OFFLINE), not a network probe."""
+    """``huggingface_hub``'s own offline switch (HF_HUB_OFFLINE), not a network probe.
+
+    The hub library reads the variable once, at import; it is read again here (the hub's own
+    truthy values) so a switch set later in the process, as tests do, is seen too."""
     from huggingface_hub import constants
 
-    return bool(constants.HF_HUB_OFFLINE)
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return bool(constants.HF_HUB_OFFLINE) or env in {"1", "ON", "YES", "TRUE"}
 
 
 def _offline_errors() -> tuple[type[BaseException], ...]:
