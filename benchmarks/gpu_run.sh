@@ -3,7 +3,8 @@
 # Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and .gpu/data/ (the
 # mirror files the GPU rules read). Writes results (no checkpoints) to $OUT.
 # Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
-# (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets.
+# (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
+# only what those rules need; GPU_JOBS jobs share the GPU (default 6).
 set -u
 . benchmarks/gpu_env.sh
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
@@ -14,7 +15,13 @@ fi
 # Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data; peft comes with the host's torch).
 printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} --omit-from aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate --cores 16 \
+# The GPU host has no polars: every rule that reads summaries (and all below it) is omitted.
+# UNTIL="rule ..." builds only what those rules need (e.g. UNTIL="lm_extras sensitivity_run");
+# Snakemake 9 ignores --until when --omit-from is also given, so it replaces the omit list.
+OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
+OMIT="$OMIT claims provenance timing_macros"
+if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
+timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT --cores 16 \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"

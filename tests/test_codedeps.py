@@ -141,3 +141,18 @@ def test_stamp_path_and_mtime_move_only_with_the_code(package, tmp_path):
     os.utime(ridge)
     assert Path(codedeps.stamp("run-lm", stamps, package)) == first
     assert first.stat().st_mtime_ns == mtime
+
+
+def test_fingerprint_text_is_the_same_under_every_python():
+    """Stamps made on the GPU host (Python 3.12) must match this machine's: a field that a newer
+    Python adds empty (3.12's ``type_params=[]`` on every def) does not enter the fingerprint."""
+    import ast
+
+    from pillm.codedeps import canonical
+
+    tree = ast.parse("def f(x):\n    return x + 1\n")
+    before = canonical(tree)
+    tree.body[0].type_params = []  # what 3.12's parser sets
+    tree.body[0]._fields = (*tree.body[0]._fields, "type_params")
+    assert canonical(tree) == before
+    assert canonical(ast.parse("def f(x):\n    return x + 2\n")) != before

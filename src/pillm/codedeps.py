@@ -121,10 +121,25 @@ def file_fingerprint(path: Path) -> str:
     return _file_fingerprint(path, st.st_mtime_ns, st.st_size)
 
 
+def canonical(node: object) -> str:
+    """The AST as text, the same under every Python 3.11+: ``ast.dump`` is not (3.12 adds
+    ``type_params=[]`` to every def), so a field left empty or None is not written."""
+    if isinstance(node, ast.AST):
+        fields = (
+            f"{name}={canonical(value)}"
+            for name in node._fields
+            if (value := getattr(node, name, None)) is not None and value != []
+        )
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(canonical(v) for v in node)}]"
+    return repr(node)
+
+
 @cache
 def _file_fingerprint(path: Path, mtime_ns: int, size: int) -> str:
     tree = _Docstrings().visit(ast.parse(path.read_text(), filename=str(path)))
-    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+    return hashlib.sha256(canonical(tree).encode()).hexdigest()
 
 
 def fingerprint(name: str, root: Path = PACKAGE_DIR) -> str:
