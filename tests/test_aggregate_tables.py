@@ -14,7 +14,8 @@ from pillm.lm.report import (
     render_tables,
 )
 from pillm.paper.latex import fmt_pm, macro_name, make_env, tex_escape
-from pillm.paper.report import LongTable, Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import ci95, summarise
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from pillm.data.sources import HUB_DATASETS, DataError, load_corpus, load_hub, split_tail
+from pillm.data.files import HUB_DATASETS, DataError
+from pillm.data.sources import load_corpus, load_hub, split_tail
 
 
 def test_split_tail_keeps_every_line():

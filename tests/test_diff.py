@@ -11,7 +11,8 @@ from pillm.cli import main
 from pillm.paper.builds import DiffInputError, FolderBuild, open_build
 from pillm.paper.claims import Result
 from pillm.paper.diff import diff_builds, render_html, render_text
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.texcells import macro_values, table_cells
 
 REPO = Path(__file__).resolve().parents[1]

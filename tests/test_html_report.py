@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from pillm.paper.html import latex_text, page_html
-from pillm.paper.report import LongTable, Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import LongTable, Table
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pillm.data import files
 from pillm.data import mirror as mirror_mod
-from pillm.data import sources
-from pillm.data.sources import HUB_DATASETS, MIRROR_FILES, DataError, load_corpus
+from pillm.data.files import HUB_DATASETS, MIRROR_FILES, DataError
+from pillm.data.sources import load_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_REV = "0123456789abcdef0123456789abcdef01234567"  # the stand-in's "commit"
@@ -100,12 +101,12 @@ def hub_stand_in(shared_data, monkeypatch):
 
 def test_stand_in_hub_builds_the_mirror_layout_and_checksums(hub_stand_in, shared_data, tmp_path):
     root = mirror_mod.build_mirror(tmp_path / "built")
-    sums = sources.read_checksums(root)
+    sums = files.read_checksums(root)
     built = {r for r, f in MIRROR_FILES.items() if f.check != "skipped"}
     assert set(sums) == built
     for rel, spec in MIRROR_FILES.items():
         if spec.check == "bytes":  # byte-identical to the committed checksums
-            assert sums[rel] == spec.sha256 == sources.read_checksums(shared_data)[rel], rel
+            assert sums[rel] == spec.sha256 == files.read_checksums(shared_data)[rel], rel
         elif spec.check == "differs":
             assert sums[rel] != spec.sha256, rel  # CIFAR-10: rebuilt, but honestly not the same
     record = json.loads((root / "MIRROR.json").read_text())
@@ -156,9 +157,9 @@ def test_offline_mode_names_data_local_dir(tmp_path):
     """HF_HUB_OFFLINE=1 in a fresh process (the hub library reads it at import), cold cache."""
     code = (
         "import dataclasses\n"
-        "from pillm.data import sources as s\n"
-        "for k, h in list(s.HUB_DATASETS.items()):\n"
-        f"    s.HUB_DATASETS[k] = dataclasses.replace(h, revision={FAKE_REV!r})\n"
+        "from pillm.data import files, sources as s\n"
+        "for k, h in list(files.HUB_DATASETS.items()):\n"
+        f"    files.HUB_DATASETS[k] = dataclasses.replace(h, revision={FAKE_REV!r})\n"
         f"s.load_corpus('wikitext2', 'auto', {str(tmp_path / 'none')!r}, 0.1)\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
@@ -182,7 +183,7 @@ def test_citation_cff_is_cff_1_2_and_license_is_mit():
 
 def test_mirror_table_matches_the_offline_mirrors_checksums(shared_data):
     """MIRROR_FILES is the committed copy of the mirror's SHA256SUMS: same files, same digests."""
-    sums = sources.read_checksums(shared_data)
+    sums = files.read_checksums(shared_data)
     assert {rel: f.sha256 for rel, f in MIRROR_FILES.items()} == sums
     for rel, spec in MIRROR_FILES.items():
         assert spec.dataset in HUB_DATASETS, rel

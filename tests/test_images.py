@@ -8,6 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
+from pillm.data.files import DataError
 from pillm.data.images import (
     from_hf_dataset,
     load_images,
@@ -16,7 +17,6 @@ from pillm.data.images import (
     save_image_grid,
     subset_rows,
 )
-from pillm.data.sources import DataError
 
 torch.set_num_threads(1)
 
@@ -101,7 +101,7 @@ def test_offline_hub_fails_fast_pointing_at_the_local_mirror(monkeypatch):
     import datasets
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    from pillm.data.sources import HUB_DATASETS
+    from pillm.data.files import HUB_DATASETS
 
     def offline(*a, **k):
         raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")

@@ -6,9 +6,9 @@ import torch
 from tokenizers import Tokenizer, pre_tokenizers
 from tokenizers.models import WordLevel
 
-from pillm.data import sources as data
+from pillm.data import files
+from pillm.data.files import DataError
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
-from pillm.data.sources import DataError
 from pillm.models.gpt import GPT, GPTConfig
 
 V = 32  # w0..w30 and [UNK]
@@ -120,8 +120,8 @@ def test_hub_offline_points_at_local(monkeypatch):
     def offline(*a, **k):
         raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")
 
-    hub = dataclasses.replace(data.HUB_DATASETS["lambada"], revision="f" * 40)
-    monkeypatch.setitem(data.HUB_DATASETS, "lambada", hub)
+    hub = dataclasses.replace(files.HUB_DATASETS["lambada"], revision="f" * 40)
+    monkeypatch.setitem(files.HUB_DATASETS, "lambada", hub)
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataError, match="data.source: local"):
         load_lambada("hub", "unused")

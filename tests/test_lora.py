@@ -13,7 +13,7 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from pillm.core.ridge import GramStats, solve_ridge
-from pillm.data.sources import DataError
+from pillm.data.files import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
 from pillm.lora.base import BaseModel
 from pillm.lora.figures import lora_figure

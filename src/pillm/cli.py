@@ -113,14 +113,14 @@ COMMANDS: tuple[Command, ...] = (
         (req("--corpus"), js(help="the config's data section (JSON)"), OUT_DIR),
         ("corpus", section("source"), section("local_dir"), section("heldout_fraction"),
          "out_dir"),
-        user_errors=("pillm.data.sources:DataError",),
+        user_errors=("pillm.data.files:DataError",),
     ),
     Command(
-        "mirror", "pillm.data.mirror:mirror_job",
+        "mirror", "pillm.data.sources:mirror_job",
         "check the data mirror (data.source auto: build it from the hub when absent)",
         (js(help="the config's data section (JSON)"), req("--out")),
         (section("source"), section("local_dir"), "out"),
-        user_errors=("pillm.data.sources:DataError",),
+        user_errors=("pillm.data.files:DataError",),
     ),
     Command(
         "tokenize", "pillm.data.corpus:tokenize_corpus",

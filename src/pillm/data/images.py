@@ -29,14 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pillm.data.sources import (
-    DataError,
-    hub_call,
-    pinned,
-    read_checksums,
-    resolve_source,
-    verify_file,
-)
+from pillm.data.files import DataError, hub_call, pinned, read_checksums, verify_file
+from pillm.data.sources import resolve_source
 
 SPLITS = ("train", "test")
 

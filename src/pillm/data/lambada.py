@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from pillm.data import sources as data
+from pillm.data.files import hub_call, pinned, read_checksums, verify_file
+from pillm.data.sources import resolve_source
 
 LAMBADA_REL = "lambada/lambada_test.jsonl"  # mirror-relative, as written in SHA256SUMS
 
@@ -32,18 +33,18 @@ def load_lambada(source: str, local_dir: str, max_examples: int = 0) -> list[str
     ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` (pinned) and
     raises ``DataError`` naming data.local_dir when the hub library is offline. ``max_examples > 0`` keeps the first N.
     """
-    source, local_dir = data.resolve_source(source, local_dir)
+    source, local_dir = resolve_source(source, local_dir)
     if source == "local":
         root = Path(local_dir)
-        data.verify_file(root, LAMBADA_REL, data.read_checksums(root))
+        verify_file(root, LAMBADA_REL, read_checksums(root))
         with open(root / LAMBADA_REL, encoding="utf-8") as fh:
             passages = [json.loads(line)["text"] for line in fh if line.strip()]
     else:
-        hub = data.pinned("lambada")
+        hub = pinned("lambada")
         import datasets  # lazy: slow to import and unused on the local path
 
         what = f"{hub.repo_id!r} (LAMBADA; <data.local_dir>/{LAMBADA_REL} in the mirror)"
-        ds = data.hub_call(
+        ds = hub_call(
             what,
             datasets.load_dataset,
             hub.repo_id,

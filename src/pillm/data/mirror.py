@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from pillm.core.records import atomic_path, write_json
-from pillm.data.sources import MIRROR_FILES, DataError, hub_call, pinned, sha256_file
+from pillm.data.files import MIRROR_FILES, DataError, hub_call, pinned, sha256_file
 
 LOCK = ".mirror.lock"
 
@@ -228,24 +228,3 @@ def ensure_mirror(local_dir: str | os.PathLike) -> Path:
                 f"data.source is 'auto' and data.local_dir={root} holds no mirror (no "
                 f"SHA256SUMS), so it is built there from the hub, which failed: {err}"
             ) from err
-
-
-def mirror_job(source: str, local_dir: str, out: str) -> None:
-    """Rule ``mirror``: make sure the data the rules read is there and intact, and say where.
-
-    ``auto`` builds the mirror at ``local_dir`` from the hub when it holds none; ``local`` and
-    ``auto`` then check every file of its SHA256SUMS (``sha256sum -c``). ``hub`` has no mirror:
-    the record says so. Writes ``out`` (JSON): the folder, its files' digests, and whether it was
-    built from the hub (its MIRROR.json)."""
-    from pillm.data.sources import read_checksums, resolve_source, verify_file
-
-    resolved, root = resolve_source(source, local_dir)
-    record: dict = {"source": source, "resolved": resolved}
-    if resolved == "local":
-        root_path = Path(root)
-        sums = read_checksums(root_path)
-        record["local_dir"] = str(root_path.resolve())
-        record["sha256"] = {rel: verify_file(root_path, rel, sums) for rel in sorted(sums)}
-        built = root_path / "MIRROR.json"
-        record["built_from_hub"] = json.loads(built.read_text()) if built.is_file() else None
-    write_json(Path(out), record)

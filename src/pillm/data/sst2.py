@@ -16,14 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pillm.data.sources import (
-    DataError,
-    hub_call,
-    pinned,
-    read_checksums,
-    resolve_source,
-    verify_file,
-)
+from pillm.data.files import DataError, hub_call, pinned, read_checksums, verify_file
+from pillm.data.sources import resolve_source
 
 LOCAL_FILES = {"train": ("sst2/train.tsv", "sst2/dev.tsv"), "validation": ("sst2/test.tsv",)}
 GLUE_SIZES = {"train": 67_349, "validation": 872}

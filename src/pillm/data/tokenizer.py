@@ -23,7 +23,8 @@ def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
 
     Both read the same two files (``vocab.json``, ``merges.txt``); the hub's are downloaded at
     the revision pinned in ``HUB_DATASETS["gpt2-tokenizer"]``."""
-    from pillm.data.sources import hub_call, pinned, read_checksums, resolve_source, verify_file
+    from pillm.data.files import hub_call, pinned, read_checksums, verify_file
+    from pillm.data.sources import resolve_source
 
     source, local_dir = resolve_source(source, local_dir)
     if source == "local":

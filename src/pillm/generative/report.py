@@ -11,7 +11,8 @@ from pathlib import Path
 import polars as pl
 
 from pillm.paper.latex import MISSING, fmt_num, fmt_sig, macro_name, tex_escape
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
 DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10"}

@@ -19,7 +19,8 @@ import polars as pl
 from scipy import stats
 
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import ci95, read_runs, stack_parquet, summarise, write_parquet
 from pillm.plan import VARIANTS
 

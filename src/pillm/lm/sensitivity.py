@@ -26,7 +26,8 @@ import polars as pl
 
 from pillm.core.records import read_records
 from pillm.paper.latex import MISSING, fmt_num, fmt_range, fmt_sci
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import write_parquet
 from pillm.plan import sensitivity_points
 from pillm.settings import SensitivityConfig

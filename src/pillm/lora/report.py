@@ -17,7 +17,8 @@ from pathlib import Path
 import polars as pl
 
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std, tex_escape
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order

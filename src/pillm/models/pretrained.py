@@ -114,7 +114,7 @@ def load_hub(name: str, hub_id: str) -> ProbeModel:
     """From the local Hugging Face cache if there, else the hub (failing fast when offline)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pillm.data.sources import hub_reachable
+    from pillm.data.files import hub_reachable
 
     def load(local_only: bool) -> tuple:
         kw = dict(local_files_only=local_only)

@@ -31,7 +31,8 @@ import yaml
 from pillm.core.records import write_text
 from pillm.lm.sensitivity import loss_share  # (L_uni - L_v) / (L_uni - L_full)
 from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import ci95, write_parquet
 from pillm.plan import VARIANTS
 

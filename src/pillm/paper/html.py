@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from pillm.paper.report import LongTable, Table
+from pillm.paper.table import LongTable, Table
 
 _COMMANDS = {"textbf": "b", "mathbf": "b", "emph": "i", "textit": "i", "underline": "u"}
 _SYMBOLS = {

@@ -14,7 +14,8 @@ from typing import Any
 import polars as pl
 
 from pillm.paper.latex import MISSING
-from pillm.paper.report import LongTable, Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 from pillm.probe.macros import probe_macros
 from pillm.probe.rows import ProbeReport

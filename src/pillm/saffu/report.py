@@ -17,7 +17,8 @@ from typing import Any
 import polars as pl
 
 from pillm.paper.latex import MISSING, fmt_num, fmt_pm, tex_escape
-from pillm.paper.report import Table, render_report
+from pillm.paper.report import render_report
+from pillm.paper.table import Table
 from pillm.paper.tidy import concat_parquet, read_runs, summarise, write_parquet
 
 GROUP = ["variant", "init", "agg", "block", "radius", "corpus", "tokenizer", "data_policy"]
