@@ -226,7 +226,7 @@ def pinned(key: str) -> HubDataset:
     if not h.revision:
         raise DataError(
             f"hub source {key!r} ({h.repo_id}) has no pinned revision in "
-            f"pillm.data.sources.HUB_DATASETS, and hub loads are pinned. Online, resolve one with "
+            f"pillm.data.files.HUB_DATASETS, and hub loads are pinned. Online, resolve one with "
             f"{pin_command(key)} and set it there; offline, set data.local_dir to the mirror "
             "(e.g. ../shared/data)."
         )
