@@ -262,8 +262,3 @@ def hub_call(what: str, fn, *args, **kwargs):
             "SHA256SUMS, e.g. ../shared/data) with `data.source: auto` or `data.source: local` "
             "(or pass --config data='{source: local, local_dir: ...}')."
         ) from err
-
-
-def hub_reachable(*_args, **_kwargs) -> bool:
-    """Deprecated (models/pretrained.py still calls it): ``not hub_offline()``, no probe."""
-    return not hub_offline()

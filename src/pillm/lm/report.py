@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
+from pillm.lm.sensitivity import loss_share
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
@@ -355,7 +356,7 @@ class LMReport:
         """Loss-based share (L_uni - L_v) / (L_uni - L_full), per seed, then mean and 95 % CI."""
         full = self.loss["baseline"]
         vals = [
-            (self.unigram - self.loss[variant][s]) / (self.unigram - full[s])
+            loss_share(self.unigram, self.loss[variant][s], full[s])
             for s in sorted(set(full) & set(self.loss[variant]))
         ]
         return mean_ci(vals)
@@ -439,16 +440,6 @@ class LMReport:
                 )
         return rows
 
-    def beats_attn_only(self) -> list[str]:
-        """Targets whose paired loss is lower than attention-only's at p < 0.05."""
-        out = []
-        for v in TARGET_VARIANTS:
-            if self.has(v, "attn_only"):
-                d, _, p = self.target_comparison(v, "attn_only")
-                if d < 0 and p is not None and p < 0.05:
-                    out.append(v)
-        return out
-
 
 def mean_ci(xs: list[float]) -> tuple[float | None, float | None]:
     """Mean and 95 % t-interval half-width of per-seed values (None below two values)."""
@@ -511,9 +502,6 @@ def lm_numbers(rep: LMReport) -> dict[str, str]:
     if rep.has("baseline", "ffn_only"):
         s, ss = rep.share("ffn_only")
         out["ShareFfnOnly"] = fmt_pm(100 * s, _s(ss), 1)
-    winners = rep.beats_attn_only()
-    out["NumTargetsBeatAttnOnly"] = str(len(winners))
-    out["TargetsBeatAttnOnly"] = ", ".join(VARIANTS[v].label for v in winners) or "none"
     for v in TARGET_VARIANTS:
         if rep.has(v, "attn_only"):
             d, s, p = rep.target_comparison(v, "attn_only")

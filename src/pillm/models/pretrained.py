@@ -114,7 +114,7 @@ def load_hub(name: str, hub_id: str) -> ProbeModel:
     """From the local Hugging Face cache if there, else the hub (failing fast when offline)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pillm.data.files import hub_reachable
+    from pillm.data.files import hub_offline
 
     def load(local_only: bool) -> tuple:
         kw = dict(local_files_only=local_only)
@@ -124,7 +124,7 @@ def load_hub(name: str, hub_id: str) -> ProbeModel:
     try:
         tok, model = load(local_only=True)
     except OSError:
-        if not hub_reachable():
+        if hub_offline():
             raise ModelUnavailable(
                 f"probe model {name!r} loads {hub_id!r} from the Hugging Face hub, which is not "
                 "reachable, and it is not in the local cache. Online, run once to fill the "
