@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pillm.paper import claims as cl
+from pillm.paper.claim_frame import claim_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "paper" / "templates"
@@ -41,28 +42,28 @@ SPEC = {
     "groups": {"g": {"what": "things"}},
     "names": {"ffn_only": "FFN-only", "attn_only": "attention-only"},
 }  # fmt: skip
-VARIANTS = ["baseline", "attn_only", "ffn_only", "pil_then_attn", "refit", "refit_single8d"]
 
 
-def runs(values: dict[tuple[str, str], list[float]]) -> pl.DataFrame:
-    """A runs.parquet lookalike: {(variant, metric): [value per seed 0, 1, ...]}."""
+def runs(values: dict[tuple[str, str], list[float | None]]) -> pl.DataFrame:
+    """The LM study's claim frame: {(variant, metric): [value per seed 0, 1, ...]} (None: no run)."""
     rows = [
-        {"variant": v, "metric": m, "seed": s, "value": x}
+        {"arm": v, "metric": m, "seed": s, "value": x}
         for (v, m), xs in values.items()
         for s, x in enumerate(xs)
+        if x is not None
     ]
-    return pl.DataFrame(rows)
+    return claim_frame(rows)
 
 
 def claims_file(tmp_path: Path, spec: dict = SPEC) -> Path:
-    path = tmp_path / "claims.yaml"
+    path = tmp_path / "lm.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
 
 def evaluate(tmp_path: Path, values: dict, unigram: float | None = 6.0) -> dict[str, cl.Result]:
-    claims, spec = cl.load_claims(claims_file(tmp_path))
-    return {r.id: r for r in cl.evaluate(claims, spec, runs(values), VARIANTS, unigram)}
+    claims, specs = cl.load_claims([claims_file(tmp_path)])
+    return {r.id: r for r in cl.evaluate(claims, specs, {"lm": runs(values)}, unigram)}
 
 
 def test_claim_holds_with_interval_and_sentence(tmp_path):
@@ -139,13 +140,49 @@ def test_arm_not_run_is_reported_not_dropped(tmp_path):
     r = res["control"]
     assert r.verdict == cl.NOT_RUN and r.missing == "frozen_ffn_attn"
     assert "not run in this build" in r.sentence
-    group = cl.group_sentence("g", list(res.values()), SPEC)
+    group = cl.group_sentence("g", list(res.values()), dict(SPEC, study="lm"))
     assert group.startswith("1 of the 1 things reach a lower test perplexity than attention-only")
 
 
-def test_arm_in_config_without_runs_has_no_common_seeds(tmp_path):
-    r = evaluate(tmp_path, {("ffn_only", "test_ppl"): [228.0]})["ffn_vs_attn"]
+def test_arms_without_a_common_seed_are_not_paired(tmp_path):
+    r = evaluate(tmp_path, {("ffn_only", "test_ppl"): [228.0],
+                            ("attn_only", "test_ppl"): [None, 260.0]})["ffn_vs_attn"]  # fmt: skip
     assert r.verdict == cl.NO_SEEDS and r.n == 0
+
+
+def test_interval_claim_reads_the_study_interval_and_names_its_method(tmp_path):
+    spec = {"metrics": {"rho": {"noun": "Spearman correlation with the swap cost",
+                                "better": "higher", "digits": 2}},
+            "names": {"masked": "masked R\\textsuperscript{2}"},
+            "claims": [{"id": "probe_masked", "metric": "rho", "arms": ["masked", "pooled"],
+                        "test": "interval"},
+                       {"id": "probe_other", "metric": "rho", "arms": ["x", "pooled"],
+                        "test": "interval"}]}  # fmt: skip
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    claims, specs = cl.load_claims([path, claims_file(tmp_path)])
+    assert {c.study for c in claims} == {"probe", "lm"}
+    row = {"a": "masked", "b": "pooled", "metric": "rho", "diff": 0.3, "lo": 0.1, "hi": 0.5,
+           "n": 12, "method": "bootstrap over blocks"}  # fmt: skip
+    frames = {"probe": claim_frame(interval_rows=[row])}
+    res = {r.id: r for r in cl.evaluate(claims, specs, frames)}
+    r = res["probe_masked"]
+    assert r.verdict == cl.HOLDS and (r.ci_lo, r.ci_hi) == (0.1, 0.5) and r.n == 12
+    assert "bootstrap over blocks" in r.sentence and "n = 12" in r.sentence
+    assert r.sentence.startswith("Spearman correlation with the swap cost is higher for masked")
+    assert res["probe_other"].verdict == cl.NOT_RUN  # no interval row for x - pooled
+    assert res["ffn_vs_attn"].verdict == cl.NOT_RUN  # no lm frame in this build
+    row_noise = dict(row, lo=-0.1)
+    r = cl.evaluate(claims, specs, {"probe": claim_frame(interval_rows=[row_noise])})[0]
+    assert r.verdict == cl.INDISTINGUISHABLE and "indistinguishable" in r.sentence
+
+
+def test_claim_ids_are_unique_across_study_files(tmp_path):
+    other = tmp_path / "gen.yaml"
+    first = {k: v for k, v in SPEC["claims"][0].items() if k != "study"}
+    other.write_text(yaml.safe_dump(dict(SPEC, claims=[first])))
+    with pytest.raises(cl.ClaimsError, match="also declared in"):
+        cl.load_claims([claims_file(tmp_path), other])
 
 
 def test_equivalence_inside_and_outside_the_margin(tmp_path):
@@ -178,7 +215,7 @@ def test_share_sum_per_seed(tmp_path):
     ]
     assert r.diff == pytest.approx(sum(sums) / 3) and r.verdict == cl.HOLDS
     assert "not additive" in r.sentence
-    macros = cl.claim_macros([r], SPEC)
+    macros = cl.claim_macros([r], {"lm": dict(SPEC, study="lm")})
     assert macros["ClaimSharesSum"] == cl.fmt_num(100 * (1 + r.diff), 1)
     with pytest.raises(cl.ClaimsError, match="unigram"):
         evaluate(tmp_path, values, unigram=None)
@@ -188,22 +225,23 @@ def test_bad_claims_file_names_the_claim_and_key(tmp_path):
     spec = dict(SPEC, claims=[{"id": "x", "study": "lm", "metric": "test_bpb",
                                "arms": ["a", "b"], "test": "direction"}])  # fmt: skip
     with pytest.raises(cl.ClaimsError, match=r"claims\[0\] \(x\): metric 'test_bpb'"):
-        cl.load_claims(claims_file(tmp_path, spec))
+        cl.load_claims([claims_file(tmp_path, spec)])
     spec = dict(SPEC, claims=[{"id": "x", "study": "lm", "metric": "test_ppl",
                                "arms": ["a", "b"], "test": "equivalence"}])  # fmt: skip
     with pytest.raises(cl.ClaimsError, match="margin"):
-        cl.load_claims(claims_file(tmp_path, spec))
+        cl.load_claims([claims_file(tmp_path, spec)])
 
 
 def job(tmp_path: Path, values: dict, build: str) -> tuple[Path, str]:
     """One claims job into tmp_path/<build>, sharing one history file; returns (dir, flips)."""
     out = tmp_path / build
     out.mkdir()
-    runs(values).write_parquet(out / "runs.parquet")
+    (out / "frames").mkdir()
+    runs(values).write_parquet(out / "frames" / "lm.parquet")
     (out / "meta.json").write_text(json.dumps({"unigram_test_loss": 6.0}))
     cl.claims_job(
-        str(out / "runs.parquet"), str(out / "meta.json"), str(claims_file(tmp_path)),
-        {"name": "t", "variants": VARIANTS}, str(TEMPLATES), str(out / "claims.parquet"),
+        [str(out / "frames" / "lm.parquet")], str(out / "meta.json"), [str(claims_file(tmp_path))],
+        {"name": "t"}, str(TEMPLATES), str(out / "claims.parquet"),
         str(out / "claims.tex"), str(out / "claims_numbers.tex"), str(out / "flips.tex"),
         str(out / "flips.txt"), str(tmp_path / "history" / "claims.jsonl"),
     )  # fmt: skip
@@ -271,7 +309,7 @@ def test_sections_state_directions_only_through_claim_macros(section):
     text = (ROOT / "paper" / "sections" / f"{section}.tex").read_text()
     assert typed_directions(text) == [], (
         f"paper/sections/{section}.tex types a direction word; state it through a \\Claim macro "
-        "from paper/claims.yaml (or add a non-claim use to ALLOWED in tests/test_claims.py)"
+        "from paper/claims/ (or add a non-claim use to ALLOWED in tests/test_claims.py)"
     )
 
 
@@ -284,7 +322,8 @@ def test_scan_catches_a_typed_direction():
 def test_declared_claims_file_loads_and_names_known_variants():
     from pillm.plan import VARIANTS as KNOWN
 
-    claims, spec = cl.load_claims(ROOT / "paper" / "claims.yaml")
-    assert claims, "paper/claims.yaml declares no claims"
-    unknown = {v for c in claims for v in (c.a, c.b, c.reference) if v and v not in KNOWN}
-    assert not unknown, f"paper/claims.yaml names variants pillm.plan does not define: {unknown}"
+    claims, specs = cl.load_claims(sorted((ROOT / "paper" / "claims").glob("*.yaml")))
+    lm = [c for c in claims if c.study == "lm"]
+    assert lm, "paper/claims/lm.yaml declares no claims"
+    unknown = {v for c in lm for v in (c.a, c.b, c.reference) if v and v not in KNOWN}
+    assert not unknown, f"paper/claims/lm.yaml names variants pillm.plan does not define: {unknown}"

@@ -316,12 +316,12 @@ COMMANDS: tuple[Command, ...] = (
     # -- paper
     Command(
         "claims", "pillm.paper.claims:claims_job",
-        "evaluate paper/claims.yaml: claims parquet, macros, appendix table, flip report",
-        (req("--runs"), req("--tokens-meta"), req("--claims"),
-         js(help="{name, variants} (JSON)"), TEMPLATES, req("--out"), req("--table"), NUMBERS,
+        "evaluate paper/claims/*.yaml: claims parquet, macros, appendix table, flip report",
+        (many("--frames"), req("--tokens-meta"), many("--claims"),
+         js(help="{name} (JSON)"), TEMPLATES, req("--out"), req("--table"), NUMBERS,
          req("--flips-tex"), req("--flips-txt"),
          req("--history", "append-only verdict history (not a Snakemake output)")),
-        ("runs", "tokens_meta", "claims", "params", "templates", "out", "table", "numbers",
+        ("frames", "tokens_meta", "claims", "params", "templates", "out", "table", "numbers",
          "flips_tex", "flips_txt", "history"),
         user_errors=("pillm.paper.claims:ClaimsError",),
     ),

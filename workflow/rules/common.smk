@@ -60,6 +60,8 @@ def res(path):
 
 
 LM_VARIANTS = config["lm"]["variants"]
+# The studies that declare claims: one paper/claims/<study>.yaml each (pillm.paper.claims).
+CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
 SEEDS = config["lm"]["seeds"]
 PROBE = config["probe"]
 GEN = config["generative"]

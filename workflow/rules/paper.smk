@@ -14,6 +14,7 @@ rule aggregate:
         curves=res("summary/curves.parquet"),
         solves=res("summary/solves.parquet"),
         samples=res("summary/samples.parquet"),
+        claims=res("summary/claims/lm.parquet"),
     log:
         logfile("aggregate"),
     conda:
@@ -138,9 +139,11 @@ rule figure_width:
 
 rule claims:
     input:
-        runs=rules.aggregate.output.runs,
+        # one frame per claims file: paper/claims/<study>.yaml reads summary/claims/<study>.parquet,
+        # written by that study's aggregate rule
+        frames=[res(f"summary/claims/{study}.parquet") for study in CLAIM_STUDIES],
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
-        claims=source("paper/claims.yaml"),
+        claims=[source(f"paper/claims/{study}.yaml") for study in CLAIM_STUDIES],
         templates=TEMPLATES,
         code=code("claims"),
     output:
@@ -158,11 +161,11 @@ rule claims:
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=lambda w: as_json({"name": config["name"], "variants": LM_VARIANTS}),
+        cfg=lambda w: as_json({"name": config["name"]}),
         template_dir=lambda w, input: parent(input.templates[0]),
         history=res("history/claims.jsonl"),  # append-only, so not an output
     shell:
-        "python -m pillm claims --runs {input.runs} --tokens-meta {input.tokens_meta}"
+        "python -m pillm claims --frames {input.frames} --tokens-meta {input.tokens_meta}"
         " --claims {input.claims} --params {params.cfg:q} --templates {params.template_dir}"
         " --out {output.parquet} --table {output.table} --numbers {output.numbers}"
         " --flips-tex {output.flips_tex} --flips-txt {output.flips_txt}"

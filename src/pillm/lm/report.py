@@ -19,6 +19,7 @@ import polars as pl
 from scipy import stats
 
 from pillm.lm.sensitivity import loss_share
+from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
@@ -255,6 +256,8 @@ def aggregate(
     write_parquet(stack_parquet(solve_paths), out / "solves.parquet")
     write_parquet(read_runs(sample_paths), out / "samples.parquet")
     write_parquet(summarise(runs, {"variant": variants}, seeds), out / "lm.parquet")
+    seed_rows = runs.select(pl.col("variant").alias("arm"), "seed", "metric", "value")
+    write_claim_frame(out / "claims" / "lm.parquet", seed_rows.iter_rows(named=True))
 
 
 # ---- Paired comparisons and macros of the LM study ------------------------------------------

@@ -1,12 +1,15 @@
 """Executable claims: every direction the paper states, evaluated from the summaries.
 
-``paper/claims.yaml`` declares each claim (its metric, two arms and a test); ``evaluate`` pairs
-the two arms seed by seed (the same seed in both), takes the mean difference ``a - b``, a 95 %
-t interval over seeds and, from ``bootstrap.min_seeds`` seeds on, a seeded percentile bootstrap
-of the mean, and counts the seeds whose difference has the mean's sign. A direction is stated
-only where every interval of the record excludes zero; otherwise the sentence says the arms are
-indistinguishable at n seeds (one seed gives no interval, and the sentence says so). An arm the
-config does not run makes the claim "not run", never an error.
+``paper/claims/<study>.yaml`` declares each study's claims (metric, two arms, a test); each study's
+aggregate rule hands over ``summary/claims/<study>.parquet`` (``pillm.paper.claim_frame``).
+``evaluate`` pairs the two arms seed by seed (the same seed in both), takes the mean difference
+``a - b``, a 95 % t interval over seeds and, from ``bootstrap.min_seeds`` seeds on, a seeded
+percentile bootstrap of the mean, and counts the seeds whose difference has the mean's sign; an
+``interval`` claim takes the difference and interval the study computed (over blocks, windows).
+A direction is stated only where every interval of the record excludes zero; otherwise the
+sentence says the arms are indistinguishable at n seeds (one seed gives no interval, and the
+sentence says so). An arm or study the build does not run makes the claim "not run", never an
+error.
 
 ``claims_job`` writes ``summary/claims.parquet`` (one row per claim), the macro file
 (``\\Claim<Id>``: the sentence; ``Diff``, ``CI``, ``Agree``: its numbers), the appendix table
@@ -30,14 +33,15 @@ import yaml
 
 from pillm.core.records import write_text
 from pillm.lm.sensitivity import loss_share  # (L_uni - L_v) / (L_uni - L_full)
+from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
 from pillm.paper.tidy import ci95, write_parquet
 from pillm.plan import VARIANTS
 
-TESTS = ("direction", "equivalence", "share_sum")
-STUDIES = {"lm": "runs.parquet"}  # study -> the summary it reads (one row per variant/seed/metric)
+TESTS = ("direction", "equivalence", "share_sum", "interval")
+BOOTSTRAP = {"min_seeds": 5, "resamples": 10000, "seed": 0}  # a file's bootstrap: overrides these
 
 # Verdicts (the ``verdict`` field); the sentence and the table render from these.
 HOLDS = "holds"  # the direction (or equivalence, or non-additivity) the claim declares
@@ -96,46 +100,54 @@ class Result:
 # ---- the claims file ---------------------------------------------------------------------------
 
 
-def load_claims(path: str | Path) -> tuple[list[Claim], dict[str, Any]]:
-    """The declared claims and the file's settings (metrics, bootstrap, groups)."""
-    spec = yaml.safe_load(Path(path).read_text())
-    metrics = spec.get("metrics") or {}
-    claims, seen = [], set()
-    for i, c in enumerate(spec.get("claims") or []):
-        where = f"{path}: claims[{i}] ({c.get('id', '?')})"
-        for key in ("id", "study", "metric", "arms", "test"):
-            if key not in c:
-                raise ClaimsError(f"{where}: missing key '{key}'")
-        if c["id"] in seen:
-            raise ClaimsError(f"{where}: duplicate id; give each claim its own")
-        seen.add(c["id"])
-        if c["study"] not in STUDIES:
-            raise ClaimsError(f"{where}: study must be one of {sorted(STUDIES)}")
-        if c["test"] not in TESTS:
-            raise ClaimsError(f"{where}: test must be one of {list(TESTS)}")
-        if c["metric"] not in metrics:
-            raise ClaimsError(f"{where}: metric '{c['metric']}' not under metrics: (add it)")
-        if not (isinstance(c["arms"], list) and len(c["arms"]) == 2):
-            raise ClaimsError(f"{where}: arms must be a list of two variant names")
-        if c["test"] == "equivalence" and not isinstance(c.get("margin"), int | float):
-            raise ClaimsError(f"{where}: an equivalence claim needs a numeric 'margin'")
-        if c["test"] == "share_sum" and not c.get("reference"):
-            raise ClaimsError(f"{where}: a share_sum claim needs 'reference' (the full model)")
-        if c.get("group") and c["group"] not in (spec.get("groups") or {}):
-            raise ClaimsError(f"{where}: group '{c['group']}' not under groups:")
-        claims.append(
-            Claim(
-                c["id"],
-                c["study"],
-                c["metric"],
-                *c["arms"],
-                c["test"],
-                c.get("margin"),
-                c.get("reference"),
-                c.get("group"),
-            )  # fmt: skip
-        )
-    return claims, spec
+def load_claims(paths: list[str] | str | Path) -> tuple[list[Claim], dict[str, dict[str, Any]]]:
+    """Every declared claim and each study's settings (metrics, names, groups, bootstrap).
+
+    One file per study: ``paper/claims/<study>.yaml`` declares the claims on that study's frame;
+    the study is the file's stem. Claim ids are unique across files (their macro names are).
+    """
+    claims: list[Claim] = []
+    specs: dict[str, dict[str, Any]] = {}
+    seen: dict[str, str] = {}
+    for path in [paths] if isinstance(paths, str | Path) else paths:
+        study = Path(path).stem
+        spec = yaml.safe_load(Path(path).read_text()) or {}
+        spec["bootstrap"] = {**BOOTSTRAP, **(spec.get("bootstrap") or {})}
+        spec.setdefault("metrics", {})
+        spec["study"] = study
+        if study in specs:
+            raise ClaimsError(f"{path}: a second claims file for study '{study}'")
+        specs[study] = spec
+        for i, c in enumerate(spec.get("claims") or []):
+            claims.append(_claim(c, study, spec, f"{path}: claims[{i}] ({c.get('id', '?')})"))
+            if claims[-1].id in seen:
+                raise ClaimsError(f"{path}: claim id '{claims[-1].id}' is also declared in "
+                                  f"{seen[claims[-1].id]}; give each claim its own")  # fmt: skip
+            seen[claims[-1].id] = str(path)
+    return claims, specs
+
+
+def _claim(c: Mapping[str, Any], study: str, spec: Mapping[str, Any], where: str) -> Claim:
+    for key in ("id", "metric", "arms", "test"):
+        if key not in c:
+            raise ClaimsError(f"{where}: missing key '{key}'")
+    if c.get("study", study) != study:
+        raise ClaimsError(f"{where}: study '{c['study']}' in the file of study '{study}'")
+    if c["test"] not in TESTS:
+        raise ClaimsError(f"{where}: test must be one of {list(TESTS)}")
+    if c["metric"] not in spec["metrics"]:
+        raise ClaimsError(f"{where}: metric '{c['metric']}' not under metrics: (add it)")
+    if not (isinstance(c["arms"], list) and len(c["arms"]) == 2):
+        raise ClaimsError(f"{where}: arms must be a list of two arm names")
+    if c["test"] == "equivalence" and not isinstance(c.get("margin"), int | float):
+        raise ClaimsError(f"{where}: an equivalence claim needs a numeric 'margin'")
+    if c["test"] == "share_sum" and not c.get("reference"):
+        raise ClaimsError(f"{where}: a share_sum claim needs 'reference' (the full model)")
+    if c.get("group") and c["group"] not in (spec.get("groups") or {}):
+        raise ClaimsError(f"{where}: group '{c['group']}' not under groups:")
+    a, b = c["arms"]
+    return Claim(c["id"], study, c["metric"], a, b, c["test"], c.get("margin"),
+                 c.get("reference"), c.get("group"))  # fmt: skip
 
 
 # ---- statistics --------------------------------------------------------------------------------
@@ -199,11 +211,12 @@ def verdict(r: Result) -> str:
 # ---- evaluation --------------------------------------------------------------------------------
 
 
-def per_seed(runs: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
-    """{variant: {seed: value}} of one metric."""
+def per_seed(frame: pl.DataFrame, metric: str) -> dict[str, dict[int, float]]:
+    """{arm: {seed: value}} of one metric from a study's seed rows."""
     out: dict[str, dict[int, float]] = {}
-    for r in runs.filter(pl.col("metric") == metric).iter_rows(named=True):
-        out.setdefault(r["variant"], {})[int(r["seed"])] = float(r["value"])
+    rows = frame.filter(pl.col("b").is_null() & (pl.col("metric") == metric))
+    for r in rows.iter_rows(named=True):
+        out.setdefault(r["a"], {})[int(r["seed"])] = float(r["value"])
     return out
 
 
@@ -224,25 +237,44 @@ def paired_diffs(
     ]
 
 
+def _interval_row(c: Claim, frame: pl.DataFrame) -> dict[str, Any] | None:
+    rows = frame.filter(
+        (pl.col("a") == c.a) & (pl.col("b") == c.b) & (pl.col("metric") == c.metric)
+    )
+    return rows.row(0, named=True) if len(rows) else None
+
+
 def evaluate(
     claims: list[Claim],
-    spec: Mapping[str, Any],
-    runs: pl.DataFrame,
-    variants: list[str],
+    specs: Mapping[str, Mapping[str, Any]],
+    frames: Mapping[str, pl.DataFrame],
     unigram: float | None = None,
 ) -> list[Result]:
-    """Every claim against one study's runs (one row per variant, seed, metric)."""
+    """Every claim against its study's frame (``pillm.paper.claim_frame``)."""
     out = []
     for c in claims:
-        better = spec["metrics"][c.metric]["better"]
-        arms = [c.a, c.b] + ([c.reference] if c.reference else [])
-        r = Result(c.id, c.study, c.metric, c.test, c.a, c.b, better, "", margin=c.margin,
-                   group=c.group or "", missing=", ".join(v for v in arms if v not in variants))  # fmt: skip
-        if not r.missing:
-            seeds, diffs = paired_diffs(c, per_seed(runs, c.metric), unigram)
-            r.seeds = ",".join(map(str, seeds))
-            for key, value in interval(diffs, spec["bootstrap"]).items():
-                setattr(r, key, value)
+        spec = specs[c.study]
+        r = Result(c.id, c.study, c.metric, c.test, c.a, c.b,
+                   spec["metrics"][c.metric]["better"], "", margin=c.margin, group=c.group or "")  # fmt: skip
+        frame = frames.get(c.study)
+        if frame is None:
+            r.missing = f"the {c.study} study"
+        elif c.test == "interval":
+            row = _interval_row(c, frame)
+            if row is None:
+                r.missing = f"{c.a} - {c.b}"
+            else:
+                r.n, r.diff, r.ci_lo, r.ci_hi = row["n"], row["value"], row["lo"], row["hi"]
+                r.ci_method = row["method"]
+        else:
+            values = per_seed(frame, c.metric)
+            arms = [c.a, c.b] + ([c.reference] if c.reference else [])
+            r.missing = ", ".join(v for v in arms if v not in values)
+            if not r.missing:
+                seeds, diffs = paired_diffs(c, values, unigram)
+                r.seeds = ",".join(map(str, seeds))
+                for key, value in interval(diffs, spec["bootstrap"]).items():
+                    setattr(r, key, value)
         r.verdict = verdict(r)
         r.sentence = sentence(r, spec)
         out.append(r)
@@ -257,7 +289,8 @@ def label(variant: str, spec: Mapping[str, Any] | None = None) -> str:
     names = (spec or {}).get("names") or {}
     if variant in names:
         return names[variant]
-    return VARIANTS[variant].label if variant in VARIANTS else tex_escape(variant)
+    lm = (spec or {}).get("study", "lm") == "lm"
+    return VARIANTS[variant].label if lm and variant in VARIANTS else tex_escape(variant)
 
 
 def _digits(r: Result, spec: Mapping[str, Any]) -> int:
@@ -287,7 +320,7 @@ def fmt_ci(r: Result, spec: Mapping[str, Any]) -> str:
 
 
 def fmt_agree(r: Result) -> str:
-    return f"{r.agree}/{r.n}" if r.n else MISSING
+    return f"{r.agree}/{r.n}" if r.n and r.test != "interval" else MISSING
 
 
 def seeds_word(n: int) -> str:
@@ -298,6 +331,9 @@ def evidence(r: Result, spec: Mapping[str, Any]) -> str:
     """'(difference, 95 % CI [lo, hi], k/n seeds)'; for one seed, no interval."""
     if r.ci_lo is None:
         return f"({fmt_diff(r, spec)} at one seed, no interval)"
+    if r.test == "interval":  # the study's own interval: say how it was made and over how many
+        how = tex_escape(r.ci_method)
+        return f"({fmt_diff(r, spec)}, 95\\,\\% CI {fmt_ci(r, spec)}, {how}, n = {r.n})"
     return f"({fmt_diff(r, spec)}, 95\\,\\% CI {fmt_ci(r, spec)}, {fmt_agree(r)} seeds)"
 
 
@@ -309,6 +345,13 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
         return f"{a} vs.\\ {b} was not run in this build ({tex_escape(r.missing)} not configured)"
     if r.verdict == NO_SEEDS:
         return f"{a} and {b} share no seed in this build"
+    if r.test == "interval" and r.verdict in (HOLDS, REVERSED):
+        higher = (r.diff or 0) > 0
+        return (
+            f"{noun} is {'higher' if higher else 'lower'} for {a} than for {b} {evidence(r, spec)}"
+        )
+    if r.test == "interval":
+        return f"{a} and {b} are indistinguishable in {noun} {evidence(r, spec)}"
     if r.test == "share_sum":
         what = f"the loss shares of {a} and {b}"
         if r.verdict == HOLDS:
@@ -358,9 +401,10 @@ def group_sentence(name: str, results: list[Result], spec: Mapping[str, Any]) ->
     return text
 
 
-def claim_macros(results: list[Result], spec: Mapping[str, Any]) -> dict[str, str]:
+def claim_macros(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for r in results:
+        spec = specs[r.study]
         name = macro_name(r.id, prefix="Claim")
         out[name] = r.sentence
         out[f"{name}Diff"] = fmt_diff(r, spec)
@@ -369,19 +413,21 @@ def claim_macros(results: list[Result], spec: Mapping[str, Any]) -> dict[str, st
         out[f"{name}Verdict"] = r.verdict
         if r.test == "share_sum":  # the sum itself, next to its distance from 100 %
             out[f"{name}Sum"] = MISSING if r.diff is None else fmt_num(100 * (1 + r.diff), 1)
-    for g in spec.get("groups") or {}:
-        out[macro_name("group", g, prefix="Claim")] = group_sentence(g, results, spec)
+    for spec in specs.values():
+        for g in spec.get("groups") or {}:
+            members = [r for r in results if r.study == spec["study"]]
+            out[macro_name("group", g, prefix="Claim")] = group_sentence(g, members, spec)
     return out
 
 
-def claims_table(results: list[Result], spec: Mapping[str, Any]) -> Table:
+def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) -> Table:
     rows: list[list[str] | str] = [
         [
             tex_escape(r.id),
-            f"{label(r.a)} $-$ {label(r.b)}",
+            f"{label(r.a, specs[r.study])} $-$ {label(r.b, specs[r.study])}",
             tex_escape(r.metric) + (" (share sum)" if r.test == "share_sum" else ""),
-            fmt_diff(r, spec),
-            fmt_ci(r, spec),
+            fmt_diff(r, specs[r.study]),
+            fmt_ci(r, specs[r.study]),
             fmt_agree(r),
             r.ci_method or MISSING,
             r.verdict,
@@ -393,8 +439,10 @@ def claims_table(results: list[Result], spec: Mapping[str, Any]) -> Table:
         "difference (first arm minus second, the same seed in both; for the share sum, attention's "
         "plus the FFN's loss share minus 100\\,\\%), its 95\\,\\% t interval (and a percentile "
         "bootstrap from "
-        f"{spec['bootstrap']['min_seeds']} seeds), the seeds that agree with the mean's sign and "
-        "the verdict. A direction is stated in the text only where every interval excludes zero.",
+        f"{specs.get('lm', {}).get('bootstrap', BOOTSTRAP)['min_seeds']} seeds), the seeds that agree with the mean's sign and "
+        "the verdict; a claim on an interval the study computed (over blocks or windows) names its "
+        "method in the CI column. A direction is stated in the text only where every interval "
+        "excludes zero.",
         label="tab:claim-checks",
         colspec="lllrlrll",
         header=["Claim", "Arms", "Metric", "Diff.", "95\\,\\% CI", "Agree", "CI", "Verdict"],
@@ -456,9 +504,9 @@ def flips_tex(lines: list[str], had_history: bool) -> str:
 
 
 def claims_job(
-    runs_path: str,
+    frames: list[str],
     tokens_meta: str,
-    claims_path: str,
+    claims: list[str],
     params: dict,
     templates: str,
     out: str,
@@ -468,20 +516,19 @@ def claims_job(
     flips_txt_path: str,
     history: str,
 ) -> None:
-    """Evaluate ``claims_path`` against the LM runs (``runs_path``: summary/runs.parquet); write
-    the claims parquet ``out``, the macros, the table and the flip report.
-
-    ``params``: {"name": config name, "variants": the config's lm.variants}.
+    """Evaluate the claims files ``claims`` (``paper/claims/<study>.yaml``) against the studies'
+    frames ``frames`` (``summary/claims/<study>.parquet``); write the claims parquet ``out``, the
+    macros, the appendix table and the flip report. ``params``: {"name": the config's name}.
     """
-    claims, spec = load_claims(claims_path)
-    runs = pl.read_parquet(runs_path)
+    declared, specs = load_claims(claims)
+    by_study = {Path(p).stem: read_claim_frame(p) for p in frames}
     unigram = json.loads(Path(tokens_meta).read_text()).get("unigram_test_loss")
-    results = evaluate(claims, spec, runs, params["variants"], unigram)
+    results = evaluate(declared, specs, by_study, unigram)
     for r in results:
         print(f"claim {r.id}: {r.verdict} (n={r.n}, diff={r.diff}, ci=[{r.ci_lo}, {r.ci_hi}])")
     write_parquet(pl.DataFrame([asdict(r) for r in results], infer_schema_length=None), out)
-    render_report({table: claims_table(results, spec)}, claim_macros(results, spec), templates,
-                  numbers, "pillm.paper.claims from paper/claims.yaml", prefix="Claim")  # fmt: skip
+    render_report({table: claims_table(results, specs)}, claim_macros(results, specs), templates,
+                  numbers, "pillm.paper.claims from paper/claims/", prefix="Claim")  # fmt: skip
     hist = Path(history)
     prev = last_entry(hist)
     new = snapshot(results)
