@@ -172,6 +172,14 @@ class ProbeGradientConfig(Section):
 
 
 @dataclass(frozen=True)
+class ProbeRowsConfig(Section):
+    """Which captured rows the fits measure (``pillm.probe.masks``); all rows are fitted beside."""
+
+    exclude_positions: tuple[int, ...]  # window positions (0: first; -1: last) left out
+    exclude_special: bool = True  # BOS/EOS/pad/[CLS]/[SEP] rows of the tokenizer left out
+
+
+@dataclass(frozen=True)
 class ProbeConfig(Section):
     """What one ``probe`` job receives: the probe section without ``models`` (the DAG's list)."""
 
@@ -186,6 +194,9 @@ class ProbeConfig(Section):
     bilinear_rank: int
     low_rank_factor: int
     gradient: ProbeGradientConfig
+    rows: ProbeRowsConfig
+    outlier_features: int = 4  # k: output coordinates of largest variance set aside
+    bootstrap_resamples: int = 1000  # R²_lin intervals (over windows), correlations (over blocks)
 
 
 # ---------------------------------------------------------------- generative
