@@ -1,0 +1,78 @@
+"""The n-gram baseline job of the SAFFU study: interpolated Kneser-Ney (pillm.saffu.kneser_ney)
+on the same train windows as the SAFFU runs (every fraction x seed, pillm.saffu.data) and the
+same predicted test tokens, the order chosen on the held-out split. CPU only, torch-free."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pillm.core.records import tidy_records, write_json
+from pillm.models.evaluate import bits_per_byte
+from pillm.saffu.data import train_window
+from pillm.saffu.kneser_ney import KneserNey
+from pillm.settings import KneserNeyConfig
+
+
+def fit_window(
+    train: list[int], valid: list[int], test: list[int], vocab: int, cfg: KneserNeyConfig
+) -> dict[str, float]:
+    """Fit every order on ``train``, pick the lowest held-out loss, score the test tokens."""
+    t0 = time.perf_counter()
+    val = {}
+    for order in cfg.orders:
+        nll, n = KneserNey(train, order, vocab, cfg.discount).nll(valid)
+        val[order] = nll / n
+    best = min(cfg.orders, key=lambda k: val[k])
+    model = KneserNey(train, best, vocab, cfg.discount)
+    nll, n = model.nll(test)
+    out = {
+        "order": float(best), "val_loss": val[best], "test_loss": nll / n,
+        "test_ppl": math.exp(nll / n), "test_nll": nll, "test_predicted": float(n),
+        "order_edge_hit": float(len(cfg.orders) > 1 and best == max(cfg.orders)),
+        "fit_time_s": time.perf_counter() - t0,
+    }  # fmt: skip
+    out.update({f"val_loss_order{k}": v for k, v in val.items()})
+    return out
+
+
+def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str | Path) -> None:
+    """``params``: {kn: the saffu.kn section, fractions, seeds} (pillm.plan.saffu_kn_params).
+    Writes ``metrics.json``: one run per fraction (1.0 always) x seed, variant ``kneser_ney``."""
+    import json
+
+    cfg = KneserNeyConfig.from_dict(params["kn"], "saffu.kn")
+    tokens_dir = Path(tokens_dir)
+    meta = json.loads((tokens_dir / "meta.json").read_text())
+    arrays = {
+        s: np.load(tokens_dir / f"{s}.npy").astype(np.int64) for s in ("train", "valid", "test")
+    }
+    vocab, n_train = meta["vocab_size"], len(arrays["train"])
+    valid, test = arrays["valid"].tolist(), arrays["test"].tolist()
+    fractions = sorted({float(f) for f in params["fractions"]} | {1.0})
+    cache: dict[tuple[int, int], dict[str, float]] = {}
+    records: list[dict[str, Any]] = []
+    for fraction in fractions:
+        for seed in params["seeds"]:
+            offset, length = train_window(n_train, fraction, seed)
+            if (offset, length) not in cache:
+                train = arrays["train"][offset : offset + length].tolist()
+                print(f"kneser-ney: fraction {fraction:g}, seed {seed}: {length} train tokens")
+                cache[(offset, length)] = fit_window(train, valid, test, vocab, cfg)
+            out = dict(cache[(offset, length)])
+            out.update(fraction=fraction, train_tokens=float(length), window_offset=float(offset))
+            out["test_bpb"] = bits_per_byte(
+                out["test_nll"], int(out["test_predicted"]), len(test), meta["bytes"]["test"]
+            )
+            identity = {
+                "experiment": "saffu", "variant": "kneser_ney", "init": "kn", "fraction": fraction,
+                "seed": seed, "corpus": meta["corpus"], "tokenizer": meta["tokenizer"],
+                "data_policy": meta["policy"],
+            }  # fmt: skip
+            context = {"discount": str(cfg.discount), "vocab_size": vocab, "device": "cpu"}
+            records += tidy_records(identity, out, context)
+    write_json(Path(out_dir) / "metrics.json", records)
