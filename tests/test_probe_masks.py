@@ -1,0 +1,244 @@
+"""Row policy, outlier features and bootstrap intervals of the probe (issue #15): synthetic blocks
+whose truth is known, and the special-token ids of every supported family."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    GPT2Config,
+    GPT2TokenizerFast,
+    GPTNeoXConfig,
+    LlamaConfig,
+)
+
+from pillm.core.ridge import GramStats, r2_score_from_stats
+from pillm.models.gpt import GPT, GPTConfig
+from pillm.models.pretrained import SPECIAL_TOKENS, special_token_ids
+from pillm.probe.fit import _with_ones, probe_model, score_windows
+from pillm.probe.intervals import (
+    WindowScores,
+    bootstrap_blocks,
+    bootstrap_r2,
+    rank_corr,
+    rank_corr_diff,
+)
+from pillm.probe.masks import describe, row_mask
+from pillm.probe.variance import excluded_share, outlier_stats
+from pillm.settings import ProbeRowsConfig
+
+D, V, SPECIAL = 16, 50, 3
+POLICY = ProbeRowsConfig(exclude_positions=(0,), exclude_special=True)
+
+
+class _SpikyFFN(nn.Module):
+    """Exactly affine on ordinary rows; on special-token and position-0 rows a large nonlinear
+    output (the attention-sink / [CLS] pattern). The rows' kind comes from the ids the
+    embedding saw, as a real block would infer it from its input."""
+
+    def __init__(self, g: torch.Generator):
+        super().__init__()
+        self.a = torch.randn(D, D, generator=g) / D**0.5
+        self.b = torch.randn(D, generator=g)
+        self.ids: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.a + self.b
+        odd = (self.ids == SPECIAL).clone()
+        odd[:, 0] = True
+        return torch.where(odd[..., None], 40.0 * torch.tanh(3 * x) ** 2, y)
+
+
+def _spiky_model() -> tuple[GPT, _SpikyFFN]:
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=V, context=32, n_layer=1, d_model=D, n_head=2, dropout=0.0))
+    ffn = _SpikyFFN(torch.Generator().manual_seed(1))
+    m.blocks[0].mlp = ffn
+    m.wte.register_forward_pre_hook(lambda _mod, args: setattr(ffn, "ids", args[0]))
+    return m.eval(), ffn
+
+
+def _batches(n: int, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(4, V, (4, 24), generator=g)
+        ids[:, 11] = SPECIAL  # one special token in the middle of each window
+        out.append(ids)
+    return out
+
+
+def test_masked_r2_recovers_the_linear_truth_that_special_rows_hide():
+    model, _ = _spiky_model()
+    mask = row_mask(POLICY, {SPECIAL})
+    (r,) = probe_model(
+        model, _batches(10), holdout_every=5, rank=0, row_mask=mask, outlier_k=2, resamples=300
+    )
+    assert r["r2_lin"] == pytest.approx(1.0, abs=1e-6)  # the block's typical rows: affine
+    assert r["r2_lin_all"] < 0.5  # all rows pooled: the two odd rows per window decide it
+    assert r["excluded_share"] > 0.9  # 2 of 24 rows carry most of the held-out variance
+    assert r["n_excluded_rows"] == 10 * 4 * 2 and r["n_heldout_rows"] == 2 * 4 * 22
+    assert r["r2_lin_lo"] == pytest.approx(1.0, abs=1e-6) == r["r2_lin_hi"]
+    assert r["r2_lin_all_lo"] <= r["r2_lin_all"] <= r["r2_lin_all_hi"] < 0.5 + 0.1
+    assert r["n_heldout_windows"] == 8
+    # the same rows without a policy: one fit, every number equal to the all-rows one
+    (plain,) = probe_model(model, _batches(10), holdout_every=5, rank=0)
+    assert plain["r2_lin"] == pytest.approx(r["r2_lin_all"], abs=1e-9)
+    assert plain["r2_lin_all"] == plain["r2_lin"] and plain["excluded_share"] == 0.0
+
+
+def test_bilinear_probe_and_gradient_rows_follow_the_policy():
+    model, _ = _spiky_model()
+    mask = row_mask(POLICY, {SPECIAL})
+    (r,) = probe_model(model, _batches(10), holdout_every=5, rank=4, row_mask=mask)
+    assert r["r2_bilinear"] == pytest.approx(1.0, abs=1e-6)  # kept rows: nothing left to gain
+    from pillm.probe.run import sample_rows
+
+    rows = sample_rows(model, _batches(10), [0], 10**6, 5, "cpu", mask)
+    x, y = rows[0]
+    assert x.shape[0] == 8 * 4 * 22  # kept rows of the 8 fitting batches
+    assert float(linear_fit_residual(x, y)) < 1e-8  # no odd row among them
+
+
+def linear_fit_residual(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    h = _with_ones(x.double())
+    w = torch.linalg.lstsq(h, y.double()).solution
+    return ((h @ w - y.double()) ** 2).mean()
+
+
+def test_window_scores_reproduce_the_gram_r2_and_bootstrap_brackets_it():
+    model, _ = _spiky_model()
+    (r,) = probe_model(model, _batches(10), holdout_every=5, rank=0)
+    scores, every = score_windows(model, _batches(10), {0: r["W"]}, holdout_every=5)[0]
+    assert every is None and scores.windows == 8 and scores.n.sum() == r["n_heldout_rows"]
+    assert scores.r2() == pytest.approx(r["r2_lin"], abs=1e-9)
+    lo, hi = bootstrap_r2(scores, 500, seed=0)
+    assert lo < r["r2_lin"] < hi
+    assert bootstrap_r2(scores, 500, seed=0) == (lo, hi)  # seeded
+    one = WindowScores(scores.n[:1], scores.s[:1], scores.q[:1], scores.e[:1])
+    assert bootstrap_r2(one, 500) == (None, None)  # one window: no interval
+
+
+def test_outlier_feature_share_and_r2_without_it():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4000, 6, generator=g, dtype=torch.float64)
+    y = x @ torch.randn(6, 5, generator=g, dtype=torch.float64)
+    y = y + torch.randn(4000, 5, generator=g, dtype=torch.float64)  # R² per coordinate < 1
+    y[:, 2] = 100 * x[:, 0]  # an outlier coordinate: huge variance, exactly linear
+    tr, va = GramStats.zeros(7, 5), GramStats.zeros(7, 5)
+    tr.update(_with_ones(x[:3000]), y[:3000])
+    va.update(_with_ones(x[3000:]), y[3000:])
+    w = torch.linalg.lstsq(_with_ones(x[:3000]), y[:3000]).solution
+    r2, per = r2_score_from_stats(w, va)
+    out = outlier_stats(w, tr, va, 1)
+    assert out["outlier_features"] == "2" and out["outlier_share"] > 0.99
+    assert r2 > 0.99  # the pooled R² is the outlier's
+    sse = ((_with_ones(x[3000:]) @ w - y[3000:]) ** 2).sum(0)
+    sst = ((y[3000:] - y[3000:].mean(0)) ** 2).sum(0)
+    rest = [0, 1, 3, 4]
+    assert out["r2_no_outliers"] == pytest.approx(1 - float(sse[rest].sum() / sst[rest].sum()))
+    assert out["r2_no_outliers"] < 0.95
+    assert outlier_stats(w, tr, va, 5)["r2_no_outliers"] is None  # nothing left
+
+
+def test_excluded_share_is_the_excluded_rows_part_of_the_variance():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    y[:5] *= 30
+    kept, excl = GramStats.zeros(1, 3), GramStats.zeros(1, 3)
+    kept.update(torch.ones(95, 1), y[5:])
+    excl.update(torch.ones(5, 1), y[:5])
+    mean = y.mean(0)
+    expect = float(((y[:5] - mean) ** 2).sum() / ((y - mean) ** 2).sum())
+    assert excluded_share(kept, excl) == pytest.approx(expect)
+    assert excluded_share(kept, GramStats.zeros(1, 3)) == 0.0
+
+
+def test_row_mask_positions_special_ids_and_errors():
+    ids = torch.tensor([[5, 3, 7, 9], [3, 8, 8, 2]])
+    keep = row_mask(POLICY, {3, 2})(ids)
+    assert keep.tolist() == [[False, False, True, True], [False, True, True, False]]
+    last = row_mask(ProbeRowsConfig((-1,), exclude_special=False), {3})(ids)
+    assert last.tolist() == [[True, True, True, False]] * 2
+    assert row_mask(ProbeRowsConfig((), exclude_special=False), {3}) is None
+    assert row_mask(ProbeRowsConfig((), exclude_special=True), set()) is None
+    with pytest.raises(ValueError, match="probe.rows.exclude_positions"):
+        row_mask(ProbeRowsConfig((4,)), set())(ids)
+    assert describe(POLICY) == "special+pos0"
+    assert describe(ProbeRowsConfig((), exclude_special=False)) == "all rows"
+
+
+def test_a_policy_that_leaves_no_rows_names_the_key():
+    model, _ = _spiky_model()
+    everything = ProbeRowsConfig(tuple(range(24)))
+    with pytest.raises(ValueError, match="probe.rows"):
+        probe_model(model, _batches(5), holdout_every=5, rank=0, row_mask=row_mask(everything, ()))
+
+
+# ---------------------------------------------------------------- special tokens per family
+
+
+def test_special_ids_of_tiny_random_configs_per_family():
+    assert special_token_ids("gpt2", config=GPT2Config()) == {50256}
+    assert special_token_ids("gpt_neox", config=GPTNeoXConfig()) == {0, 2}
+    assert special_token_ids("llama", config=LlamaConfig()) == {1, 2}
+    assert special_token_ids("bert", config=BertConfig()) == {0}  # pad; [CLS]/[SEP]: tokenizer
+    assert set(SPECIAL_TOKENS) == {"pillm", "gpt2", "gpt_neox", "llama", "bert"}
+    with pytest.raises(ValueError, match="SPECIAL_TOKENS"):
+        special_token_ids("opt")
+
+
+def test_special_ids_of_local_tokenizers(shared_data):
+    gpt2 = GPT2TokenizerFast.from_pretrained(shared_data / "gpt2-tokenizer")
+    assert special_token_ids("gpt2", gpt2) == {50256}
+
+    from pillm.models.pretrained import SMOLLM2_GGUF, _package_dir
+
+    minilm = AutoTokenizer.from_pretrained(_package_dir("minilm") / "model")
+    got = special_token_ids("bert", minilm)
+    assert got == {minilm.cls_token_id, minilm.sep_token_id, minilm.pad_token_id} == {0, 101, 102}
+    assert minilm.unk_token_id not in got and minilm.mask_token_id not in got  # text, not structure
+    smol = AutoTokenizer.from_pretrained(_package_dir("smollm2"), gguf_file=SMOLLM2_GGUF)
+    assert special_token_ids("llama", smol) == {smol.bos_token_id, smol.eos_token_id} == {1, 2}
+    assert smol.unk_token_id not in special_token_ids("llama", smol)
+
+    from pillm.data.tokenizer import EOT, train_bpe
+
+    own = train_bpe("some text to learn a few merges from\n" * 50, 300)
+    assert special_token_ids("pillm", own) == {own.token_to_id(EOT)}
+    ids = torch.tensor([[own.token_to_id(EOT), *own.encode("some text").ids]])
+    assert (
+        row_mask(ProbeRowsConfig((), True), special_token_ids("pillm", own))(ids)[0, 0].item()
+        is False
+    )
+
+
+def test_gpt_neox_tokenizer_special_ids():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<|endoftext|>": 0, "<|padding|>": 1, "a": 2, "b": 3}
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="a")),
+        bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|padding|>",
+    )  # fmt: skip
+    assert special_token_ids("gpt_neox", tok, GPTNeoXConfig(bos_token_id=0, eos_token_id=0)) == {
+        0,
+        1,
+    }
+
+
+# ---------------------------------------------------------------- correlations over blocks
+
+
+def test_block_bootstrap_of_rank_correlations():
+    x = np.arange(12.0)
+    cols = {"a": x, "b": x**2, "noise": np.r_[x[::2], x[1::2]][::-1], "y": 3 * x + 1}
+    est = bootstrap_blocks(cols, rank_corr("a", "y"), 300, seed=0)
+    assert est.value == pytest.approx(1.0) and est.n == 12 and est.lo == pytest.approx(1.0)
+    diff = bootstrap_blocks(cols, rank_corr_diff("b", "noise", "y"), 300, seed=0)
+    assert diff.value > 0 and diff.lo > 0  # b ranks y perfectly, noise does not: paired
+    few = bootstrap_blocks({"a": [1.0, 2.0], "y": [1.0, None]}, rank_corr("a", "y"), 300)
+    assert few.value is None and few.n == 1
