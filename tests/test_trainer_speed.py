@@ -42,7 +42,7 @@ TRAIN = {
     "eval_batch_size": 16,
     "warmup_steps_timing": 2,
 }
-FAST = {"compile": True, "cuda_graphs": True, "ce_chunk": 32}
+FAST = {"compile": True, "cuda_graphs": True, "ce_chunk": 32, "output_layer": "chunked"}
 TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
 
 
@@ -81,9 +81,10 @@ def test_speed_flags_do_not_change_cpu_results(tokens_dir, tmp_path):
 def test_step_options_apply_on_cuda_only():
     fast, plain = TrainConfig.from_dict({**TRAIN, **FAST}), TrainConfig.from_dict(TRAIN)
     assert StepOptions.from_config(fast, "cpu") == StepOptions()
-    assert StepOptions.from_config(fast, "cuda:0") == StepOptions(True, True, 32)
+    assert StepOptions.from_config(fast, "cuda:0") == StepOptions(True, True, 32, "chunked")
     assert StepOptions.from_config(plain, "cuda") == StepOptions()  # keys absent: off
-    assert not StepOptions().fast and StepOptions(ce_chunk=8).fast
+    assert not StepOptions().fast and StepOptions(ce_chunk=8, output_layer="chunked").fast
+    assert StepOptions(output_layer="fused").fast
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 40, 64, 1000])
@@ -146,7 +147,9 @@ def _steps(options: StepOptions, n: int = 4) -> tuple[list[float], dict, dict]:
 def test_fast_step_matches_eager_step_on_cpu():
     """Compiled (traced) forward + chunked CE follow the eager step's trajectory."""
     eager, path0, state0 = _steps(StepOptions())
-    fast, path1, state1 = _steps(StepOptions(compile=True, ce_chunk=24, backend="aot_eager"))
+    fast, path1, state1 = _steps(
+        StepOptions(compile=True, ce_chunk=24, output_layer="chunked", backend="aot_eager")
+    )
     assert path0 == {"compiled": 0.0, "cuda_graphs": 0.0}
     assert path1 == {"compiled": 1.0, "cuda_graphs": 0.0}
     assert eager[-1] < eager[0]

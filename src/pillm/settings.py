@@ -82,6 +82,20 @@ class ModelConfig(Section):
     dropout: float
 
 
+OUTPUT_LAYERS = ("dense", "chunked", "fused")  # train.output_layer (lm/train_step.py)
+
+
+def check_output_layer(output_layer: str, ce_chunk: int) -> None:
+    """``train.output_layer`` is one of OUTPUT_LAYERS; ``ce_chunk`` > 0 exactly when chunked."""
+    if output_layer not in OUTPUT_LAYERS:
+        raise ConfigError(f"train.output_layer: {output_layer!r}, expected one of "
+                          f"{', '.join(OUTPUT_LAYERS)}")  # fmt: skip
+    if (output_layer == "chunked") != (ce_chunk > 0):
+        raise ConfigError(f"train.ce_chunk: {ce_chunk} with train.output_layer: {output_layer}; "
+                          "ce_chunk is the rows per chunk of output_layer: chunked (>= 1 there, "
+                          "0 otherwise)")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """AdamW of the LM runs (lm/train.py, lm/train_step.py)."""
@@ -100,7 +114,11 @@ class TrainConfig(Section):
     warmup_steps_timing: int
     compile: bool = False  # CUDA only
     cuda_graphs: bool = False  # CUDA only
-    ce_chunk: int = 0  # CUDA only; 0 off
+    ce_chunk: int = 0  # CUDA only: rows per chunk of output_layer "chunked" (0 otherwise)
+    output_layer: str = "dense"  # CUDA only: one of OUTPUT_LAYERS (lm/train_step.py)
+
+    def __post_init__(self) -> None:
+        check_output_layer(self.output_layer, self.ce_chunk)
 
 
 @dataclass(frozen=True)

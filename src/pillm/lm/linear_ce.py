@@ -15,33 +15,49 @@ from __future__ import annotations
 import torch
 
 
+def loss_and_grads(
+    h: torch.Tensor,
+    w: torch.Tensor,
+    targets: torch.Tensor,
+    chunk: int,
+    compute_dtype: torch.dtype,
+    need_h: bool = True,
+    need_w: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(mean loss, dL/dh in h's dtype or None, dL/dw float32 or None), ``chunk`` rows at a time.
+
+    ``h``: (N, d), ``w``: (V, d), ``targets``: (N,). No autograd: the gradients are computed."""
+    n = h.shape[0]
+    stat = torch.float64 if compute_dtype == torch.float64 else torch.float32
+    hc, wc = h.to(compute_dtype), w.to(compute_dtype)
+    dh = torch.empty_like(h) if need_h else None
+    dw = torch.zeros(w.shape, dtype=stat, device=w.device) if need_w else None
+    total = torch.zeros((), dtype=stat, device=h.device)
+    cols = torch.arange(w.shape[0], device=h.device)
+    for s in range(0, n, chunk):
+        hs, ts = hc[s : s + chunk], targets[s : s + chunk]
+        logits = (hs @ wc.t()).to(stat)  # (n_c, V): as the unfused head's logits.float()
+        lse = torch.logsumexp(logits, dim=-1)  # (n_c,)
+        total = total + (lse - logits.gather(1, ts[:, None]).squeeze(1)).sum()
+        if need_h or need_w:
+            p = torch.exp(logits - lse[:, None])  # softmax
+            # dL/dlogits of the mean loss; pointwise (no scatter), so a compiler fuses it
+            g = (torch.where(cols == ts[:, None], p - 1.0, p) / n).to(compute_dtype)
+            if need_h:
+                dh[s : s + chunk] = (g @ wc).to(h.dtype)
+            if need_w:
+                dw += (g.t() @ hs).to(stat)
+    return total / n, dh, dw
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w, targets, chunk: int, compute_dtype: torch.dtype):  # noqa: D102
-        n = h.shape[0]
-        stat = torch.float64 if compute_dtype == torch.float64 else torch.float32
-        hc, wc = h.to(compute_dtype), w.to(compute_dtype)
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dh = torch.empty_like(h) if need_h else None
-        dw = torch.zeros(w.shape, dtype=stat, device=w.device) if need_w else None
-        total = torch.zeros((), dtype=stat, device=h.device)
-        cols = torch.arange(w.shape[0], device=h.device)
-        for s in range(0, n, chunk):
-            hs, ts = hc[s : s + chunk], targets[s : s + chunk]
-            logits = (hs @ wc.t()).to(stat)  # (n_c, V): as the unfused head's logits.float()
-            lse = torch.logsumexp(logits, dim=-1)  # (n_c,)
-            total = total + (lse - logits.gather(1, ts[:, None]).squeeze(1)).sum()
-            if need_h or need_w:
-                p = torch.exp(logits - lse[:, None])  # softmax
-                # dL/dlogits of the mean loss; pointwise (no scatter), so a compiler fuses it
-                g = (torch.where(cols == ts[:, None], p - 1.0, p) / n).to(compute_dtype)
-                if need_h:
-                    dh[s : s + chunk] = (g @ wc).to(h.dtype)
-                if need_w:
-                    dw += (g.t() @ hs).to(stat)
+        loss, dh, dw = loss_and_grads(h, w, targets, chunk, compute_dtype, need_h, need_w)
         ctx.w_dtype = w.dtype
         ctx.save_for_backward(dh, dw)
-        return total / n
+        return loss
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102

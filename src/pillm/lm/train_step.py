@@ -9,8 +9,10 @@ metrics stay bit-identical whatever the keys say):
 - ``cuda_graphs``: after ``GRAPH_WARMUP`` eager steps, the whole step (forward, backward,
   gradient clip, fused AdamW with ``capturable=True`` and the learning rate as a device tensor)
   is captured once into a CUDA graph and replayed: one launch per step, no host sync;
-- ``ce_chunk``: the output layer and cross-entropy fused in row chunks (``linear_ce``), so the
-  (tokens x vocab) logits are never materialised at once.
+- ``output_layer``: how the output layer and cross-entropy run: ``dense`` (the model's own
+  logits, then ``F.cross_entropy``), ``chunked`` (``linear_ce``, ``ce_chunk`` rows at a time, so
+  the (tokens x vocab) logits never exist at once) or ``fused`` (``fused_ce``: Triton kernels
+  that keep the logits on chip, for the small model width of the paper).
 
 If compiling or capturing fails (e.g. a variant's module that Dynamo or graph capture cannot
 handle) the step falls back, warns on stderr, and ``path()`` reports what actually ran, which
@@ -25,9 +27,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from pillm.lm.fused_ce import fused_linear_cross_entropy
 from pillm.lm.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
-from pillm.settings import TrainConfig
+from pillm.settings import TrainConfig, check_output_layer
 
 GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state, cuBLAS handles)
 
@@ -36,23 +39,29 @@ GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state
 class StepOptions:
     compile: bool = False
     cuda_graphs: bool = False
-    ce_chunk: int = 0  # rows per output-layer chunk; 0: plain F.cross_entropy on full logits
+    ce_chunk: int = 0  # rows per chunk of output_layer "chunked"
+    output_layer: str = "dense"  # dense | chunked | fused (pillm.settings.OUTPUT_LAYERS)
     backend: str | Callable = "inductor"  # torch.compile backend (tests: "aot_eager", no codegen)
+
+    def __post_init__(self) -> None:
+        check_output_layer(self.output_layer, self.ce_chunk)
 
     @classmethod
     def from_config(cls, train_cfg: TrainConfig, device: str) -> StepOptions:
-        """The ``train.compile / cuda_graphs / ce_chunk`` keys on CUDA; all off elsewhere."""
+        """The ``train.compile / cuda_graphs / ce_chunk / output_layer`` keys on CUDA; all off
+        elsewhere."""
         if not device.startswith("cuda"):
             return cls()
         return cls(
             compile=train_cfg.compile,
             cuda_graphs=train_cfg.cuda_graphs,
             ce_chunk=train_cfg.ce_chunk,
+            output_layer=train_cfg.output_layer,
         )
 
     @property
     def fast(self) -> bool:
-        return self.compile or self.cuda_graphs or self.ce_chunk > 0
+        return self.compile or self.cuda_graphs or self.output_layer != "dense"
 
 
 def make_optimizer(
@@ -89,7 +98,8 @@ class TrainStep:
         if options.cuda_graphs and not device.startswith("cuda"):
             raise ValueError(f"train.cuda_graphs needs a CUDA device, got {device!r}")
         self.model, self.device, self.options = model, device, options
-        self.ce_chunk = options.ce_chunk  # a plain int: what the compiled loss guards on
+        self.ce_chunk = options.ce_chunk  # plain values: what the compiled loss guards on
+        self.output_layer = options.output_layer
         self.clip = float(train_cfg.grad_clip)
         self.amp = torch.bfloat16 if device.startswith("cuda") else None
         self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
@@ -114,15 +124,13 @@ class TrainStep:
         return torch.autocast(kind, dtype=self.amp, enabled=self.amp is not None)
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.ce_chunk <= 0:
+        if self.output_layer == "dense":
             return self.model(x, y)[1]
-        return linear_cross_entropy(
-            self.model.hidden(x),
-            self.model.lm_head.weight,
-            y,
-            chunk=self.ce_chunk,
-            compute_dtype=self.amp or self.model.lm_head.weight.dtype,
-        )
+        w = self.model.lm_head.weight
+        dtype = self.amp or w.dtype
+        if self.output_layer == "fused":
+            return fused_linear_cross_entropy(self.model.hidden(x), w, y, compute_dtype=dtype)
+        return linear_cross_entropy(self.model.hidden(x), w, y, self.ce_chunk, dtype)
 
     def _eager(self, chunk: torch.Tensor, lr: float) -> torch.Tensor:
         """The reference step: exactly the operations (and order) of the original loop."""

@@ -1,0 +1,171 @@
+"""The fused output layer (pillm.lm.fused_ce) against F.cross_entropy(h @ w.T): values and the
+gradients of h and w, in float32 and bf16.
+
+Three paths: the op's torch path (CPU without the interpreter; always runs), the Triton kernels
+under the Triton interpreter (CPU tensors, a subprocess with TRITON_INTERPRET=1; skipped with a
+reason where Triton is not installed) and the compiled kernels on a GPU (skipped with a reason
+without CUDA). The train step with ``output_layer: fused`` follows the eager step on the CPU,
+compiled or not.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pillm.lm import fused_ce
+from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
+from pillm.lm.train_step import StepOptions, TrainStep
+from pillm.models.gpt import GPT, GPTConfig
+from pillm.plan import ConfigError
+from pillm.settings import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+# small tiles so a few rows and columns give several blocks, slices to merge and masked edges
+INTERPRETER_BLOCKS = "lse_m=16,lse_n=32,dx_m=16,dx_n=32,dw_m=16,dw_n=32"
+TOL = {torch.float32: (1e-5, 1e-6), torch.bfloat16: (2e-2, 2e-3)}  # (rtol, atol) of gradients
+
+
+def _case(n: int, v: int, d: int, seed: int, device: str = "cpu"):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=g)
+    w = 0.3 * torch.randn(v, d, generator=g)
+    y = torch.randint(0, v, (n,), generator=g)
+    y[0], y[-1] = 0, v - 1  # the first and the last class (a masked tile's edge)
+    return h.to(device), w.to(device), y.to(device)
+
+
+def _check(h, w, y, dtype, upstream: float = 2.5) -> None:
+    """Loss and both gradients of the fused op vs the dense head in the same matmul dtype."""
+    h1, w1 = h.clone().requires_grad_(), w.clone().requires_grad_()
+    loss = fused_linear_cross_entropy(h1, w1, y, compute_dtype=dtype)
+    (upstream * loss).backward()
+    h2, w2 = h.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = F.cross_entropy((h2.to(dtype) @ w2.to(dtype).T).float(), y)
+    (upstream * ref).backward()
+    assert loss.dtype == torch.float32 and h1.grad.dtype == h.dtype and w1.grad.dtype == w.dtype
+    # the dense head rounds bf16 logits before the softmax; the kernels keep them in float32
+    rtol = 1e-6 if dtype == torch.float32 else 1e-3
+    assert loss.item() == pytest.approx(ref.item(), rel=rtol)
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(h1.grad, h2.grad, rtol=rtol, atol=atol)
+    torch.testing.assert_close(w1.grad, w2.grad, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_torch_path_matches_cross_entropy(dtype):
+    assert not fused_ce.uses_kernels(torch.device("cpu")) or fused_ce.interpreting()
+    _check(*_case(70, 300, 40, seed=0), dtype)
+
+
+def test_batched_shapes_frozen_head_and_no_grad():
+    h, w, y = _case(15, 50, 8, seed=1)
+    hb = h.view(3, 5, 8).requires_grad_()  # (B, T, d) as the model gives it
+    loss = fused_linear_cross_entropy(hb, w, y.view(3, 5))  # w frozen: only dL/dh
+    (grad,) = torch.autograd.grad(loss, hb)
+    ref = F.cross_entropy(h @ w.T, y)
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
+    hg = h.clone().requires_grad_()
+    (ref_grad,) = torch.autograd.grad(F.cross_entropy(hg @ w.T, y), hg)
+    torch.testing.assert_close(grad.view(15, 8), ref_grad, rtol=1e-5, atol=1e-7)
+    with torch.no_grad():
+        assert fused_linear_cross_entropy(h, w, y).item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_bad_input_is_named():
+    h, w, y = _case(4, 5, 3, seed=2)
+    with pytest.raises(ValueError, match="targets"):
+        fused_linear_cross_entropy(h, w, y[:3])
+    with pytest.raises(ValueError, match="output layer"):
+        fused_linear_cross_entropy(h, w[:, :2], y)
+    with pytest.raises(ValueError, match="dx_m"):
+        Blocks.parse("dx_m=big")
+    assert Blocks.parse("dx_m=128,warps=4") == Blocks(dx_m=128, warps=4)
+
+
+def _interpreter_check() -> None:
+    """Run by the subprocess below (TRITON_INTERPRET=1): the Triton kernels on CPU tensors."""
+    assert fused_ce.uses_kernels(torch.device("cpu")), "the interpreter did not engage"
+    for n, v, d in ((45, 300, 40), (70, 60, 24)):  # width not a power of 2; row/vocab slices
+        for dtype in (torch.float32, torch.bfloat16):
+            _check(*_case(n, v, d, seed=n), dtype)
+    print("interpreter ok")
+
+
+def test_triton_kernels_match_cross_entropy_in_the_interpreter():
+    if not fused_ce.triton_available():
+        pytest.skip("Triton is not installed (pip install triton): the kernels' interpreter "
+                    "test cannot run here; the torch path is tested above")  # fmt: skip
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PILLM_FUSED_CE_BLOCKS": INTERPRETER_BLOCKS}
+    code = "from tests.test_fused_ce import _interpreter_check; _interpreter_check()"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "interpreter ok" in out.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_kernels_on_gpu_at_the_paper_width(dtype):
+    """d = 256, vocabulary 50,304, a batch of 32 x 128 tokens and a ragged one."""
+    assert fused_ce.uses_kernels(torch.device("cuda"))
+    for n in (4096, 1000):
+        _check(*_case(n, 50304, 256, seed=n, device="cuda"), dtype)
+
+
+# ----------------------------------------------------------------------------- the train step
+MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.0}
+TRAIN = {
+    "epochs": 1,
+    "batch_size": 8,
+    "lr": 3e-3,
+    "betas": [0.9, 0.95],
+    "weight_decay": 0.1,
+    "warmup_frac": 0.1,
+    "min_lr_frac": 0.1,
+    "grad_clip": 1.0,
+    "max_steps": 25,
+    "eval_every": 10,
+    "eval_batch_size": 16,
+    "warmup_steps_timing": 2,
+}
+
+
+def _steps(options: StepOptions, n: int = 4):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, **MODEL))
+    step = TrainStep(model, TrainConfig.from_dict(TRAIN), "cpu", options)
+    chunk = torch.randint(0, 64, (8, 17), generator=torch.Generator().manual_seed(1))
+    losses = [step(chunk, 1e-3 * (i + 1)).item() for i in range(n)]
+    return losses, step.path(), model.state_dict()
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_fused_step_follows_the_eager_step(compile):
+    """The op in the step (tied head: the gradient reaches the embedding too), traced by Dynamo
+    as one opaque custom op when compiled."""
+    eager, _, state0 = _steps(StepOptions())
+    opts = StepOptions(compile=compile, output_layer="fused", backend="aot_eager")
+    fused, path, state1 = _steps(opts)
+    assert path == {"compiled": float(compile), "cuda_graphs": 0.0}  # no fallback happened
+    assert eager[-1] < eager[0]
+    np.testing.assert_allclose(fused, eager, rtol=1e-5)
+    for k, v in state0.items():
+        torch.testing.assert_close(state1[k], v, rtol=1e-4, atol=1e-5)
+
+
+def test_output_layer_keys_are_checked():
+    with pytest.raises(ConfigError, match="train.output_layer"):
+        TrainConfig.from_dict({**TRAIN, "output_layer": "sparse"}, "train")
+    with pytest.raises(ConfigError, match="train.ce_chunk"):
+        TrainConfig.from_dict({**TRAIN, "output_layer": "chunked"}, "train")  # no rows
+    with pytest.raises(ConfigError, match="train.ce_chunk"):
+        TrainConfig.from_dict({**TRAIN, "ce_chunk": 512}, "train")  # rows, but dense
+    cfg = TrainConfig.from_dict({**TRAIN, "output_layer": "fused"}, "train")
+    assert StepOptions.from_config(cfg, "cuda:0").output_layer == "fused"
+    assert StepOptions.from_config(cfg, "cpu") == StepOptions()  # CPU: the eager step
