@@ -4,12 +4,13 @@ One process, one device, one frozen base model. First a warm-up (a small PIL fit
 steps, excluded). Then, timed with the clock synchronised:
 
 1. PIL-LoRA (``lora.fit_closed_form``: streamed float64 Gram of the random GELU features on the
-   fit rows and the λ-selection rows, then one ridge solve) and the plain ridge readout, at 1x
+   fit rows and the dev rows (which pick λ), then one ridge solve) and the plain ridge readout, at 1x
    and ``--scale`` x the fit rows: validation accuracy (the 872 GLUE validation sentences), fit
    time, peak memory. The solve streams, so memory must not grow with the rows.
 2. LoRA (``lora.fit_lora``: peft adapters + linear head, AdamW) evaluated every ``--eval-every``
-   steps (clock stopped meanwhile) until it first reaches PIL-LoRA's accuracy or runs out of
-   ``--max-steps``: the training time it needed, the steps, and its peak memory.
+   steps on the dev split (clock stopped meanwhile) until it first reaches PIL-LoRA's dev
+   accuracy or runs out of ``--max-steps``: the training time it needed, the steps, its
+   validation accuracy and its peak memory.
 
 Peak memory: GPU: peak allocated during the fit; CPU: peak RSS growth over the RSS before it,
 sampled every 5 ms. Printed as a table with ratios, optionally saved as JSON.
@@ -94,7 +95,9 @@ def random_own(device: str) -> BaseModel:
 
 def main() -> None:
     section = yaml.safe_load(Path("config/config.yaml").read_text())["lora"]
-    cfg = LoraConfig.from_dict({k: v for k, v in section.items() if k != "models"}, "lora")
+    cfg = LoraConfig.from_dict(
+        {k: v for k, v in section.items() if k not in ("models", "seeds")}, "lora"
+    )
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="pillm", help="pillm or minilm")
     ap.add_argument("--checkpoint", help="pillm: model.pt (random init without it)")
@@ -102,14 +105,15 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data", default="../shared/data", help="the offline mirror (data.local_dir)")
     ap.add_argument("--n-train", type=int, default=cfg.n_train)
-    ap.add_argument("--n-select", type=int, default=cfg.n_select)
+    ap.add_argument("--n-dev", type=int, default=cfg.n_dev)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale", type=int, default=4, help="second PIL fit on this many x rows")
     ap.add_argument("--max-len", type=int, default=cfg.max_len)
     ap.add_argument("--batch-size", type=int, default=cfg.batch_size)
     ap.add_argument("--pil-rank", type=int, default=cfg.pil_rank)
     ap.add_argument("--max-steps", type=int, default=2000)
     ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--lr", type=float, default=cfg.lr)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--train-batch-size", type=int, default=cfg.train_batch_size)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", help="write the results as JSON here")
@@ -123,7 +127,7 @@ def main() -> None:
     if a.model == "pillm" and not a.checkpoint:
         base = random_own(device)
     else:
-        base = load_base("pillm-s0" if a.model == "pillm" else a.model, a.checkpoint, a.tokenizer)
+        base = load_base(f"{a.model}-s{a.seed}", a.checkpoint, a.tokenizer)
     base.model.to(device)
     val = splits["validation"]
     val_ids = base.tokenize(val.sentences, a.max_len)
@@ -132,50 +136,55 @@ def main() -> None:
         return float((predict(val_ids) == val.labels).mean())
 
     def data(n_train: int):
-        fit, sel = split_train(splits["train"], n_train, a.n_select, cfg.seed)
+        fit, sel = split_train(splits["train"], n_train, a.n_dev, a.seed)
         return ((base.tokenize(fit.sentences, a.max_len), fit.labels),
                 (base.tokenize(sel.sentences, a.max_len), sel.labels))  # fmt: skip
 
     def pil(fit, sel, rank: int) -> dict:
         with PeakMemory(device) as mem:
             res = fit_closed_form(base, fit, sel, rank, cfg.lambdas, cfg.kappa_max,
-                                  cfg.seed, a.batch_size, device)  # fmt: skip
+                                  a.seed, a.batch_size, device)  # fmt: skip
+        dev_acc = float((res.predict(sel[0]) == sel[1]).mean())
         return {"fit_s": res.fit_seconds, "capture_s": res.metrics["capture_seconds"],
                 "solve_s": res.metrics["solve_seconds"], "acc": evaluate(res.predict),
+                "dev_acc": dev_acc,
                 "peak_mb": mem.mb, "growth_mb": mem.growth_mb, "rows": len(fit[0])}  # fmt: skip
 
-    lcfg = replace(cfg, steps=a.max_steps, eval_every=a.eval_every, lr=a.lr,
+    lcfg = replace(cfg, max_steps=a.max_steps, eval_every=a.eval_every, patience=10**9,
                    train_batch_size=a.train_batch_size, batch_size=a.batch_size)  # fmt: skip
     fit, sel = data(a.n_train)
     small = (fit[0][:256], fit[1][:256])  # warm-up: kernels, allocator, BLAS threads
     fit_closed_form(base, small, small, a.pil_rank, [1e-3], 1e10, 0, a.batch_size, device)
-    fit_lora(base, small, replace(lcfg, steps=3, eval_every=0), 0, device)
+    fit_lora(base, small, small, replace(lcfg, max_steps=3, eval_every=3), a.lr, 0, device)
     out = {"pil_lora": pil(fit, sel, a.pil_rank), "ridge": pil(fit, sel, 0)}
     if a.scale > 1:
         big_fit, big_sel = data(a.n_train * a.scale)
         out[f"pil_lora_x{a.scale}"] = pil(big_fit, big_sel, a.pil_rank)
-    target = out["pil_lora"]["acc"]
+    target = out["pil_lora"]["dev_acc"]  # on the dev split, as every choice in the pipeline
     with PeakMemory(device) as mem:
-        res = fit_lora(base, fit, lcfg, cfg.seed, device, evaluate, target=target)
+        res = fit_lora(base, fit, sel, lcfg, a.lr, a.seed, device, target=target)
     last = res.curve[-1]
-    out["lora"] = {"fit_s": last["fit_seconds"], "acc": last["accuracy"], "steps": last["step"],
-                   "reached": last["accuracy"] >= target, "peak_mb": mem.mb,
+    out["lora"] = {"fit_s": last["fit_seconds"], "acc": evaluate(res.predict),
+                   "dev_acc": last["dev_accuracy"], "steps": last["step"],
+                   "reached": last["dev_accuracy"] >= target, "peak_mb": mem.mb,
                    "growth_mb": mem.growth_mb, "curve": res.curve}  # fmt: skip
     prov = provenance(device)
     print(f"\n{base.label} on {prov['device_name']}, torch {prov['torch']}; fit rows "
-          f"{a.n_train:,}, λ-selection rows {a.n_select:,}, max_len {a.max_len}, "
+          f"{a.n_train:,}, dev rows {a.n_dev:,}, max_len {a.max_len}, "
           f"PIL rank {a.pil_rank}, LoRA r={cfg.lora_rank} lr={a.lr} "
           f"batch {a.train_batch_size}")  # fmt: skip
-    print(f"{'method':<26}{'rows':>8}{'val acc':>9}{'fit s':>10}{'peak MiB':>10}{'growth':>9}")
+    print(f"{'method':<26}{'rows':>8}{'dev acc':>9}{'val acc':>9}{'fit s':>10}{'peak MiB':>10}"
+          f"{'growth':>9}")  # fmt: skip
     for name, r in out.items():
         rows = r.get("rows", a.n_train)
-        print(f"{name:<26}{rows:>8,}{100 * r['acc']:>8.1f}%{r['fit_s']:>10.3f}"
+        print(f"{name:<26}{rows:>8,}{100 * r['dev_acc']:>8.1f}%{100 * r['acc']:>8.1f}%"
+              f"{r['fit_s']:>10.3f}"
               f"{r['peak_mb']:>10.0f}{r['growth_mb']:>9.0f}")  # fmt: skip
     p, lo = out["pil_lora"], out["lora"]
-    verdict = (f"reached PIL-LoRA's {100 * target:.1f}% after {lo['steps']} steps"
+    verdict = (f"reached PIL-LoRA's {100 * target:.1f}% dev accuracy after {lo['steps']} steps"
                if lo["reached"] else
-               f"did NOT reach PIL-LoRA's {100 * target:.1f}% in {lo['steps']} steps "
-               f"(best {100 * max(c['accuracy'] for c in lo['curve']):.1f}%)")  # fmt: skip
+               f"did NOT reach PIL-LoRA's {100 * target:.1f}% dev accuracy in {lo['steps']} "
+               f"steps (best {100 * max(c['dev_accuracy'] for c in lo['curve']):.1f}%)")  # fmt: skip
     print(f"\nLoRA {verdict}: {lo['fit_s']:.3f} s of training")
     print(f"LoRA time / PIL-LoRA fit time: {lo['fit_s'] / p['fit_s']:.1f}x"
           f"{'' if lo['reached'] else ' (a lower bound)'}")  # fmt: skip

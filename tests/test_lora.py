@@ -3,6 +3,7 @@
 import json
 import shutil
 import time
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -15,27 +16,32 @@ from transformers import BertConfig, BertModel
 from pillm.core.ridge import GramStats, solve_ridge
 from pillm.data.files import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
-from pillm.lora.base import BaseModel
+from pillm.lora.base import BaseModel, split_name
 from pillm.lora.figures import lora_figure
 from pillm.lora.methods import (
     ClosedFormHead,
+    EarlyStop,
+    FitResult,
     bucketed_epoch,
     centred_one_hot,
+    choose_lr,
     fit_closed_form,
     fit_lora,
 )
-from pillm.lora.report import LoraReport, aggregate_lora, render_lora_tables
+from pillm.lora.report import LoraReport, aggregate_lora, fmt_sci, render_lora_tables
 from pillm.lora.run import max_abs_diff, run_fits, weights_digest
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.plan import ConfigError, validate_config
+from pillm.paper.claim_frame import read_claim_frame
+from pillm.plan import ConfigError, lora_model_names, validate_config
 from pillm.settings import LoraConfig
 
 from .conftest import REPO
 
 LORA_CFG = dict(
-    seed=0, n_train=64, n_select=32, max_len=8, batch_size=16, pil_rank=64,
+    n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
     lambdas=[1e-6, 1e-4, 1e-2, 1.0], kappa_max=1e10, lora_rank=4, lora_alpha=8,
-    lora_dropout=0.0, steps=12, lr=1e-2, train_batch_size=8, weight_decay=0.0, eval_every=4,
+    lora_dropout=0.0, lrs=[1e-3, 1e-2], max_steps=12, eval_every=4, patience=2,
+    train_batch_size=8, weight_decay=0.0,
 )  # fmt: skip
 LORA = LoraConfig.from_dict({**LORA_CFG, "methods": ["pil_lora", "ridge", "lora"]}, "lora")
 
@@ -142,7 +148,7 @@ def test_split_train_is_seeded_and_disjoint():
     other, _ = split_train(train, 30, 20, seed=4)
     assert len(fit) == 30 and len(sel) == 20 and not set(fit.sentences) & set(sel.sentences)
     assert fit.sentences == again.sentences and fit.sentences != other.sentences
-    assert len(split_train(train, 0, 20, seed=3)[0]) == 80  # 0: every row not selecting λ
+    assert len(split_train(train, 0, 20, seed=3)[0]) == 80  # 0: every row not in the dev split
     with pytest.raises(ValueError, match="lora.n_train"):
         split_train(train, 90, 20, seed=3)
 
@@ -230,16 +236,20 @@ def test_bucketed_epoch_visits_every_sentence_once_with_little_padding():
 def test_lora_trains_only_adapters_and_head(build):
     base = build()
     before = {k: v.clone() for k, v in base.model.state_dict().items()}
-    data = _sentences(64, 0)
+    data = _sentences(96, 0)
     ids = base.tokenize(data.sentences, 8)
-    res = fit_lora(base, (ids, data.labels), LORA, 0, "cpu", lambda p: 0.5)
+    cfg = replace(LORA, patience=99)  # no early stop: every evaluation happens
+    res = fit_lora(base, (ids[:64], data.labels[:64]), (ids[64:], data.labels[64:]), cfg, 1e-2,
+                   0, "cpu")  # fmt: skip
     assert all("lora_" in k or k.startswith("head.") for k in res.weights)
     assert any("lora_A" in k for k in res.weights) and any("lora_B" in k for k in res.weights)
     assert any(float(v.abs().max()) > 0 for k, v in res.weights.items() if "lora_B" in k)
     after = base.model.state_dict()  # the frozen base is never touched (the fit adapts a copy)
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
-    assert [c["step"] for c in res.curve] == [4, 8, 12]
-    assert res.curve[0]["fit_seconds"] < res.curve[-1]["fit_seconds"] == res.fit_seconds
+    assert [c["step"] for c in res.curve] == [4, 8, 12] and res.metrics["steps_run"] == 12
+    assert res.curve[0]["fit_seconds"] < res.curve[-1]["fit_seconds"] == res.metrics["run_seconds"]
+    best = next(c for c in res.curve if c["step"] == res.metrics["best_step"])
+    assert res.fit_seconds == best["fit_seconds"]  # the time to train the kept weights
     targets = ("qkv",) if base.kind == "causal" else ("query", "value")
     assert {k.split(".lora_")[0].rsplit(".", 1)[-1] for k in res.weights if "lora_" in k} == set(
         targets
@@ -250,47 +260,114 @@ def test_lora_trains_only_adapters_and_head(build):
 def test_reruns_with_one_seed_are_bit_identical(method):
     base = _gpt_base(dropout=0.1)  # dropout draws random numbers: the seed must cover them
     data = _sentences(96, 1)
-    fits, acc, peak, _ = run_fits(
+    job = run_fits(
         base, method, data.take(np.arange(64)), data.take(np.arange(64, 96)),
-        _sentences(40, 2), LORA, "cpu",
+        _sentences(40, 2), LORA, 0, "cpu",
     )  # fmt: skip
-    assert weights_digest(fits[0].weights) == weights_digest(fits[1].weights)
-    assert 0 <= acc <= 1 and peak > 0 and fits[1].curve and fits[1].curve[-1]["accuracy"] == acc
-    if method == "lora":  # only the timed fit is scored: scoring must not change the weights
-        assert fits[0].curve == [] and len(fits[1].curve) == 3
+    assert weights_digest(job.first.weights) == weights_digest(job.timed.weights)
+    assert 0 <= job.accuracy <= 1 and job.peak_mb > 0 and job.curve
+    if method == "lora":  # the rerun of the chosen rate up to its best step: its weights
+        assert job.metrics["lr"] in LORA.lrs and job.metrics["n_lrs"] == 2
+        assert {c["lr"] for c in job.curve} == set(LORA.lrs)
+        assert job.timed.metrics["steps_run"] == job.metrics["best_step"]
+        assert job.timed.curve == []  # the rerun evaluates nothing
+        assert job.metrics["tune_seconds"] >= job.first.fit_seconds > 0  # every rate's run
+        chosen = [c for c in job.curve if c["chosen"] == 1.0]
+        assert max(c["dev_accuracy"] for c in chosen) == job.dev_accuracy
+    else:
+        assert job.curve[0]["dev_accuracy"] == job.dev_accuracy
+
+
+def test_early_stop_waits_patience_evaluations_after_the_best():
+    stop = EarlyStop(patience=2)
+    marks = [stop.update(s, a) for s, a in [(1, 0.5), (2, 0.6), (3, 0.6), (4, 0.55)]]
+    assert marks == [True, True, False, False] and stop.done
+    assert stop.best == 0.6 and stop.best_step == 2  # an equal score is no improvement
+
+
+def test_lora_stops_early_and_ends_on_the_best_evaluation():
+    base = _gpt_base()
+    data = _sentences(96, 3)
+    ids = base.tokenize(data.sentences, 8)
+    dev = (ids[64:], data.labels[64:])
+    cfg = replace(LORA, max_steps=400, eval_every=2, patience=2)
+    res = fit_lora(base, (ids[:64], data.labels[:64]), dev, cfg, 3e-2, 0, "cpu")
+    steps = [c["step"] for c in res.curve]
+    best = res.metrics["best_step"]
+    assert res.metrics["steps_run"] == steps[-1] == best + 2 * cfg.eval_every < 400
+    assert float((res.predict(dev[0]) == dev[1]).mean()) == res.metrics["best_dev_accuracy"]
+    assert max(c["dev_accuracy"] for c in res.curve) == res.metrics["best_dev_accuracy"]
+
+
+def test_lr_is_chosen_on_dev_and_validation_labels_change_no_choice():
+    assert choose_lr([_scored(0.6), _scored(0.7), _scored(0.7)]) == 1  # first of equals
+    base = _gpt_base()
+    data, val = _sentences(96, 4), _sentences(40, 5)
+    flipped = Split(val.sentences, 1 - val.labels)
+    fit, dev = data.take(np.arange(64)), data.take(np.arange(64, 96))
+    a = run_fits(base, "lora", fit, dev, val, LORA, 0, "cpu")
+    b = run_fits(base, "lora", fit, dev, flipped, LORA, 0, "cpu")
+    assert a.metrics["lr"] == b.metrics["lr"] and a.metrics["best_step"] == b.metrics["best_step"]
+    assert weights_digest(a.timed.weights) == weights_digest(b.timed.weights)
+    assert a.accuracy + b.accuracy == pytest.approx(1.0)
+
+
+def _scored(dev_acc: float) -> FitResult:
+    return FitResult({}, lambda ids: np.zeros(0), 0.0, {"best_dev_accuracy": dev_acc})
+
+
+def test_job_names_carry_the_seed_and_pillm_seeds_must_be_lm_seeds():
+    cfg = {"lora": {"models": ["pillm", "minilm"], "seeds": [0, 2]}, "lm": {"seeds": [0, 1, 2]}}
+    assert lora_model_names(cfg) == ["pillm-s0", "pillm-s2", "minilm-s0", "minilm-s2"]
+    assert split_name("minilm-s2") == ("minilm", 2) and split_name("pillm-s10") == ("pillm", 10)
+    cfg["lm"]["seeds"] = [0, 1]
+    with pytest.raises(ConfigError, match=r"lora.seeds \[2\] are not in lm.seeds"):
+        lora_model_names(cfg)
+    cfg["lora"]["models"] = ["minilm"]  # MiniLM's seeds are the study's own
+    assert lora_model_names(cfg) == ["minilm-s0", "minilm-s2"]
 
 
 # ---------------------------------------------------------------- report
 
 
-def _records(model, method, acc, fit_s, identical=1.0):
-    ident = {"experiment": "lora", "variant": method, "seed": 0, "corpus": "sst2",
+def _records(model, method, acc, fit_s, dev_acc, identical=1.0, **extra):
+    group, seed = split_name(model)
+    ident = {"experiment": "lora", "variant": method, "seed": seed, "corpus": "sst2",
              "tokenizer": "t", "data_policy": "p"}  # fmt: skip
-    ctx = {"model": model, "model_group": "pillm" if model.startswith("pillm") else model,
-           "model_label": "L", "method": method, "device": "cpu", "device_name": "CPU",
-           "weights_sha256": "x", "git_rev": "r"}  # fmt: skip
-    metrics = {"accuracy": acc, "fit_seconds": fit_s, "identical_rerun": identical,
+    ctx = {"model": model, "model_group": group, "model_label": "L", "method": method,
+           "device": "cpu", "device_name": "CPU", "weights_sha256": "x", "git_rev": "r"}  # fmt: skip
+    metrics = {"accuracy": acc, "dev_accuracy": dev_acc, "fit_seconds": fit_s,
+               "tune_seconds": extra.pop("tune", fit_s), "identical_rerun": identical,
                "max_abs_diff": 0.0, "trainable_params": 10, "peak_memory_mb": 1.0,
-               "n_eval": 872, "n_train": 512}  # fmt: skip
+               "n_eval": 872, "n_train": 512, **extra}  # fmt: skip
     return [{**ident, "metric": k, "value": v, **ctx} for k, v in metrics.items()]
 
 
-def test_aggregate_and_report_keep_missing_jobs_visible(tmp_path):
-    paths = []
-    for model, method, acc, fit_s in [("pillm-s0", "pil_lora", 0.8, 0.5),
-                                      ("pillm-s0", "lora", 0.82, 4.0),
-                                      ("pillm-s1", "pil_lora", 0.7, 0.5)]:  # fmt: skip
-        d = tmp_path / model / method
-        d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps(_records(model, method, acc, fit_s)))
-        curve = [{"step": 5, "fit_seconds": 1.0, "accuracy": 0.6},
-                 {"step": 10, "fit_seconds": 2.5, "accuracy": 0.81}]  # fmt: skip
-        pl.DataFrame(
-            curve if method == "lora" else [{"step": 0, "fit_seconds": fit_s, "accuracy": acc}]
-        ).with_columns(  # fmt: skip
-            model=pl.lit(model), method=pl.lit(method), model_group=pl.lit("pillm")
-        ).write_parquet(d / "curve.parquet")
-        paths.append(d)
+def _write_job(root, model, method, acc, fit_s, dev_acc, **extra):
+    d = root / model / method
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps(_records(model, method, acc, fit_s, dev_acc,
+                                                        **extra)))  # fmt: skip
+    if method == "lora":  # two rates; the chosen one (1e-3) reaches 0.62 dev accuracy at 2.5 s
+        curve = [{"step": 5, "fit_seconds": 1.0, "dev_accuracy": 0.55, "lr": 1e-3, "chosen": 1.0},
+                 {"step": 10, "fit_seconds": 2.5, "dev_accuracy": 0.62, "lr": 1e-3, "chosen": 1.0},
+                 {"step": 5, "fit_seconds": 0.9, "dev_accuracy": 0.70, "lr": 1e-2, "chosen": 0.0}]  # fmt: skip
+    else:
+        curve = [{"step": 0, "fit_seconds": fit_s, "dev_accuracy": dev_acc}]
+    pl.DataFrame(curve).with_columns(
+        model=pl.lit(model), method=pl.lit(method), model_group=pl.lit(split_name(model)[0])
+    ).write_parquet(d / "curve.parquet")
+    return d
+
+
+def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
+    lora_extra = {"lr": 1e-3, "lr_at_grid_edge": 0.0, "stopped_early": 1.0, "best_step": 10.0,
+                  "train_loss_at_best": 0.5, "tune": 9.0}  # fmt: skip
+    paths = [
+        _write_job(tmp_path, "pillm-s0", "pil_lora", 0.8, 0.5, 0.60),
+        _write_job(tmp_path, "pillm-s0", "lora", 0.82, 2.5, 0.62, **lora_extra),
+        _write_job(tmp_path, "pillm-s1", "pil_lora", 0.7, 0.5, 0.61),
+    ]
     jobs = [f"{m}/{k}" for m in ("pillm-s0", "pillm-s1") for k in ("pil_lora", "lora")]
     aggregate_lora([str(p / "metrics.json") for p in paths],
                    [str(p / "curve.parquet") for p in paths], jobs, str(tmp_path))  # fmt: skip
@@ -298,22 +375,48 @@ def test_aggregate_and_report_keep_missing_jobs_visible(tmp_path):
     assert summary.height == 4
     missing = summary.filter((pl.col("model") == "pillm-s1") & (pl.col("method") == "lora"))
     assert missing["accuracy"][0] is None and missing["model_group"][0] == "pillm"
-    params = {"name": "t", **{k: v for k, v in LORA_CFG.items()}}
+    assert missing["seed"][0] == 1  # from the name: the job is still a seed of its group
+    frame = read_claim_frame(tmp_path / "claims/lora.parquet")
+    acc = frame.filter(pl.col("metric") == "accuracy").sort("a", "seed")
+    assert acc.select("a", "seed").rows() == [("pillm_lora", 0), ("pillm_pil_lora", 0),
+                                              ("pillm_pil_lora", 1)]  # fmt: skip
+    assert acc["value"].to_list() == pytest.approx([82.0, 80.0, 70.0])
+    params = {"name": "t", "seeds": [0, 1], **LORA_CFG}
     rep = LoraReport(summary, pl.read_parquet(tmp_path / "lora_curves.parquet"), params)
-    assert rep.time_to_pil("pillm") == (2.5, 1, 1)  # s1 has no LoRA run: not counted
+    # LoRA's chosen run passes the head's 0.60 dev accuracy at its 2.5 s evaluation (the faint
+    # 1e-2 run's 0.70 at 0.9 s does not count); s1 has no LoRA run: not counted
+    assert rep.time_to("pillm", "pil_lora") == (2.5, 1, 1)
     macros = rep.numbers()
     assert macros["LoraPillmPilLoraAcc"] == "75.0 $\\pm$ 7.1"
+    assert macros["LoraPillmPilLoraDevAcc"] == "60.5 $\\pm$ 0.7"
     assert macros["LoraPillmLoraAcc"] == "82.0"
-    assert macros["LoraPillmFitRatio"] == "8.0$\\times$"
-    assert macros["LoraPillmTimeToPilRatio"] == "5.0$\\times$"
-    assert macros["LoraPillmTimeToPil"] == "2.50\\,s"
+    assert macros["LoraPillmFitRatio"] == "5.0$\\times$"
+    assert macros["LoraPillmTuneRatio"] == "18.0$\\times$"
+    assert macros["LoraPillmTimeToPilLoraRatio"] == "5.0$\\times$"
+    assert macros["LoraPillmTimeToPilLora"] == "2.50\\,s"
+    assert macros["LoraPillmReachRidge"] == "--"  # no ridge jobs
     assert macros["LoraPillmPilLoraIdentical"] == "2/2"
+    assert macros["LoraPillmLrChosen"] == "$10^{-3}$ (1/1)" and macros["LoraPillmLrEdge"] == "0/1"
+    assert macros["LoraLrGrid"] == "$10^{-3}$, $10^{-2}$" and macros["LoraNSeeds"] == "2"
     assert macros["LoraMiniLMLoraAcc"] == "--"  # every macro defined, absent groups too
     assert macros["LoraNJobs"] == "3" and macros["LoraNExpected"] == "4"
     render_lora_tables(str(tmp_path), params, str(REPO / "paper/templates"), str(tmp_path / "t.tex"),
                        str(tmp_path / "n.tex"))  # fmt: skip
     table = (tmp_path / "t.tex").read_text()
-    assert "75.0 $\\pm$ 7.1 & 0.50" in table and "\\label{tab:lora}" in table
-    assert "\\newcommand{\\LoraPillmLoraFit}{4.00}" in (tmp_path / "n.tex").read_text()
+    assert "75.0 $\\pm$ 7.1 & 60.5 $\\pm$ 0.7 & 0.50" in table and "\\label{tab:lora}" in table
+    assert "Random-feature head (PIL, closed form)" in table and "PIL-LoRA" not in table
+    assert "\\newcommand{\\LoraPillmLoraFit}{2.50}" in (tmp_path / "n.tex").read_text()
     lora_figure(str(tmp_path), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"))
     assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_learning_rates_print_as_powers_of_ten():
+    assert fmt_sci(3e-4) == "$3{\\times}10^{-4}$" and fmt_sci(1e-3) == "$10^{-3}$"
+
+
+def test_claims_file_names_arms_the_frame_writes():
+    spec = yaml.safe_load((REPO / "paper/claims/lora.yaml").read_text())
+    arms = {f"{g}_{m}" for g in ("pillm", "minilm") for m in ("pil_lora", "ridge", "lora")}
+    assert {a for c in spec["claims"] for a in c["arms"]} == arms == set(spec["names"])
+    assert all(c["id"].startswith("lora_") and c["metric"] in spec["metrics"]
+               for c in spec["claims"])  # fmt: skip

@@ -38,7 +38,7 @@ SECTIONS = {
     "samples": (SamplesConfig, set()),
     "probe": (ProbeConfig, {"models"}),
     "generative": (GenerativeConfig, {"datasets", "classifier"}),
-    "lora": (LoraConfig, {"models"}),
+    "lora": (LoraConfig, {"models", "seeds"}),
 }
 CLASSIFIER_KEYS = {"classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size"}
 

@@ -137,16 +137,22 @@ def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
 
     jobs = pl.read_parquet(workdir / "results/smoke/summary/lora.parquet")
     cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["lora"]
-    assert jobs.height == 2 * len(cfg["methods"]) and jobs["accuracy"].null_count() == 0
-    row = jobs.filter((pl.col("model") == "minilm") & (pl.col("method") == "pil_lora")).row(
+    n_jobs = len(cfg["models"]) * len(cfg["seeds"]) * len(cfg["methods"])
+    assert jobs.height == n_jobs and jobs["accuracy"].null_count() == 0
+    model = f"minilm-s{cfg['seeds'][0]}"
+    row = jobs.filter((pl.col("model") == model) & (pl.col("method") == "pil_lora")).row(
         0, named=True
     )
-    records = json.loads((workdir / "results/smoke/lora/minilm/pil_lora/metrics.json").read_text())
+    records = json.loads(
+        (workdir / f"results/smoke/lora/{model}/pil_lora/metrics.json").read_text()
+    )
     assert next(r["value"] for r in records if r["metric"] == "accuracy") == row["accuracy"]
     assert row["n_train"] == cfg["n_train"] and row["n_eval"] == 872
+    frame = pl.read_parquet(workdir / "results/smoke/summary/claims/lora.parquet")
+    assert frame.filter(pl.col("metric") == "accuracy").height == n_jobs
     cell = f"{100 * row['accuracy']:.1f}"
     table = (workdir / GEN / "tables/lora.tex").read_text()
-    assert f"all-MiniLM-L6-v2 & PIL-LoRA (ridge) & {cell} &" in table
+    assert f"all-MiniLM-L6-v2 & Random-feature head (PIL, closed form) & {cell} &" in table
     numbers = (workdir / GEN / "lora_numbers.tex").read_text()
     assert f"\\newcommand{{\\LoraMiniLMPilLoraAcc}}{{{cell}}}" in numbers
     assert (workdir / GEN / "figures/lora_accuracy_time.pdf").stat().st_size > 1000

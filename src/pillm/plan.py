@@ -306,6 +306,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     check_generative(config["generative"])
     saffu_settings(config)
     sensitivity_points(config)
+    lora_model_names(config)
 
 
 def own_model_names(models: list[str], seeds: list[int]) -> list[str]:
@@ -322,8 +323,18 @@ def probe_model_names(config: dict[str, Any]) -> list[str]:
 
 
 def lora_model_names(config: dict[str, Any]) -> list[str]:
-    """The SST-2 jobs' base model names (lora.models, pillm expanded per lm.seeds)."""
-    return own_model_names(config["lora"]["models"], config["lm"]["seeds"])
+    """The SST-2 jobs' model names, ``<model>-s<seed>`` for every lora.models and lora.seeds:
+    the seed draws the fit/dev subsets, W_down, LoRA's init and batch order, and for ``pillm``
+    also picks the base model (``pillm-s<k>`` is this config's baseline of lm seed k)."""
+    lora = config["lora"]
+    missing = sorted(set(lora["seeds"]) - set(config["lm"]["seeds"]))
+    if "pillm" in lora["models"] and missing:
+        raise ConfigError(
+            f"lora.seeds {missing} are not in lm.seeds {config['lm']['seeds']}: the pillm "
+            "base model of lora seed k is the baseline of lm seed k; use lm seeds in "
+            "lora.seeds or drop pillm from lora.models"
+        )
+    return [f"{m}-s{s}" for m in lora["models"] for s in lora["seeds"]]
 
 
 def lm_params(config: dict[str, Any], variant: str) -> dict[str, Any]:

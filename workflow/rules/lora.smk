@@ -1,4 +1,5 @@
-# PIL-LoRA vs LoRA (peft) on SST-2: one job per (base model, method); GPU when visible.
+# SST-2 on frozen base models: closed-form heads vs LoRA (peft); one job per (base model and
+# seed, method); GPU when visible.
 
 
 rule lora:
@@ -22,10 +23,13 @@ rule lora:
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
-        # Not lora.models: which models run is the DAG's business, not any one job's.
+        # Not lora.models or lora.seeds: which jobs run is the DAG's business, not any one
+        # job's (a job's seed is in its model name).
         cfg=as_json(
             {
-                "lora": {k: v for k, v in LORA.items() if k != "models"},
+                "lora": {
+                    k: v for k, v in LORA.items() if k not in ("models", "seeds")
+                },
                 "data": config["data"],
             }
         ),
@@ -51,6 +55,7 @@ rule lora_aggregate:
     output:
         summary=res("summary/lora.parquet"),
         curves=res("summary/lora_curves.parquet"),
+        claims=res("summary/claims/lora.parquet"),
     log:
         logfile("lora_aggregate"),
     conda:

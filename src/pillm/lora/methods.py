@@ -1,18 +1,21 @@
-"""The three ways the PIL-LoRA study fits a sentiment classifier on a frozen base model.
+"""The three ways the SST-2 study fits a sentiment classifier on a frozen base model.
 
 The seed (``003_*``, section 3) defines PIL-LoRA as ``W_adapted = W_frozen + H W_pil`` with
 ``H = GELU(x W_down)``, ``W_down`` a fixed random rank-``r`` projection and ``W_pil`` solved in
 one pass by ridge on "residual targets", which it leaves undefined. For classification we
-instantiate the one well-defined target, the label:
+instantiate the one well-defined target, the label. What that fits is a closed-form head on
+frozen features, not an adapter inside the model, and the tables call it so:
 
-- ``pil_lora``: x -> row-standardised x̂ (zero mean, unit variance over its d coordinates, no
-  parameters) -> H = [GELU(x̂ W_down), 1] with W_down ~ N(0, 1/d) fixed by the seed ->
-  W_pil = (HᵀH + λI)⁻¹ HᵀY, Y the centred one-hot labels (±1/2). HᵀH and HᵀY are streamed in
-  float64 (``ridge.GramStats``), never the rows; λ (relative to the mean diagonal of HᵀH) is
-  picked on a held-out slice of GLUE train. No gradient step.
-- ``ridge``: the control without the random projection: H = [x̂, 1], same solve.
+- ``pil_lora`` (the random-feature head): x -> row-standardised x̂ (zero mean, unit variance
+  over its d coordinates, no parameters) -> H = [GELU(x̂ W_down), 1] with W_down ~ N(0, 1/d)
+  fixed by the seed -> W_pil = (HᵀH + λI)⁻¹ HᵀY, Y the centred one-hot labels (±1/2). HᵀH and
+  HᵀY are streamed in float64 (``ridge.GramStats``), never the rows; λ (relative to the mean
+  diagonal of HᵀH) is picked on the dev split carved from GLUE train. No gradient step.
+- ``ridge`` (the ridge readout): the same solve on H = [x̂, 1], without the random projection.
 - ``lora``: ``peft`` LoRA adapters on the attention projections plus a trainable linear head on
-  the pooled states, trained by AdamW on the cross-entropy (the gradient baseline).
+  the pooled states, trained by AdamW on the cross-entropy (the gradient baseline), its
+  learning rate (``lora.lrs``) and its number of steps (early stopping) chosen on the same dev
+  split.
 
 Each fit returns a ``FitResult``: its trainable weights, a predictor and its timings.
 """
@@ -96,17 +99,18 @@ class ClosedFormHead:
 
 
 def fit_closed_form(
-    base: BaseModel, fit: tuple[list, np.ndarray], select: tuple[list, np.ndarray], rank: int,
+    base: BaseModel, fit: tuple[list, np.ndarray], dev: tuple[list, np.ndarray], rank: int,
     lambdas: list[float], kappa_max: float, seed: int, batch_size: int, device: str,
 ) -> FitResult:  # fmt: skip
-    """One streamed pass over the fit and selection rows, then one solve (no gradient step)."""
+    """One streamed pass over the fit and dev rows, then one solve (no gradient step); λ is the
+    grid value of least squared error on the dev rows."""
     head = ClosedFormHead(base.d_model, rank, seed, device)
     p = head.n_features
-    stats = {s: GramStats.zeros(p, N_CLASSES, device) for s in ("fit", "select")}
+    stats = {s: GramStats.zeros(p, N_CLASSES, device) for s in ("fit", "dev")}
     capture = 0.0
     sync(device)
     t0 = time.perf_counter()
-    for split, (ids, labels) in (("fit", fit), ("select", select)):
+    for split, (ids, labels) in (("fit", fit), ("dev", dev)):
         n_batches = math.ceil(len(ids) / batch_size)
         it = iter(tqdm(pooled_batches(base, ids, labels, batch_size, device), total=n_batches,
                        desc=f"streaming {split} rows", mininterval=10))  # fmt: skip
@@ -120,7 +124,7 @@ def fit_closed_form(
             x, y = batch
             stats[split].update(head.features(x), centred_one_hot(y))
     ts = time.perf_counter()
-    head.weight, ridge = solve_relative(stats["fit"], stats["select"], lambdas, kappa_max)
+    head.weight, ridge = solve_relative(stats["fit"], stats["dev"], lambdas, kappa_max)
     sync(device)
     t1 = time.perf_counter()
 
@@ -157,21 +161,47 @@ def bucketed_epoch(
 
 
 def warmup_steps(steps: int) -> int:
-    """Linear learning-rate warm-up of LoRA training: a tenth of the steps (then cosine to 0)."""
+    """Linear learning-rate warm-up of LoRA training: a tenth of the budget (then cosine to 0)."""
     return max(1, steps // 10)
 
 
+class EarlyStop:
+    """Best dev accuracy so far (strictly greater counts as better) and how many evaluations
+    have passed since; ``done`` once ``patience`` evaluations in a row brought no improvement."""
+
+    def __init__(self, patience: int):
+        self.patience, self.best, self.best_step, self.since = patience, -math.inf, 0, 0
+
+    def update(self, step: int, score: float) -> bool:
+        """Record an evaluation; True when it is the new best."""
+        if score > self.best:
+            self.best, self.best_step, self.since = score, step, 0
+            return True
+        self.since += 1
+        return False
+
+    @property
+    def done(self) -> bool:
+        return self.since >= self.patience
+
+
 def fit_lora(
-    base: BaseModel, fit: tuple[list, np.ndarray], cfg: LoraConfig, seed: int, device: str,
-    evaluate: Callable[[Callable[[list[list[int]]], np.ndarray]], float] | None = None,
+    base: BaseModel, fit: tuple[list, np.ndarray], dev: tuple[list, np.ndarray],
+    cfg: LoraConfig, lr: float, seed: int, device: str, stop_at: int | None = None,
     target: float | None = None,
 ) -> FitResult:  # fmt: skip
-    """peft LoRA on the attention projections + a linear head, AdamW on cross-entropy.
+    """peft LoRA on the attention projections + a linear head, AdamW on cross-entropy, at peak
+    learning rate ``lr`` (warm-up over a tenth of ``cfg.max_steps``, cosine decay to 0 at it).
 
-    ``cfg``: its lora_rank, lora_alpha, lora_dropout, steps, lr, train_batch_size,
-    weight_decay, eval_every and batch_size are used. Every ``eval_every`` steps (and at the end) ``evaluate`` scores the
-    current model; the clock stops meanwhile. With ``target``, training stops at the first
-    evaluation that reaches it (the speed benchmark); the pipeline never passes one.
+    Without ``stop_at`` (model selection): every ``cfg.eval_every`` steps the dev accuracy is
+    measured (clock stopped; scoring draws no random number and changes no weight) and the
+    trainable weights of the best evaluation are kept; training stops after ``cfg.patience``
+    evaluations without improvement or at ``cfg.max_steps``, and the fit ends holding the best
+    evaluation's weights. ``curve``: step, training seconds, dev accuracy and the mean training
+    loss since the previous evaluation. With ``target``, training also stops at the first
+    evaluation whose dev accuracy reaches it (the speed benchmark; the pipeline never passes one).
+    With ``stop_at``: exactly that many steps of the same schedule, no evaluation: the same
+    seed reproduces the selection run's weights at that step (the determinism check).
     """
     from peft import LoraConfig as PeftLoraConfig
     from peft import inject_adapter_in_model
@@ -185,14 +215,17 @@ def fit_lora(
     model = inject_adapter_in_model(lcfg, model).to(device)  # freezes every non-adapter weight
     adapted = BaseModel(**{**base.__dict__, "model": model})
     head = nn.Linear(base.d_model, N_CLASSES).to(device)
-    params = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    named += [(f"head.{n}", p) for n, p in head.named_parameters()]
+    opt = torch.optim.AdamW([p for _, p in named], lr=lr, weight_decay=cfg.weight_decay)
     ids, labels = fit
     gen = np.random.default_rng(seed)
     lengths = [len(s) for s in ids]
     queue: list[np.ndarray] = []
-    steps, bs = cfg.steps, cfg.train_batch_size
-    warmup = warmup_steps(steps)
+    total, bs = cfg.max_steps, cfg.train_batch_size
+    warmup = warmup_steps(total)
+    last = total if stop_at is None else min(stop_at, total)
+    every = cfg.eval_every or total  # 0: one evaluation, after the last step
 
     @torch.no_grad()
     def predict(sents: list[list[int]]) -> np.ndarray:
@@ -203,9 +236,14 @@ def fit_lora(
             out[idx] = head(adapted.pooled(x, m)).argmax(1).cpu().numpy()
         return out
 
+    def snapshot() -> dict[str, Tensor]:
+        return {n: p.detach().clone() for n, p in named}
+
+    stop = EarlyStop(cfg.patience)
+    best: dict[str, Tensor] = {}
     curve: list[dict[str, float]] = []
-    elapsed = 0.0
-    for step in tqdm(range(1, steps + 1), desc="LoRA steps", mininterval=10):
+    elapsed, best_seconds, losses, step = 0.0, 0.0, [], 0
+    for step in tqdm(range(1, last + 1), desc=f"LoRA steps (lr {lr:g})", mininterval=10):
         sync(device)
         t0 = time.perf_counter()
         model.train()
@@ -215,24 +253,41 @@ def fit_lora(
         x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
         y = torch.from_numpy(labels[idx]).to(device)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step - 1, steps, cfg.lr, warmup, 0.0)
+            g["lr"] = lr_at(step - 1, total, lr, warmup, 0.0)
         loss = F.cross_entropy(head(adapted.pooled(x, m)), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         sync(device)
         elapsed += time.perf_counter() - t0
-        every = cfg.eval_every
-        if evaluate is not None and (step == steps or (every and step % every == 0)):
-            acc = evaluate(predict)
-            curve.append({"step": step, "fit_seconds": elapsed, "accuracy": acc})
-            if target is not None and acc >= target:
+        losses.append(loss.detach())
+        if stop_at is None and (step == last or step % every == 0):
+            dev_acc = float((predict(dev[0]) == dev[1]).mean())
+            train_loss = float(torch.stack(losses).mean())
+            losses = []
+            curve.append({"step": step, "fit_seconds": elapsed, "dev_accuracy": dev_acc,
+                          "train_loss": train_loss})  # fmt: skip
+            if stop.update(step, dev_acc):
+                best, best_seconds = snapshot(), elapsed
+            if stop.done or (target is not None and dev_acc >= target):
                 break
-    weights = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
-    weights |= {f"head.{n}": p.detach() for n, p in head.named_parameters()}
+    if stop_at is None:  # end on the best evaluation's weights
+        with torch.no_grad():
+            for n, p in named:
+                p.copy_(best[n])
+        weights, fit_seconds = best, best_seconds
+    else:
+        weights, fit_seconds = snapshot(), elapsed
     metrics = {
-        "steps": float(curve[-1]["step"] if curve else steps),
-        "warmup_steps": warmup,
-        "final_loss": loss.item(),
-    }
-    return FitResult(weights, predict, elapsed, metrics, curve)
+        "lr": lr, "steps_run": float(step), "best_step": float(stop.best_step if stop_at is None
+        else step), "best_dev_accuracy": stop.best if stop_at is None else math.nan,
+        "run_seconds": elapsed, "warmup_steps": float(warmup),
+        "final_loss": float(loss.item()) if step else math.nan,
+    }  # fmt: skip
+    return FitResult(weights, predict, fit_seconds, metrics, curve)
+
+
+def choose_lr(runs: list[FitResult]) -> int:
+    """Index of the run with the best dev accuracy (the first of equals: grid order decides)."""
+    scores = [r.metrics["best_dev_accuracy"] for r in runs]
+    return scores.index(max(scores))

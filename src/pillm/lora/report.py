@@ -1,12 +1,15 @@
-"""PIL-LoRA vs LoRA on SST-2: aggregation, the table and the macros (the figure: ``lora.figures``).
+"""The SST-2 study: aggregation, the claim frame, the table and the macros (the figure:
+``lora.figures``).
 
 ``aggregate_lora`` turns every job's tidy ``metrics.json`` into one row per (model, method) job
-(``summary/lora.parquet``; the expected grid is a cross join, so a missing job is a row of
-nulls, not an absent row) and stacks the accuracy-vs-time curves (``summary/lora_curves.parquet``).
-Tables, macros and the figure read only those two files. Model groups: ``pillm`` holds one model
-per seed of the pipeline's baseline (values are means over seeds, ± the sample std where there
-are several), ``minilm`` one model. Every macro of every known group and method is defined
-(``--`` where the build lacks it), so the manuscript compiles for any configuration.
+(``summary/lora.parquet``; models are ``<group>-s<seed>``; the expected grid is a cross join, so
+a missing job is a row of nulls, not an absent row), stacks the curves
+(``summary/lora_curves.parquet``: LoRA's dev accuracy along every learning rate's run, the heads'
+single points) and writes the study's claim frame (``summary/claims/lora.parquet``: arm
+``<group>_<method>``, seed, validation accuracy in percent). Tables, macros and the figure read
+only the summaries. Values are means over seeds, ± the sample std where there are several.
+Every macro of every known group and method is defined (``--`` where the build lacks it), so
+the manuscript compiles for any configuration.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
@@ -23,36 +27,56 @@ from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order
 METHODS = {  # method -> (table label, macro infix), display order
-    "pil_lora": ("PIL-LoRA (ridge)", "PilLora"),
-    "ridge": ("Ridge readout (control)", "Ridge"),
-    "lora": ("LoRA (\\texttt{peft}, AdamW)", "Lora"),
+    "pil_lora": ("Random-feature head (PIL, closed form)", "PilLora"),
+    "ridge": ("Ridge readout (closed form)", "Ridge"),
+    "lora": ("LoRA (\\texttt{peft}, AdamW, tuned)", "Lora"),
 }
 INDEX = ["model", "method"]
 CONTEXT = ["model_group", "model_label", "seed", "device", "device_name", "data_policy",
            "weights_sha256", "git_rev"]  # fmt: skip
+CLAIM_METRICS = {"accuracy": "accuracy", "dev_accuracy": "dev_accuracy"}  # frame <- summary
 
 
 # ---------------------------------------------------------------- aggregation
 
 
+def arm(group: str, method: str) -> str:
+    """The claim frame's arm of a base model group and a method (paper/claims/lora.yaml)."""
+    return f"{group}_{method}"
+
+
+def claim_rows(jobs: pl.DataFrame) -> list[dict]:
+    """Seed rows of the claim frame: every finished job's accuracies, in percent."""
+    rows = []
+    for r in jobs.iter_rows(named=True):
+        for metric, col in CLAIM_METRICS.items():
+            if finite(r.get(col)) and r.get("seed") is not None:
+                rows.append({"arm": arm(r["model_group"], r["method"]), "seed": int(r["seed"]),
+                             "metric": metric, "value": 100 * r[col]})  # fmt: skip
+    return rows
+
+
 def aggregate_lora(
     metrics_paths: list[str], curve_paths: list[str], jobs: list[str], out_dir: str
 ) -> None:
-    """One row per expected job ``model/method`` (nulls where a job is missing) + the curves."""
+    """One row per expected job ``model/method`` (nulls where a job is missing), the curves
+    and the claim frame ``claims/lora.parquet`` under ``out_dir``."""
     wide = pivot_records(metrics_paths, INDEX + CONTEXT)
-    expected = pl.DataFrame(
-        [j.split("/", 1) for j in jobs], schema=INDEX, orient="row"
-    ).with_columns(pl.col("model").str.replace(r"-s\d+$", "").alias("group_key"))
-    out = expected.join(wide, on=INDEX, how="left")
-    out = out.with_columns(
-        pl.coalesce("model_group", pl.col("group_key").str.replace("pillm-s.*", "pillm"))
-    ).drop("group_key")
+    expected = pl.DataFrame([j.split("/", 1) for j in jobs], schema=INDEX, orient="row")
+    out = expected.join(wide, on=INDEX, how="left").with_columns(
+        pl.coalesce("model_group", pl.col("model").str.replace(r"-s\d+$", "")),
+        pl.coalesce(
+            pl.col("seed").cast(pl.Int64), pl.col("model").str.extract(r"-s(\d+)$").cast(pl.Int64)
+        ),  # fmt: skip
+    )
     if (n := out["accuracy"].null_count()) > 0:
         print(f"warning: {n} expected lora jobs have no records")
     out_d = Path(out_dir)
-    write_parquet(out.sort("model", "method"), out_d / "lora.parquet")
+    out = out.sort("model", "method")
+    write_parquet(out, out_d / "lora.parquet")
     curves = concat_parquet(curve_paths)
     write_parquet(curves.sort("model", "method", "step"), out_d / "lora_curves.parquet")
+    write_claim_frame(out_d / "claims" / "lora.parquet", seed_rows=claim_rows(out))
 
 
 # ---------------------------------------------------------------- report
@@ -110,10 +134,9 @@ class LoraReport:
             return MISSING
         return fmt_pm(m * scale, None if s is None else s * scale, digits)
 
-    def identical(self, group: str, method: str) -> str:
-        """'k/n': fits whose rerun gave bit-identical weights, of the jobs with records."""
-        vals = [r["identical_rerun"] for r in self.rows_of(group, method)]
-        done = [v for v in vals if finite(v)]
+    def count(self, group: str, method: str, col: str) -> str:
+        """'k/n': jobs whose 0/1 metric ``col`` is 1, of the jobs with records."""
+        done = [r[col] for r in self.rows_of(group, method) if finite(r.get(col))]
         return f"{sum(int(v) for v in done)}/{len(done)}" if done else MISSING
 
     def label(self, group: str) -> str:
@@ -128,20 +151,34 @@ class LoraReport:
                         .to_list() if x})  # fmt: skip
         return tex_escape(" / ".join(names)) if names else MISSING
 
-    def time_to_pil(self, group: str) -> tuple[float | None, int, int]:
-        """Seconds LoRA's training took to first reach PIL-LoRA's accuracy on the 872 (mean over
-        the models that reached it), how many did, and of how many models with both records."""
-        pil = {r["model"]: r["accuracy"] for r in self.rows_of(group, "pil_lora")}
+    def lora_curve(self, model: str) -> pl.DataFrame:
+        """The chosen learning rate's run of one model's LoRA job (dev accuracy by step)."""
+        c = self.curves.filter((pl.col("model") == model) & (pl.col("method") == "lora"))
+        if "chosen" in c.columns:
+            c = c.filter(pl.col("chosen") == 1.0)
+        return c.sort("step")
+
+    def time_to(self, group: str, method: str) -> tuple[float | None, int, int]:
+        """Seconds LoRA's chosen run trained until its dev accuracy first reached ``method``'s
+        (mean over the seeds that reached it), how many did, of how many with both records."""
+        ref = {r["model"]: r.get("dev_accuracy") for r in self.rows_of(group, method)}
         reached, n = [], 0
-        for model, acc in pil.items():
-            c = self.curves.filter((pl.col("model") == model) & (pl.col("method") == "lora"))
-            if not finite(acc) or c.height == 0:
+        for model, acc in ref.items():
+            c = self.lora_curve(model)
+            if not finite(acc) or c.height == 0 or "dev_accuracy" not in c.columns:
                 continue
             n += 1
-            hit = c.filter(pl.col("accuracy") >= acc).sort("step")
+            hit = c.filter(pl.col("dev_accuracy") >= acc)
             if hit.height:
                 reached.append(float(hit["fit_seconds"][0]))
         return mean_std(reached)[0], len(reached), n
+
+    def lrs_chosen(self, group: str) -> str:
+        """The learning rates LoRA's selection chose, each with how many seeds chose it."""
+        lrs = [r["lr"] for r in self.rows_of(group, "lora") if finite(r.get("lr"))]
+        if not lrs:
+            return MISSING
+        return ", ".join(f"{fmt_sci(v)} ({lrs.count(v)}/{len(lrs)})" for v in sorted(set(lrs)))
 
     def table_rows(self) -> list[list[str] | str]:
         rows: list[list[str] | str] = []
@@ -154,11 +191,12 @@ class LoraReport:
                         self.label(g) if i == 0 else "",
                         METHODS[m][0],
                         self.pm(g, m, "accuracy", 1, 100),
+                        self.pm(g, m, "dev_accuracy", 1, 100),
                         self.pm(g, m, "fit_seconds", 2),
-                        self.pm(g, m, "capture_seconds", 2),
+                        self.pm(g, m, "tune_seconds", 2),
                         self.pm(g, m, "peak_memory_mb", 0),
                         fmt_int(self.stat(g, m, "trainable_params")[0]),
-                        self.identical(g, m),
+                        self.count(g, m, "identical_rerun"),
                         fmt_diff(self.stat(g, m, "max_abs_diff")[0]),
                     ]
                 )
@@ -166,22 +204,26 @@ class LoraReport:
 
     def numbers(self) -> dict[str, str]:
         p = self.params
+        seeds = [int(s) for s in p["seeds"]]
         macros = {
             "LoraNTrain": fmt_int(p["n_train"]) if p["n_train"] else "all",
-            "LoraNSelect": fmt_int(p["n_select"]),
+            "LoraNDev": fmt_int(p["n_dev"]),
             "LoraMaxLen": str(p["max_len"]),
             "LoraPilRank": fmt_int(p["pil_rank"]),
             "LoraRank": str(p["lora_rank"]),
             "LoraAlpha": fmt_num(p["lora_alpha"], 0),
             "LoraDropout": fmt_num(p["lora_dropout"], 2),
-            "LoraSteps": fmt_int(p["steps"]),
+            "LoraMaxSteps": fmt_int(p["max_steps"]),
             "LoraWarmup": fmt_int(self._first("warmup_steps")),
             "LoraWeightDecay": f"{p['weight_decay']:g}",
-            "LoraLR": f"{p['lr']:g}",
+            "LoraLrGrid": ", ".join(fmt_sci(v) for v in p["lrs"]),
+            "LoraNLrs": str(len(p["lrs"])),
             "LoraTrainBatch": str(p["train_batch_size"]),
             "LoraBatch": str(p["batch_size"]),
-            "LoraEvalEvery": fmt_int(p["eval_every"] or p["steps"]),  # 0: only after the last step
-            "LoraSeed": str(p["seed"]),
+            "LoraEvalEvery": fmt_int(p["eval_every"]),
+            "LoraPatience": str(p["patience"]),
+            "LoraSeeds": ", ".join(map(str, seeds)),
+            "LoraNSeeds": str(len(seeds)),
             "LoraLambdaGrid": fmt_grid(p["lambdas"]),
             "LoraKappaMax": fmt_diff(p["kappa_max"]),
             "LoraNEval": fmt_int(self._first("n_eval")),
@@ -193,32 +235,42 @@ class LoraReport:
         }
         for g, gi in GROUPS.items():
             macros[f"Lora{gi}Device"] = self.device(g) if g in self.groups else MISSING
-            macros[f"Lora{gi}NModels"] = str(
+            macros[f"Lora{gi}NSeeds"] = str(
                 self.jobs.filter(pl.col("model_group") == g)["model"].n_unique()
             )
             for m, (_, mi) in METHODS.items():
                 k = f"Lora{gi}{mi}"
                 macros[k + "Acc"] = self.pm(g, m, "accuracy", 1, 100)
+                macros[k + "DevAcc"] = self.pm(g, m, "dev_accuracy", 1, 100)
                 macros[k + "Fit"] = self.pm(g, m, "fit_seconds", 2)
+                macros[k + "Tune"] = self.pm(g, m, "tune_seconds", 2)
                 macros[k + "Mem"] = self.pm(g, m, "peak_memory_mb", 0)
                 macros[k + "Params"] = fmt_int(self.stat(g, m, "trainable_params")[0])
-                macros[k + "Identical"] = self.identical(g, m)
+                macros[k + "Identical"] = self.count(g, m, "identical_rerun")
                 macros[k + "MaxDiff"] = fmt_diff(self.stat(g, m, "max_abs_diff")[0])
             pil_fit = self.stat(g, "pil_lora", "fit_seconds")[0]
-            lora_fit = self.stat(g, "lora", "fit_seconds")[0]
-            ratio = lora_fit / pil_fit if finite(lora_fit) and finite(pil_fit) else None
-            macros[f"Lora{gi}FitRatio"] = fmt_ratio(ratio)
-            t, k, n = self.time_to_pil(g)
-            macros[f"Lora{gi}ReachPil"] = f"{k}/{n}" if n else MISSING
-            macros[f"Lora{gi}TimeToPil"] = f"{fmt_num(t, 2)}\\,s" if finite(t) else MISSING
-            to_pil = t / pil_fit if finite(t) and finite(pil_fit) else None
-            macros[f"Lora{gi}TimeToPilRatio"] = fmt_ratio(to_pil)
-            for m in ("pil_lora", "ridge"):  # the λ each fit chose (one per seed), from the grid
-                lams = sorted(
+            for col, name in (("fit_seconds", "FitRatio"), ("tune_seconds", "TuneRatio")):
+                lora = self.stat(g, "lora", col)[0]
+                ratio = lora / pil_fit if finite(lora) and finite(pil_fit) and pil_fit else None
+                macros[f"Lora{gi}{name}"] = fmt_ratio(ratio)
+            for m in ("pil_lora", "ridge"):
+                mi = METHODS[m][1]
+                t, k, n = self.time_to(g, m)
+                macros[f"Lora{gi}Reach{mi}"] = f"{k}/{n}" if n else MISSING
+                macros[f"Lora{gi}TimeTo{mi}"] = f"{fmt_num(t, 2)}\\,s" if finite(t) else MISSING
+                ref = self.stat(g, m, "fit_seconds")[0]
+                to = t / ref if finite(t) and finite(ref) and ref else None
+                macros[f"Lora{gi}TimeTo{mi}Ratio"] = fmt_ratio(to)
+                lams = sorted(  # the λ each fit chose (one per seed), from the grid
                     {r["lambda_rel"] for r in self.rows_of(g, m) if finite(r.get("lambda_rel"))}
                 )
-                key = f"Lora{gi}{METHODS[m][1]}Lambda"
+                key = f"Lora{gi}{mi}Lambda"
                 macros[key] = fmt_grid([float(f"{x:.6g}") for x in lams]) if lams else MISSING
+            macros[f"Lora{gi}LrChosen"] = self.lrs_chosen(g)
+            macros[f"Lora{gi}LrEdge"] = self.count(g, "lora", "lr_at_grid_edge")
+            macros[f"Lora{gi}StoppedEarly"] = self.count(g, "lora", "stopped_early")
+            macros[f"Lora{gi}BestStep"] = self.pm(g, "lora", "best_step", 0)
+            macros[f"Lora{gi}TrainLoss"] = self.pm(g, "lora", "train_loss_at_best", 3)
         return macros
 
     def _first(self, col: str) -> float | None:
@@ -226,6 +278,15 @@ class LoraReport:
             [v for v in self.jobs[col].to_list() if finite(v)] if col in self.jobs.columns else []
         )
         return vals[0] if vals else None
+
+
+def fmt_sci(x: float) -> str:
+    """A learning rate: '$3{\\times}10^{-4}$' (a power of ten alone: '$10^{-3}$')."""
+    exp = math.floor(math.log10(x))
+    mant = float(f"{x / 10**exp:.3g}")
+    if mant == 1:
+        return f"$10^{{{exp}}}$"
+    return f"${mant:g}{{\\times}}10^{{{exp}}}$"
 
 
 def load_lora(summary_dir: str | Path) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -239,17 +300,21 @@ def render_lora_tables(
     """Write the SST-2 table and the Lora* macros, through the report contract."""
     jobs, curves = load_lora(summary_dir)
     rep = LoraReport(jobs, curves, params)
-    header = ["Model", "Method", "Acc.\\ (\\%)", "Fit (s)", "Capture (s)", "Peak MB",
-              "Trainable", "Identical", "max $|\\Delta w|$"]  # fmt: skip
+    header = ["Model", "Method", "Val.\\ acc.\\ (\\%)", "Dev acc.\\ (\\%)", "Fit (s)",
+              "With selection (s)", "Peak MB", "Trainable", "Identical",
+              "max $|\\Delta w|$"]  # fmt: skip
     caption = (
-        f"SST-2 sentiment classification on the frozen base models ({tex_escape(params['name'])} "
-        "scale): accuracy on the 872 labelled GLUE validation sentences, fitting time of the "
-        "timed (second) fit, of which base-model forward passes (PIL methods), peak memory, "
-        "trainable (solved) parameters, and how many reruns with the same seed reproduced the "
-        "weights bit for bit, with the largest absolute weight difference between the two fits. "
-        "Times compare methods only within a model (each model's jobs ran on one device, "
-        "Section~\\ref{sec:lora})."
+        f"SST-2 sentiment classification on frozen base models ({tex_escape(params['name'])} "
+        "scale), mean $\\pm$ std over seeds: accuracy on the 872 labelled GLUE validation "
+        "sentences (no choice saw them) and on the dev split carved from GLUE train (every "
+        "choice was made on it: $\\lambda$ of the closed-form heads, LoRA's learning rate and "
+        "steps); fitting time of the timed fit (LoRA: its chosen rate up to its chosen step; "
+        "closed-form heads: base-model passes, $\\lambda$ selection and solve) and with the "
+        "selection (LoRA: every rate's early-stopped run); peak memory; trainable (solved) "
+        "parameters; reruns with the same seed that reproduced the weights bit for bit, and "
+        "the largest weight difference. Times compare methods only within a model (each "
+        "model's jobs ran on one device, Section~\\ref{sec:lora})."
     )
-    table = Table(caption, "tab:lora", "llrrrrrrr", header, rep.table_rows())
+    table = Table(caption, "tab:lora", "llrrrrrrrr", header, rep.table_rows())
     render_report({table_path: table}, rep.numbers(), template_dir, numbers_path,
                   "pillm.lora_report from the lora summaries", prefix="Lora")  # fmt: skip

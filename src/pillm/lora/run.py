@@ -1,9 +1,11 @@
-"""PIL-LoRA vs LoRA on SST-2: one job fits one method (``pillm.lora.methods``) on one frozen
-base model (``pillm.lora.base``) and records it.
+"""The SST-2 study: one job fits one method (``pillm.lora.methods``) on one frozen base model
+(``pillm.lora.base``) at one seed and records it.
 
-Each job fits its method twice with the same seed and records whether the trainable weights
-came out bit-identical (sha256) and their largest absolute difference. The first fit is the
-warm-up; the reported time, memory and accuracy are the second fit's (only it is scored).
+Every choice (λ of the closed-form heads; LoRA's learning rate and number of steps) is made on
+the dev split carved from GLUE train; the 872 GLUE validation sentences only score the final
+fit. Each job fits its method a second time with the same seed and records whether the
+trainable weights came out bit-identical (sha256) and their largest absolute difference; the
+reported time, memory and accuracy are the second (timed) fit's.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from torch import Tensor
 from pillm.core.runtime import peak_memory_mb
 from pillm.data.sst2 import Split
 from pillm.lora.base import BaseModel, load_base
-from pillm.lora.methods import METHODS, FitResult, fit_closed_form, fit_lora
+from pillm.lora.methods import METHODS, FitResult, choose_lr, fit_closed_form, fit_lora
 from pillm.settings import DataConfig, LoraConfig
 
 # ---------------------------------------------------------------- determinism
@@ -54,45 +56,84 @@ def accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
     return float((pred == labels).mean())
 
 
+@dataclass
+class JobFits:
+    """What one job measured: the fit compared for determinism (``first``), the timed fit,
+    accuracies, peak memory, the curve rows and method-specific metrics."""
+
+    first: FitResult
+    timed: FitResult
+    accuracy: float  # GLUE validation (the 872): reported, never used for a choice
+    dev_accuracy: float  # the dev split carved from GLUE train: every choice is made on it
+    peak_mb: float
+    tokenize_seconds: float
+    curve: list[dict[str, float]]
+    metrics: dict[str, float]
+
+
+def _reset_peak(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def run_fits(
-    base: BaseModel, method: str, fit: Split, select: Split, val: Split, cfg: LoraConfig,
-    device: str,
-) -> tuple[list[FitResult], float, float, float]:  # fmt: skip
-    """Fit ``method`` twice with the same seed: a warm-up fit, then the timed one, which alone
-    is scored on ``val`` (scoring draws no random numbers and changes no weight, so the two fits
-    run the same computation). Returns (both fits, validation accuracy, peak MB, tokenize s)."""
+    base: BaseModel, method: str, fit: Split, dev: Split, val: Split, cfg: LoraConfig,
+    seed: int, device: str,
+) -> JobFits:  # fmt: skip
+    """Fit ``method`` and fit it again with the same seed; the second (timed) fit alone is
+    scored on ``val`` (scoring draws no random numbers and changes no weight).
+
+    Closed-form heads: a warm-up fit, then the timed one (λ chosen on ``dev`` inside each).
+    LoRA: one early-stopped run per learning rate of ``cfg.lrs`` (the selection; its training
+    time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed rerun of
+    that rate for the chosen run's best step count, which must reproduce its weights."""
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
     t0 = time.perf_counter()
     ids = {k: base.tokenize(s.sentences, cfg.max_len) for k, s in
-           (("fit", fit), ("select", select), ("val", val))}  # fmt: skip
+           (("fit", fit), ("dev", dev), ("val", val))}  # fmt: skip
     tokenize_seconds = time.perf_counter() - t0
-
-    def evaluate(predict: Callable[[list[list[int]]], np.ndarray]) -> float:
-        return accuracy(predict(ids["val"]), val.labels)
-
-    fits = []
-    for timed in (False, True):  # same seed twice: are the trainable weights bit-identical?
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        if method == "lora":
-            score = evaluate if timed else None
-            res = fit_lora(base, (ids["fit"], fit.labels), cfg, cfg.seed, device, score)
-        else:
-            rank = cfg.pil_rank if method == "pil_lora" else 0
-            res = fit_closed_form(
-                base, (ids["fit"], fit.labels), (ids["select"], select.labels), rank,
-                cfg.lambdas, cfg.kappa_max, cfg.seed, cfg.batch_size, device,
-            )  # fmt: skip
-        peak = peak_memory_mb(device)  # before scoring: the fit's peak, not the evaluation's
-        fits.append(res)
+    fit_xy, dev_xy = (ids["fit"], fit.labels), (ids["dev"], dev.labels)
     if method == "lora":
-        acc = res.curve[-1]["accuracy"]
+        runs = []
+        for lr in cfg.lrs:
+            _reset_peak(device)
+            runs.append(fit_lora(base, fit_xy, dev_xy, cfg, lr, seed, device))
+        k = choose_lr(runs)
+        first = runs[k]
+        _reset_peak(device)
+        timed = fit_lora(base, fit_xy, dev_xy, cfg, cfg.lrs[k], seed, device,
+                         stop_at=int(first.metrics["best_step"]))  # fmt: skip
+        peak = peak_memory_mb(device)
+        dev_acc = first.metrics["best_dev_accuracy"]
+        best = next(c for c in first.curve if c["step"] == first.metrics["best_step"])
+        curve = [{**c, "lr": r.metrics["lr"], "chosen": float(i == k)}
+                 for i, r in enumerate(runs) for c in r.curve]  # fmt: skip
+        lrs = sorted(cfg.lrs)
+        metrics = {
+            **{key: first.metrics[key] for key in ("lr", "best_step", "steps_run", "warmup_steps")},
+            "train_loss_at_best": best["train_loss"], "n_lrs": float(len(runs)),
+            "lr_at_grid_edge": float(len(lrs) > 1 and cfg.lrs[k] in (lrs[0], lrs[-1])),
+            "tune_seconds": sum(r.metrics["run_seconds"] for r in runs),
+            "stopped_early": float(first.metrics["steps_run"] < cfg.max_steps),
+        }  # fmt: skip
     else:
-        acc = evaluate(res.predict)
-        res.curve = [{"step": 0, "fit_seconds": res.fit_seconds, "accuracy": acc}]
-    return fits, acc, peak, tokenize_seconds
+        rank = cfg.pil_rank if method == "pil_lora" else 0
+        fits = []
+        for _ in range(2):  # same seed twice: are the solved weights bit-identical?
+            _reset_peak(device)
+            fits.append(fit_closed_form(
+                base, fit_xy, dev_xy, rank, cfg.lambdas, cfg.kappa_max, seed, cfg.batch_size,
+                device,
+            ))  # fmt: skip
+            peak = peak_memory_mb(device)  # before scoring: the fit's peak, not the evaluation's
+        first, timed = fits
+        dev_acc = accuracy(timed.predict(ids["dev"]), dev.labels)
+        curve = [{"step": 0, "fit_seconds": timed.fit_seconds, "dev_accuracy": dev_acc}]
+        metrics = {"tune_seconds": timed.fit_seconds}  # λ's selection is inside the fit
+    acc = accuracy(timed.predict(ids["val"]), val.labels)
+    return JobFits(first, timed, acc, dev_acc, peak, tokenize_seconds, curve, metrics)
 
 
 def lora_job(
@@ -113,11 +154,15 @@ def lora_job(
     )
     from pillm.core.runtime import resolve_device
     from pillm.data.sst2 import load_sst2, split_train
+    from pillm.lora.base import split_name
 
     lora, sst2 = LoraConfig.from_dict(cfg, "lora"), DataConfig.from_dict(data, "data")
     device = resolve_device(device)
+    _, seed = split_name(model_name)
+    if seed is None:
+        raise ValueError(f"lora model {model_name!r}: expected <model>-s<seed>, e.g. minilm-s0")
     splits, meta = load_sst2(sst2.source, sst2.local_dir)
-    fit, select = split_train(splits["train"], lora.n_train, lora.n_select, lora.seed)
+    fit, dev = split_train(splits["train"], lora.n_train, lora.n_dev, seed)
     t0 = time.perf_counter()
     base = load_base(model_name, checkpoint, tokenizer_json)
     load_seconds = time.perf_counter() - t0
@@ -131,21 +176,23 @@ def lora_job(
     if device.startswith("cuda"):  # float32 features into float64 Grams: no TF32 rounding
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    fits, acc, peak, tok_s = run_fits(base, method, fit, select, splits["validation"], lora, device)
-    first, timed = fits
-    digests = [weights_digest(f.weights) for f in fits]
+    job = run_fits(base, method, fit, dev, splits["validation"], lora, seed, device)
+    first, timed = job.first, job.timed
+    digests = [weights_digest(f.weights) for f in (first, timed)]
     metrics = {
-        "accuracy": acc, "fit_seconds": timed.fit_seconds,
-        "fit_seconds_first": first.fit_seconds, "peak_memory_mb": peak,
+        "accuracy": job.accuracy, "dev_accuracy": job.dev_accuracy,
+        "fit_seconds": timed.fit_seconds, "fit_seconds_first": first.fit_seconds,
+        "peak_memory_mb": job.peak_mb,
         "trainable_params": sum(w.numel() for w in timed.weights.values()),
         "identical_rerun": float(digests[0] == digests[1]),
         "max_abs_diff": max_abs_diff(first.weights, timed.weights),
-        "n_train": len(fit), "n_select": len(select), "n_eval": len(splits["validation"]),
-        "max_len": lora.max_len, "tokenize_seconds": tok_s, "load_seconds": load_seconds,
-        "d_model": base.d_model, **timed.metrics,
+        "n_train": len(fit), "n_dev": len(dev), "n_eval": len(splits["validation"]),
+        "max_len": lora.max_len, "tokenize_seconds": job.tokenize_seconds,
+        "load_seconds": load_seconds, "d_model": base.d_model,
+        **{k: v for k, v in timed.metrics.items() if method != "lora"}, **job.metrics,
     }  # fmt: skip
     run_identity = {
-        "experiment": "lora", "variant": method, "seed": base.seed, "corpus": "sst2",
+        "experiment": "lora", "variant": method, "seed": seed, "corpus": "sst2",
         "tokenizer": base.label, "data_policy": meta["policy"],
     }  # fmt: skip
     assert set(run_identity) == set(IDENTITY)
@@ -153,5 +200,5 @@ def lora_job(
              "method": method}  # fmt: skip
     context_cols = {**provenance(device), **ident, "weights_sha256": digests[1]}
     out = Path(out_dir)
-    write_rows_parquet(out / "curve.parquet", timed.curve, {**ident, "seed": base.seed})
+    write_rows_parquet(out / "curve.parquet", job.curve, {**ident, "seed": seed})
     write_json(out / "metrics.json", tidy_records(run_identity, metrics, context_cols))
