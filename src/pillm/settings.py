@@ -316,12 +316,12 @@ class GenerativeConfig(Section):
 
 @dataclass(frozen=True)
 class LoraConfig(Section):
-    """What one ``lora`` job receives: the lora section without ``models`` (the DAG's list)."""
+    """What one ``lora`` job receives: the lora section without ``models`` and ``seeds`` (the
+    DAG's lists; a job's seed is in its model name, ``<model>-s<seed>``)."""
 
     methods: tuple[str, ...]
-    seed: int
     n_train: int
-    n_select: int
+    n_dev: int
     max_len: int
     batch_size: int
     pil_rank: int
@@ -330,11 +330,12 @@ class LoraConfig(Section):
     lora_rank: int
     lora_alpha: float
     lora_dropout: float
-    steps: int
-    lr: float
+    lrs: tuple[float, ...]
+    max_steps: int
+    eval_every: int
+    patience: int
     train_batch_size: int
     weight_decay: float
-    eval_every: int
 
 
 @dataclass(frozen=True)
