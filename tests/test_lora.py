@@ -1,6 +1,7 @@
 """PIL-LoRA vs LoRA on SST-2: data, closed-form heads, LoRA, determinism, job and report."""
 
 import json
+import re
 import shutil
 import time
 from dataclasses import replace
@@ -420,3 +421,23 @@ def test_claims_file_names_arms_the_frame_writes():
     assert {a for c in spec["claims"] for a in c["arms"]} == arms == set(spec["names"])
     assert all(c["id"].startswith("lora_") and c["metric"] in spec["metrics"]
                for c in spec["claims"])  # fmt: skip
+
+
+def test_section_uses_defined_macros_and_types_no_direction():
+    from pillm.paper.latex import macro_name
+
+    from .test_claims import typed_directions
+
+    text = (REPO / "paper/sections/lora.tex").read_text()
+    assert typed_directions(text) == []  # every direction comes from a \Claim macro
+    summary = pl.DataFrame({"model": ["minilm-s0"], "method": ["lora"], "model_group": ["minilm"],
+                            "model_label": ["L"], "device_name": ["CPU"], "accuracy": [0.5],
+                            "identical_rerun": [1.0]})  # fmt: skip
+    params = {"name": "t", "seeds": [0], **LORA_CFG}
+    defined = set(LoraReport(summary, pl.DataFrame({"model": []}), params).numbers())
+    used = set(re.findall(r"\\(Lora[A-Za-z]+)", text))
+    assert used and used <= defined, f"undefined: {sorted(used - defined)}"
+    spec = yaml.safe_load((REPO / "paper/claims/lora.yaml").read_text())
+    declared = {macro_name(c["id"], prefix="Claim") for c in spec["claims"]}
+    claims = set(re.findall(r"\\(Claim[A-Za-z]+)", text))
+    assert claims == declared  # each declared claim is stated, none undeclared
