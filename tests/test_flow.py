@@ -163,3 +163,32 @@ def test_gradient_baseline_trains_the_same_network():
     assert flow_heldout_mse(net, x[900:], seed=0) < 0.75 * zero  # PIL: ~0.65
     pil = RandomFeatureNet(2, 2, feats, seed=0, trainable=False)
     assert not torch.equal(net.w_x, pil.w_x)  # the first layer was trained too
+
+
+def test_heldout_curve_is_recorded_on_schedule_with_the_clock_stopped(monkeypatch):
+    """A fake clock ticking 1 s per reading; each evaluation advances it 100 s more. The curve's
+    seconds and the report's total exclude those 100 s: evaluation is not training time."""
+    import pillm.generative.flow as flow
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    def evaluate(net) -> float:
+        assert not net.training  # evaluated in eval mode, trained in train mode
+        now[0] += 100.0
+        return float(len(curve_steps))
+
+    curve_steps: list[int] = []
+    monkeypatch.setattr(flow.time, "perf_counter", clock)
+    x = mixture(200, 0)
+    cfg = TrainConfig(steps=10, batch_size=16, lr=1e-3, warmup=1, log_every=5)
+    _, rep = train_gradient_flow(x, FeatureConfig(width=8), cfg, 0, "cpu", evaluate, eval_every=4)
+    assert [s for s, _, _ in rep.heldout] == [4, 8, 10]  # every 4 steps and the last
+    secs = [t for _, t, _ in rep.heldout]
+    assert secs == sorted(secs) and all(t < 100 for t in secs) and rep.seconds < 100
+    # Without evaluate nothing is recorded and no evaluation time exists to subtract.
+    _, plain = train_gradient_flow(x, FeatureConfig(width=8), cfg, 0, "cpu")
+    assert plain.heldout == []

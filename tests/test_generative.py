@@ -14,17 +14,12 @@ import yaml
 from pillm.data.images import load_images
 from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
-from pillm.generative.report import aggregate_generative, macro, render_gen_tables
-from pillm.generative.run import (
-    adamw_steps,
-    classifier_job,
-    generative_job,
-    load_split,
-    pil_pairs,
-    prepare_images,
-)
-from pillm.plan import all_settings, check_generative, settings
-from pillm.settings import GenerativeConfig
+from pillm.generative.report import aggregate_generative, arm_name, macro, render_gen_tables
+from pillm.generative.run import classifier_job, generative_job, load_split, prepare_images
+from pillm.generative.tuning import grid_steps, lr_grid_job, pick_lr
+from pillm.paper.claim_frame import read_claim_frame
+from pillm.paper.claims import load_claims
+from pillm.plan import all_settings, check_generative, generative_jobs, lr_grids, settings
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -34,12 +29,12 @@ SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 def tiny_cfg() -> dict:
     g = copy.deepcopy(SMOKE["generative"])
     g.update(datasets=["mnist"], ablation_datasets=["mnist"], n_train=200, n_eval=40,
-             kid_subsets=3, kid_subset_size=20, grid=4)  # fmt: skip
+             kid_subsets=3, kid_subset_size=20, grid=4, seeds=[0, 1])  # fmt: skip
     g["features"]["width"] = 64
     g["classifier"].update(n_train=1024, epochs=2, batch_size=64)
     g["diffusion"].update(timesteps=30, n_buckets=2)
     g["ablations"].update(width=[32], ode_steps=[2])
-    g["gradient"]["budgets"] = [1, 2]
+    g["gradient"].update(flow_steps=20, diffusion_steps=20, lr_grid=[1e-3, 3e-3], eval_every=5)
     return g
 
 
@@ -57,48 +52,68 @@ def classifier_params(g: dict) -> dict:
 
 
 def metrics_of(path: Path) -> dict[str, float]:
+    """A run's metrics by name (``path``: metrics.json or its run folder)."""
+    path = path / "metrics.json" if path.is_dir() else path
     return {r["metric"]: r["value"] for r in json.loads(path.read_text())}
+
+
+def run_dir(root: Path, setting: str, seed: int = 0) -> Path:
+    return root / "mnist" / setting / f"seed{seed}"
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
+    """The DAG of one tiny MNIST config, in its order: images, classifier, one learning-rate grid
+    per arm pair, then every (setting, seed) job (AdamW ones read their grid's pick)."""
     root = tmp_path_factory.mktemp("gen")
     cfg = tiny_cfg()
     images = str(root / "mnist/images.npz")
     prepare_images("mnist", DATA_CFG, images)
     classifier_job("mnist", classifier_params(cfg), images, "cpu", str(root / "mnist"))
-    for s in all_settings(cfg)["mnist"]:
-        generative_job("mnist", s, job_params(cfg), images, str(root / "mnist/classifier.pt"),
-                       "cpu", str(root / "mnist" / s))  # fmt: skip
+    for ds, fam in lr_grids(cfg):
+        lr_grid_job(ds, fam, job_params(cfg), images, "cpu", str(root / ds / f"lr_{fam}"))
+    known = settings(cfg, "mnist")
+    for ds, s, seed in generative_jobs({"generative": cfg}):
+        lr = root / ds / f"lr_{known[s].family}/lr.json" if known[s].method == "adamw" else None
+        generative_job(ds, s, seed, job_params(cfg), images, str(root / "mnist/classifier.pt"),
+                       lr and str(lr), "cpu", str(run_dir(root, s, seed)))  # fmt: skip
     return root, cfg
 
 
-def test_settings_cover_methods_budgets_and_ablations_only_where_asked():
+def test_settings_pair_every_pil_arm_with_adamw_on_the_same_network():
     g = tiny_cfg()
     g["datasets"] = ["mnist", "cifar10"]
     plan = all_settings(g)
     assert set(plan) == set(g["datasets"])
     for ds, names in plan.items():
-        assert {"flow_pil", "diff_pil", "flow_adamw1", "diff_adamw2"} <= set(names)
+        assert {"flow_pil", "flow_adamw", "diff_pil", "diff_adamw"} <= set(names)
         assert ("flow_pil_w32" in names) == (ds in g["ablation_datasets"])
-        ablated = {"flow_bipil", "flow_pil_raw", "diff_pil_shared"} & set(names)
+        ablated = {"flow_bipil", "flow_pil_raw", "diff_bucketed_pil"} & set(names)
         assert bool(ablated) == (ds in g["ablation_datasets"])
     s = settings(g, "mnist")
+    for fam in ("flow", "diff", "diff_bucketed"):
+        pil, adamw = s[f"{fam}_pil"], s[f"{fam}_adamw"]
+        assert (pil.model, pil.n_buckets, pil.features) == (
+            adamw.model,
+            adamw.n_buckets,
+            adamw.features,
+        )
+    assert (
+        s["diff_bucketed_adamw"].n_buckets
+        == g["diffusion"]["n_buckets"]
+        > s["diff_adamw"].n_buckets
+    )
     main = FeatureConfig(**s["flow_pil"].feature_options(g))
     bi = FeatureConfig(**s["flow_bipil"].feature_options(g))
     assert bi.n_proj == 2 and main.n_features(784) == bi.n_features(784)  # equal feature count
 
 
-def test_adamw_budget_counts_the_pil_solves_pairs():
+def test_arms_run_every_seed_and_ablations_the_first():
     g = tiny_cfg()
-    s = settings(g, "mnist")
-    gen = GenerativeConfig.from_dict(job_params(g), "generative")
-    pairs = pil_pairs(s["diff_adamw2"], gen, n_fit=540)
-    assert pairs == 540 * g["diffusion"]["pairs_per_image"] * g["diffusion"]["n_buckets"]
-    steps = adamw_steps(s["diff_adamw2"], pairs, g["gradient"]["batch_size"])
-    assert (
-        (steps - 1) * g["gradient"]["batch_size"] < 2 * pairs <= steps * g["gradient"]["batch_size"]
-    )
+    jobs = generative_jobs({"generative": g})
+    assert ("mnist", "flow_adamw", 1) in jobs and ("mnist", "diff_bucketed_pil", 1) in jobs
+    assert ("mnist", "flow_bipil", 0) in jobs and ("mnist", "flow_bipil", 1) not in jobs
+    assert lr_grids(g) == [("mnist", "flow"), ("mnist", "diff"), ("mnist", "diff_bucketed")]
 
 
 def test_config_errors_name_the_key():
@@ -110,26 +125,73 @@ def test_config_errors_name_the_key():
     g["diffusion"]["beta_end"] = 0.9
     with pytest.raises(ValueError, match="generative.diffusion"):
         check_generative(g)
+    g = copy.deepcopy(SMOKE["generative"])
+    g["diffusion"]["n_buckets"] = 1
+    with pytest.raises(ValueError, match="generative.ablations.bucketed"):
+        check_generative(g)
 
 
-def test_jobs_write_metrics_samples_and_matched_budgets(jobs):
+def test_lr_grid_picks_the_lowest_heldout_error_and_the_arm_trains_at_it(jobs):
     root, cfg = jobs
-    pil = metrics_of(root / "mnist/flow_pil/metrics.json")
-    adam = metrics_of(root / "mnist/flow_adamw1/metrics.json")
+    pick = json.loads((root / "mnist/lr_flow/lr.json").read_text())
+    final = {float(k): v for k, v in pick["final_heldout"].items()}
+    assert set(final) == set(cfg["gradient"]["lr_grid"])
+    assert pick["lr"] == min(final, key=final.get)
+    assert pick["steps"] == grid_steps(
+        cfg["gradient"]["flow_steps"], cfg["gradient"]["grid_fraction"]
+    )
+    curves = pl.read_parquet(root / "mnist/lr_flow/curves.parquet")
+    assert set(curves["lr"]) == set(final) and (curves["seconds"] >= 0).all()
+    adam = metrics_of(run_dir(root, "flow_adamw"))
+    assert adam["adamw_lr"] == pick["lr"] and adam["adamw_steps"] == cfg["gradient"]["flow_steps"]
+
+
+def test_pick_lr_skips_diverged_rates_and_names_the_key_when_all_did():
+    assert pick_lr({1e-3: 0.5, 3e-3: float("nan"), 1e-2: 0.4}) == 1e-2
+    assert pick_lr({1e-3: 0.5, 3e-3: 0.5}) == 1e-3  # a tie goes to the smaller rate
+    with pytest.raises(ValueError, match="generative.gradient.lr_grid"):
+        pick_lr({1e-3: float("inf")})
+
+
+def test_jobs_write_metrics_samples_and_heldout_curves(jobs):
+    root, cfg = jobs
+    pil = metrics_of(run_dir(root, "flow_pil"))
+    adam = metrics_of(run_dir(root, "flow_adamw"))
     for m in (pil, adam):
         assert {"fd_self", "kid_self", "nn1_acc", "heldout_mse", "fit_seconds"} <= set(m)
         assert 0 <= m["nn1_acc"] <= 1 and m["fd_self"] >= 0
     assert pil["train_pairs"] == cfg["flow"]["pairs_per_image"] * pil["n_fit"]
-    assert 0 <= adam["train_pairs"] - pil["train_pairs"] < cfg["gradient"]["batch_size"]
-    assert (root / "mnist/flow_pil/samples.png").stat().st_size > 0
-    samplers = pl.read_parquet(root / "mnist/flow_pil/samplers.parquet")
+    assert adam["train_pairs"] == cfg["gradient"]["flow_steps"] * cfg["gradient"]["batch_size"]
+    assert (run_dir(root, "flow_pil") / "samples.png").stat().st_size > 0
+    samplers = pl.read_parquet(run_dir(root, "flow_pil") / "samplers.parquet")
     assert set(samplers["sampler"]) == {"euler", "heun"} and samplers.height == 4
-    assert pl.read_parquet(root / "mnist/flow_adamw1/samplers.parquet").height == 1
+    assert pl.read_parquet(run_dir(root, "flow_pil", 1) / "samplers.parquet").height == 1
     # The PIL fit picked λ on held-out pairs: the recorded curve's minimum is its held-out MSE.
-    curve = pl.read_parquet(root / "mnist/flow_pil/curves.parquet")
+    curve = pl.read_parquet(run_dir(root, "flow_pil") / "curves.parquet")
     assert curve["y"].min() == pytest.approx(pil["heldout_mse"], rel=1e-3)
+    # AdamW's held-out curve: every eval_every steps and at the end, its last point the metric.
+    held = pl.read_parquet(run_dir(root, "flow_adamw") / "curves.parquet").filter(
+        pl.col("curve") == "adamw_heldout"
+    )
+    every = cfg["gradient"]["eval_every"]
+    assert held["x"].to_list() == list(range(every, cfg["gradient"]["flow_steps"] + 1, every))
+    assert held["y"][-1] == pytest.approx(adam["heldout_mse"], rel=1e-5)
+    assert held["seconds"].is_sorted() and held["seconds"][-1] <= adam["fit_seconds"] + 1e-9
     cls = metrics_of(root / "mnist/classifier.json")
     assert cls["test_accuracy"] > 0.3  # well above chance (0.1) even at this size
+
+
+def test_bucketed_pair_has_equal_output_maps(jobs):
+    root, cfg = jobs
+    pil = metrics_of(run_dir(root, "diff_bucketed_pil"))
+    adam = metrics_of(run_dir(root, "diff_bucketed_adamw"))
+    shared = metrics_of(run_dir(root, "diff_pil"))
+    k = cfg["diffusion"]["n_buckets"]
+    assert pil["trainable_params"] == k * shared["trainable_params"]
+    # AdamW trains the same K output maps plus the random layer it shares over t.
+    first_layer = adam["trainable_params"] - pil["trainable_params"]
+    shared_adam = metrics_of(run_dir(root, "diff_adamw"))
+    assert first_layer == shared_adam["trainable_params"] - shared["trainable_params"] > 0
 
 
 def test_prepared_images_equal_the_decoded_mirror_and_its_subsets(jobs):
@@ -140,55 +202,88 @@ def test_prepared_images_equal_the_decoded_mirror_and_its_subsets(jobs):
     assert prepared.index.equal(direct.index) and prepared.shape == (1, 28, 28)
 
 
-def test_a_rerun_gives_identical_metrics(jobs, tmp_path):
+def test_a_rerun_gives_identical_metrics_and_seeds_differ(jobs, tmp_path):
     root, cfg = jobs
-    generative_job("mnist", "diff_pil", job_params(cfg), str(root / "mnist/images.npz"),
-                   str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
-    a, b = metrics_of(root / "mnist/diff_pil/metrics.json"), metrics_of(tmp_path / "metrics.json")
+    generative_job("mnist", "diff_pil", 1, job_params(cfg), str(root / "mnist/images.npz"),
+                   str(root / "mnist/classifier.pt"), None, "cpu", str(tmp_path))  # fmt: skip
+    a, b = metrics_of(run_dir(root, "diff_pil", 1)), metrics_of(tmp_path / "metrics.json")
     for key in ("heldout_mse", "fd_self", "kid_self", "nn1_acc", "lam_rel_median"):
         assert a[key] == b[key], key
+    assert metrics_of(run_dir(root, "diff_pil", 0))["heldout_mse"] != a["heldout_mse"]
 
 
-def test_unknown_setting_is_named(jobs, tmp_path):
+def test_unknown_setting_and_missing_lr_are_named(jobs, tmp_path):
     root, cfg = jobs
+    args = (job_params(cfg), str(root / "mnist/images.npz"), str(root / "mnist/classifier.pt"))
     with pytest.raises(ValueError, match="flow_nope"):
-        generative_job("mnist", "flow_nope", job_params(cfg), str(root / "mnist/images.npz"),
-                       str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
+        generative_job("mnist", "flow_nope", 0, *args, None, "cpu", str(tmp_path))
+    with pytest.raises(ValueError, match="--lr"):
+        generative_job("mnist", "flow_adamw", 0, *args, None, "cpu", str(tmp_path))
+    with pytest.raises(ValueError, match="diff"):
+        generative_job("mnist", "flow_adamw", 0, *args, str(root / "mnist/lr_diff/lr.json"),
+                       "cpu", str(tmp_path))  # fmt: skip
 
 
-def test_aggregate_tables_and_figures(jobs, tmp_path):
+def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     root, cfg = jobs
-    names = all_settings(cfg)["mnist"]
-    job = lambda f: [str(root / "mnist" / s / f) for s in names]  # noqa: E731
+    runs_of = [(s, seed) for _, s, seed in generative_jobs({"generative": cfg})]
+    job = lambda f: [str(run_dir(root, s, seed) / f) for s, seed in runs_of]  # noqa: E731
+    grids = [root / "mnist" / f"lr_{fam}" for _, fam in lr_grids(cfg)]
     summary = tmp_path / "summary"
+    claims = tmp_path / "claims/generative.parquet"
     aggregate_generative(job("metrics.json"), job("curves.parquet"), job("samplers.parquet"),
-                         [str(root / "mnist/classifier.json")], str(summary))  # fmt: skip
+                         [str(root / "mnist/classifier.json")], [str(d / "lr.json") for d in grids],
+                         [str(d / "curves.parquet") for d in grids], str(summary), str(claims))  # fmt: skip
     runs = pl.read_parquet(summary / "generative.parquet")
-    assert sorted(runs["setting"]) == sorted(names)
+    assert runs.height == len(runs_of) and set(runs["seed"]) == {0, 1}
+    # The claim frame: every arm at both seeds, in fd, kid, mse and time.
+    frame = read_claim_frame(claims)
+    arms = set(frame["a"])
+    assert {"mnist_pil_flow", "mnist_adamw_flow", "mnist_pil_diff_bucketed"} <= arms
+    fd = frame.filter((pl.col("a") == "mnist_pil_flow") & (pl.col("metric") == "fd"))
+    pil0 = runs.filter((pl.col("setting") == "flow_pil") & (pl.col("seed") == 0))
+    assert sorted(fd["seed"]) == [0, 1] and pil0["fd_self"][0] in fd["value"].to_list()
+    assert set(frame["metric"]) == {"fd", "kid", "mse", "time"}
+    speed = pl.read_parquet(summary / "generative_speed.parquet")
+    assert speed.height == 3 * 2  # three pairs, two seeds
     numbers = tmp_path / "gen_numbers.tex"
     render_gen_tables(str(summary), {"name": "t", "generative": cfg}, str(REPO / "paper/templates"),
                       str(tmp_path / "tables"), str(numbers))  # fmt: skip
     macros = dict(re.findall(r"\\newcommand\{\\(\w+)\}\{(.*)\}", numbers.read_text()))
-    fd = runs.filter(pl.col("setting") == "flow_pil")["fd_self"][0]
-    assert macros[macro("mnist", "flow_pil", "Fd")] == f"{fd:.2f}"
-    # The prose cites macros by role, defined for every dataset the build may lack.
-    assert macros[macro("mnist", "flow", "Pil", "Fd")] == f"{fd:.2f}"
-    assert macros[macro("cifar10", "flow", "Pil", "Fd")] == "--"
-    assert macros[macro("mnist", "diff", "PilVs", "Matched")] in ("below", "above")
+    mean_fd = runs.filter(pl.col("setting") == "flow_pil")["fd_self"].mean()
+    assert macros[macro("mnist", "flow_pil", "Fd")] == f"{mean_fd:.2f}"
+    assert macros[macro("cifar10", "flow", "Lr")] == "--"  # defined for a dataset the build lacks
+    pick = json.loads((root / "mnist/lr_flow/lr.json").read_text())["lr"]
+    assert macros[macro("mnist", "flow", "Lr")] == f"{pick:g}"
     main = (tmp_path / "tables/gen_main.tex").read_text()
-    assert "(floor)" in main and f"{fd:.2f}" in main
+    assert "(floor)" in main and "$\\pm$" in main  # intervals over the two seeds
+    assert "\\textbf" in (tmp_path / "tables/gen_lr.tex").read_text()  # the pick
     gen_figures(str(summary), str(root), str(tmp_path / "fig"))
     assert {p.name for p in (tmp_path / "fig").iterdir()} >= {"gen_samples.pdf", "gen_budget.png"}
 
 
+def test_claims_file_declares_directions_on_arms_the_frame_names():
+    claims, specs = load_claims(REPO / "paper/claims/generative.yaml")
+    g = copy.deepcopy(SMOKE["generative"])
+    g["datasets"] = ["mnist", "cifar10"]
+    arms = {
+        arm_name(ds, s.method, s.family)
+        for ds in g["datasets"]
+        for s in settings(g, ds).values()
+        if s.is_arm
+    }
+    assert claims and all(c.a in arms and c.b in arms for c in claims)
+    assert {c.metric for c in claims} == {"fd", "kid", "mse", "time"}
+
+
 def test_macro_names_are_letters_only():
-    assert macro("cifar10", "flow_adamw8", "Fd") == "GenCifarTenFlowAdamwEightFd"
+    assert macro("cifar10", "flow_adamw", "Fd") == "GenCifarTenFlowAdamwFd"
 
 
 def test_real_fid_offline_names_the_key(jobs, tmp_path):
     root, cfg = jobs
     cfg = job_params({**cfg, "real_fid": True})
     with pytest.raises(RuntimeError, match="generative.real_fid"):
-        generative_job("mnist", "flow_pil", cfg, str(root / "mnist/images.npz"),
-                       str(root / "mnist/classifier.pt"), "cpu", str(tmp_path))  # fmt: skip
+        generative_job("mnist", "flow_pil", 0, cfg, str(root / "mnist/images.npz"),
+                       str(root / "mnist/classifier.pt"), None, "cpu", str(tmp_path))  # fmt: skip
     assert not (tmp_path / "metrics.json").exists()  # nothing that looks finished

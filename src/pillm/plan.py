@@ -160,9 +160,14 @@ def dependencies(name: str) -> list[str]:
 
 
 # ---- Generative settings ---------------------------------------------------------------------
-# One *setting* per fitted model: PIL flow matching or PIL diffusion (closed-form output layer),
-# or the same network trained by AdamW at a budget counted in training pairs (a multiple of what
-# the PIL solve streams), plus the ablations of generative.ablations on ablation_datasets.
+# One *setting* per fitted model. The arms come in pairs of one network: the PIL fit (closed-form
+# output layer) and the same network with every weight trained by AdamW at a learning rate picked
+# from generative.gradient.lr_grid on held-out images: flow matching, diffusion with one ε weight
+# set shared over t, and (on ablation_datasets, generative.ablations.bucketed) diffusion with one
+# weight set per bucket of t. Every arm runs every seed of generative.seeds; the PIL ablations
+# (width, Bi-PIL, time encoding) run the first seed only.
+
+FAMILIES = ("flow", "diff", "diff_bucketed")  # the AdamW families, one learning-rate grid each
 
 
 @dataclass(frozen=True)
@@ -172,30 +177,44 @@ class Setting:
     name: str
     model: str  # "flow" | "diffusion"
     method: str  # "pil" | "adamw"
-    ablation: str  # "main", "budget", "width", "projections", "time_encoding", "buckets"
+    ablation: str  # "main" (an arm), "width", "projections", "time_encoding"
     level: str
     features: dict  # overrides of generative.features
-    n_buckets: int | None = None  # diffusion PIL: ε weight sets over t
-    budget: float | None = None  # AdamW: training pairs, as a multiple of the PIL solve's
+    n_buckets: int = 1  # diffusion: ε weight sets over t (PIL solves, AdamW trains, each)
+    family: str = ""  # the arm pair it belongs to (FAMILIES); "" for an ablation
 
     def feature_options(self, cfg: dict) -> dict:
         """generative.features with this setting's overrides (generative.flow.FeatureConfig)."""
         return {**cfg["features"], **self.features}
 
+    @property
+    def is_arm(self) -> bool:
+        """An arm of a PIL-vs-AdamW pair: runs every seed (ablations run the first)."""
+        return self.ablation == "main"
+
+
+def _arm_pair(family: str, model: str, n_buckets: int) -> list[Setting]:
+    return [
+        Setting(f"{family}_{m}", model, m, "main", m, {}, n_buckets, family)
+        for m in ("pil", "adamw")
+    ]
+
+
+def families(cfg: dict, dataset: str) -> list[str]:
+    """The arm pairs configured on ``dataset`` (the ``generative`` section)."""
+    bucketed = cfg["ablations"]["bucketed"] and dataset in cfg["ablation_datasets"]
+    return ["flow", "diff", *(["diff_bucketed"] if bucketed else [])]
+
 
 def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
     """Every setting the config asks for on ``dataset`` (the ``generative`` section)."""
     f, d = cfg["features"], cfg["diffusion"]
-    out = [
-        Setting("flow_pil", "flow", "pil", "main", "PIL", {}),
-        Setting("diff_pil", "diffusion", "pil", "main", "PIL", {}, n_buckets=d["n_buckets"]),
-    ]
-    for b in cfg["gradient"]["budgets"]:
-        tag = f"{b:g}".replace(".", "p")
-        out.append(Setting(f"flow_adamw{tag}", "flow", "adamw", "budget", f"{b:g}x", {}, budget=b))
-        out.append(
-            Setting(f"diff_adamw{tag}", "diffusion", "adamw", "budget", f"{b:g}x", {}, budget=b)
-        )
+    models = {
+        "flow": ("flow", 1),
+        "diff": ("diffusion", 1),
+        "diff_bucketed": ("diffusion", d["n_buckets"]),
+    }
+    out = [s for fam in families(cfg, dataset) for s in _arm_pair(fam, *models[fam])]
     if dataset in cfg["ablation_datasets"]:
         a = cfg["ablations"]
         for w in a["width"]:
@@ -209,14 +228,23 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
             if enc != f["time_encoding"]:
                 te = {"time_encoding": enc}
                 out.append(Setting(f"flow_pil_{enc}", "flow", "pil", "time_encoding", enc, te))
-        if a["shared_diffusion"] and d["n_buckets"] != 1:
-            out.append(Setting("diff_pil_shared", "diffusion", "pil", "buckets", "1", {}, 1))
     return {s.name: s for s in out}
 
 
 def all_settings(cfg: dict) -> dict[str, list[str]]:
     """dataset -> setting names (what the Snakefile expands)."""
     return {ds: list(settings(cfg, ds)) for ds in cfg["datasets"]}
+
+
+def setting_seeds(cfg: dict, setting: Setting) -> list[int]:
+    """The seeds a setting runs: every generative.seeds for an arm, the first for an ablation."""
+    seeds = list(cfg["seeds"])
+    return seeds if setting.is_arm else seeds[:1]
+
+
+def lr_grids(cfg: dict) -> list[tuple[str, str]]:
+    """(dataset, family) of every AdamW learning-rate grid job."""
+    return [(ds, fam) for ds in cfg["datasets"] for fam in families(cfg, ds)]
 
 
 def check_generative(cfg: dict) -> None:
@@ -237,6 +265,11 @@ def check_generative(cfg: dict) -> None:
         raise ValueError(
             f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
             f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
+        )
+    if cfg["ablations"]["bucketed"] and d["n_buckets"] < 2:
+        raise ValueError(
+            "generative.ablations.bucketed needs generative.diffusion.n_buckets >= 2 (with one "
+            "bucket the bucketed pair is the shared-weight pair); raise it or set bucketed: false"
         )
 
 
@@ -345,9 +378,15 @@ def lm_params(config: dict[str, Any], variant: str) -> dict[str, Any]:
     return cfg
 
 
-def generative_jobs(config: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dataset, setting) of every generative fit, dataset by dataset."""
-    return [(ds, s) for ds, names in all_settings(config["generative"]).items() for s in names]
+def generative_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(dataset, setting, seed) of every generative fit, dataset by dataset."""
+    g = config["generative"]
+    return [
+        (ds, s.name, seed)
+        for ds in g["datasets"]
+        for s in settings(g, ds).values()
+        for seed in setting_seeds(g, s)
+    ]
 
 
 def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

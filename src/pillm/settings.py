@@ -253,10 +253,17 @@ class GenDiffusionConfig(Section):
 
 @dataclass(frozen=True)
 class GenGradientConfig(Section):
-    budgets: tuple[float, ...]
+    """AdamW on the PIL arms' networks: steps per model, the learning-rate grid (run at
+    ``grid_fraction`` of the steps, first seed, picked on held-out images) and the held-out
+    evaluation interval of the training curve."""
+
+    flow_steps: int
+    diffusion_steps: int
     batch_size: int
-    lr: float
+    lr_grid: tuple[float, ...]
+    grid_fraction: float
     warmup: int
+    eval_every: int
 
 
 @dataclass(frozen=True)
@@ -265,7 +272,7 @@ class GenAblationsConfig(Section):
     bipil: bool
     time_encoding: tuple[str, ...]
     ode_steps: tuple[int, ...]
-    shared_diffusion: bool
+    bucketed: bool
 
 
 @dataclass(frozen=True)
@@ -295,6 +302,7 @@ class GenerativeConfig(Section):
 
     ablation_datasets: tuple[str, ...]
     seed: int
+    seeds: tuple[int, ...]
     n_train: int
     heldout_fraction: float
     n_eval: int

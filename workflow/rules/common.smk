@@ -162,8 +162,21 @@ def own_model_inputs(wildcards):
 
 def gen_jobs(name):
     return [
-        res(f"generative/{ds}/{s}/{name}") for ds, s in plan.generative_jobs(config)
+        res(f"generative/{ds}/{s}/seed{seed}/{name}")
+        for ds, s, seed in plan.generative_jobs(config)
     ]
+
+
+def gen_lr_grids(name):
+    return [res(f"generative/{ds}/lr_{fam}/{name}") for ds, fam in plan.lr_grids(GEN)]
+
+
+def gen_lr_input(wildcards):
+    """An AdamW setting's learning-rate pick (its family's grid job); nothing for PIL."""
+    s = plan.settings(GEN, wildcards.dataset)[wildcards.setting]
+    if s.method != "adamw":
+        return []
+    return res(f"generative/{wildcards.dataset}/lr_{s.family}/lr.json")
 
 
 def lora_jobs(name):

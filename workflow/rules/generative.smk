@@ -1,4 +1,5 @@
-# Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW.
+# Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW
+# (learning rate from a held-out grid, every seed of generative.seeds).
 
 
 rule gen_images:
@@ -56,20 +57,52 @@ rule gen_classifier:
         )
 
 
+rule gen_lr_grid:
+    input:
+        images=rules.gen_images.output,
+        code=code("gen-lr-grid"),
+    output:
+        lr=res("generative/{dataset}/lr_{family}/lr.json"),
+        curves=res("generative/{dataset}/lr_{family}/curves.parquet"),
+    log:
+        logfile("generative/{dataset}/lr_{family}"),
+    benchmark:
+        benchfile("generative/{dataset}/lr_{family}")
+    wildcard_constraints:
+        family="|".join(plan.FAMILIES),
+    conda:
+        "../envs/pillm.yaml"
+    threads: min(4, workflow.cores)
+    resources:
+        gpu=1,  # the SLURM profile finds GPU rules by this line
+    params:
+        cfg=as_json(
+            {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
+        ),
+        out_dir=subpath(output.lr, parent=True),
+        device=DEVICE,
+    shell:
+        gpu_shell(
+            "python -m pillm gen-lr-grid --dataset {wildcards.dataset} --family {wildcards.family}"
+            " --params {params.cfg:q} --images {input.images} --out-dir {params.out_dir}"
+        )
+
+
 rule generative:
     input:
         images=rules.gen_images.output,
         classifier=rules.gen_classifier.output.model,
+        lr=gen_lr_input,
         code=code("generative"),
     output:
-        metrics=res("generative/{dataset}/{setting}/metrics.json"),
-        curves=res("generative/{dataset}/{setting}/curves.parquet"),
-        samplers=res("generative/{dataset}/{setting}/samplers.parquet"),
-        grid=res("generative/{dataset}/{setting}/samples.png"),
+        metrics=res("generative/{dataset}/{setting}/seed{seed}/metrics.json"),
+        curves=res("generative/{dataset}/{setting}/seed{seed}/curves.parquet"),
+        samplers=res("generative/{dataset}/{setting}/seed{seed}/samplers.parquet"),
+        grid=res("generative/{dataset}/{setting}/seed{seed}/samples.png"),
     log:
-        logfile("generative/{dataset}/{setting}"),
+        logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
-        benchfile("generative/{dataset}/{setting}")
+        benchfile("generative/{dataset}/{setting}/seed{seed}")
     conda:
         "../envs/pillm.yaml"
     threads: min(4, workflow.cores)
@@ -80,13 +113,14 @@ rule generative:
         cfg=as_json(
             {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
         ),
+        lr=lambda w, input: f"--lr {input.lr}" if input.lr else "",
         out_dir=subpath(output.metrics, parent=True),
         device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
-            " --params {params.cfg:q} --images {input.images} --classifier {input.classifier}"
-            " --out-dir {params.out_dir}"
+            " --seed {wildcards.seed} --params {params.cfg:q} --images {input.images}"
+            " --classifier {input.classifier} {params.lr} --out-dir {params.out_dir}"
         )
 
 
@@ -98,12 +132,18 @@ rule gen_aggregate:
         classifiers=expand(
             res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]
         ),
+        lr=gen_lr_grids("lr.json"),
+        lr_curves=gen_lr_grids("curves.parquet"),
         code=code("gen-aggregate"),
     output:
         runs=res("summary/generative.parquet"),
         curves=res("summary/generative_curves.parquet"),
         samplers=res("summary/generative_samplers.parquet"),
         classifiers=res("summary/generative_classifiers.parquet"),
+        lr=res("summary/generative_lr.parquet"),
+        lr_curves=res("summary/generative_lr_curves.parquet"),
+        speed=res("summary/generative_speed.parquet"),
+        claims=res("summary/claims/generative.parquet"),
     log:
         logfile("gen_aggregate"),
     conda:
@@ -113,7 +153,8 @@ rule gen_aggregate:
     shell:
         "python -m pillm gen-aggregate --metrics {input.metrics} --curves {input.curves}"
         " --samplers {input.samplers} --classifiers {input.classifiers}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        " --lr-picks {input.lr} --lr-curves {input.lr_curves}"
+        " --out-dir {params.out_dir} --claims {output.claims} > {log} 2>&1"
 
 
 rule gen_tables:
@@ -124,7 +165,7 @@ rule gen_tables:
     output:
         tables=expand(
             generated("tables/gen_{name}.tex"),
-            name=["main", "ablations", "samplers", "cost"],
+            name=["main", "speed", "lr", "ablations", "samplers", "cost"],
         ),
         numbers=generated("gen_numbers.tex"),
     log:
@@ -166,8 +207,8 @@ rule gen_figures:
         "../envs/pillm.yaml"
     params:
         summary_dir=lambda w, input: parent(input.summary[0]),
-        # results/<name>/generative: the sample grids sit at <dataset>/<setting>/samples.png.
-        results_dir=lambda w, input: parent(parent(parent(input.grids[0]))),
+        # results/<name>/generative: the grids sit at <dataset>/<setting>/seed<s>/samples.png.
+        results_dir=lambda w, input: parent(parent(parent(parent(input.grids[0])))),
         out_dir=lambda w, output: parent(output.pdf[0]),
     shell:
         "python -m pillm gen-figures --summary-dir {params.summary_dir}"

@@ -98,20 +98,28 @@ def bucket_edges(timesteps: int, n_buckets: int) -> list[int]:
 class EpsModel(nn.Module):
     """ε̂(x_t, t) for integer t: a RandomFeatureNet fed t / T, with 1 or K output maps.
 
-    ``w_buckets`` (K, p, D) holds per-bucket solved maps (PIL with K > 1); otherwise the net's
-    own ``w_out`` is used (shared PIL weights, or the gradient-trained baseline).
+    ``w_buckets`` (K, p, D) holds per-bucket maps (K > 1): solved (PIL) or, with ``trainable``,
+    trained by AdamW together with the shared random layer (the net's own ``w_out`` is then
+    frozen and unused). Otherwise the net's ``w_out`` is used (one weight set for every t).
     """
 
-    def __init__(self, net: RandomFeatureNet, timesteps: int, n_buckets: int = 1):
+    def __init__(
+        self, net: RandomFeatureNet, timesteps: int, n_buckets: int = 1, trainable: bool = False
+    ):
         super().__init__()
         self.net, self.timesteps = net, timesteps
         edges = bucket_edges(timesteps, n_buckets)
         self.register_buffer("edges", torch.tensor(edges[1:-1], dtype=torch.long))
         self.inner_edges = edges[1:-1]  # host copy for the sampler's one-timestep calls
-        w_buckets = None
-        if n_buckets > 1:
-            w_buckets = torch.zeros(n_buckets, *net.w_out.shape, device=net.w_out.device)
-        self.register_buffer("w_buckets", w_buckets)
+        if n_buckets == 1:
+            self.register_buffer("w_buckets", None)
+            return
+        w_buckets = torch.zeros(n_buckets, *net.w_out.shape, device=net.w_out.device)
+        if trainable:
+            net.w_out.requires_grad_(False)
+            self.w_buckets = nn.Parameter(w_buckets)
+        else:
+            self.register_buffer("w_buckets", w_buckets)
 
     @property
     def n_buckets(self) -> int:
@@ -311,16 +319,20 @@ def train_gradient_diffusion(
     train_cfg: TrainConfig,
     seed: int,
     device: str | torch.device = "cpu",
+    evaluate: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 0,
 ) -> tuple[EpsModel, TrainReport]:
-    """The PIL ε-net's shape (shared weights, same init from ``seed``), trained end to end.
+    """The PIL ε-net's shape (same init from ``seed``: ``cfg.n_buckets`` output maps over t on
+    one shared random layer), every weight trained end to end.
 
-    Each step draws ``batch_size`` images (with replacement), t uniform over all T and fresh ε.
+    Each step draws ``batch_size`` images (with replacement), t uniform over all T and fresh ε,
+    so each bucket's map sees the rows whose t falls in it. ``evaluate``: see train_regression.
     """
     device = torch.device(device)
     n, dim = x_train.shape
     sched = cfg.schedule()
     net = RandomFeatureNet(dim, dim, cfg.features, seed, trainable=True).to(device)
-    model = EpsModel(net, cfg.timesteps).to(device)
+    model = EpsModel(net, cfg.timesteps, cfg.n_buckets, trainable=True).to(device)
     g = torch.Generator(device=device).manual_seed(block_seed(seed, 6, 0))
     data = x_train.to(device=device, dtype=torch.float32)
     alpha_bars = sched.alpha_bars.to(device).float()
@@ -333,4 +345,5 @@ def train_gradient_diffusion(
         ab = alpha_bars[t][:, None]
         return ab.sqrt() * x + (1 - ab).sqrt() * eps, t, eps
 
-    return model, train_regression(model, batch, train_cfg, device, desc="eps AdamW")
+    report = train_regression(model, batch, train_cfg, device, "eps AdamW", evaluate, eval_every)
+    return model, report

@@ -1,4 +1,5 @@
-"""Figures of the generative study: sample grids, λ curves, samplers and quality against fit time."""
+"""Figures of the generative study: sample grids, λ curves, samplers, and the held-out error of
+every fit against its training time (AdamW's curves, the learning-rate grid, the PIL points)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pillm.generative.report import DATASETS, load
+from pillm.generative.report import DATASETS, FAMILY_NAMES, load
 
 
 def gen_figures(summary_dir: str, results_dir: str, out_dir: str) -> None:
@@ -20,41 +21,43 @@ def gen_figures(summary_dir: str, results_dir: str, out_dir: str) -> None:
     tabs = load(summary_dir)
     runs = tabs["generative"]
     datasets = [d for d in DATASETS if d in runs["dataset"].unique().to_list()]
-    budgets = sorted(
-        runs.filter(pl.col("method") == "adamw")["level"].unique().to_list(),
-        key=lambda s: float(s.rstrip("x")),
-    )
-    # 1. Sample grids: PIL and the matched-budget AdamW twin, flow and diffusion, per dataset.
-    first = budgets[0].rstrip("x").replace(".", "p") if budgets else None
-    cols = [("flow_pil", "PIL flow"), (f"flow_adamw{first}", f"AdamW flow ({budgets[0]})"),
-            ("diff_pil", "PIL diffusion"), (f"diff_adamw{first}", f"AdamW diff. ({budgets[0]})")]  # fmt: skip
+    first = int(runs["seed"].min())
+    # 1. Sample grids of the first seed: each PIL arm beside its AdamW twin.
+    cols = [("flow_pil", "PIL flow"), ("flow_adamw", "AdamW flow"),
+            ("diff_pil", "PIL diffusion"), ("diff_adamw", "AdamW diffusion")]  # fmt: skip
     fig, axes = plt.subplots(len(datasets), len(cols), figsize=(2.2 * len(cols), 2.4 * len(datasets)),
                              squeeze=False)  # fmt: skip
     for i, ds in enumerate(datasets):
         for j, (setting, title) in enumerate(cols):
             ax = axes[i][j]
             ax.set_axis_off()
-            path = Path(results_dir) / ds / setting / "samples.png"
+            path = Path(results_dir) / ds / setting / f"seed{first}" / "samples.png"
             if path.exists():
                 ax.imshow(mpimg.imread(path))
             ax.set_title(f"{DATASETS[ds]}: {title}", fontsize=7)
     save(fig, out / "gen_samples.pdf", out / "gen_samples.png")
 
     sns.set_theme(style="whitegrid", context="paper")
-    # 2. λ curves of the main PIL fits (diffusion: one curve per bucket).
-    curves = tabs["generative_curves"].filter(pl.col("curve") == "lambda")
-    curves = curves.filter(pl.col("setting").is_in(["flow_pil", "diff_pil"])).to_pandas()
+    # 2. λ curves of the PIL arms, first seed (bucketed diffusion: one curve per bucket).
+    curves = tabs["generative_curves"]
+    lam = curves.filter((pl.col("curve") == "lambda") & (pl.col("seed") == first))
+    lam = lam.filter(pl.col("setting").is_in(["flow_pil", "diff_pil", "diff_bucketed_pil"]))
+    lam = lam.to_pandas()
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 2.8), squeeze=False)
     for ax, ds in zip(axes[0], datasets, strict=True):
-        sub = curves[curves["dataset"] == ds]
+        sub = lam[lam["dataset"] == ds]
         sns.lineplot(data=sub, x="x", y="y", hue="setting", units="bucket", estimator=None,
                      marker="o", ax=ax, lw=1)  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="$\\lambda$ / mean diag $H^\\top H$",
                ylabel="held-out MSE", title=DATASETS[ds])  # fmt: skip
     save(fig, out / "gen_lambda.pdf", out / "gen_lambda.png")
 
-    # 3. Sample quality against velocity evaluations, Euler vs Heun.
-    samp = tabs["generative_samplers"].filter(pl.col("setting") == "flow_pil").to_pandas()
+    # 3. Sample quality against velocity evaluations, Euler vs Heun (PIL flow, first seed).
+    samp = (
+        tabs["generative_samplers"]
+        .filter((pl.col("setting") == "flow_pil") & (pl.col("seed") == first))
+        .to_pandas()
+    )
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 2.8), squeeze=False)
     for ax, ds in zip(axes[0], datasets, strict=True):
         sns.lineplot(data=samp[samp["dataset"] == ds], x="nfe", y="fd_self", hue="sampler",
@@ -63,15 +66,30 @@ def gen_figures(summary_dir: str, results_dir: str, out_dir: str) -> None:
                ylabel="FD$_\\mathrm{self}$", title=f"{DATASETS[ds]}: PIL flow")  # fmt: skip
     save(fig, out / "gen_samplers.pdf", out / "gen_samplers.png")
 
-    # 4. Quality against fit time: the PIL point and AdamW at each budget.
-    pts = runs.filter(pl.col("ablation").is_in(["main", "budget"])).with_columns(
-        pl.when(pl.col("method") == "pil").then(pl.lit("PIL"))
-        .otherwise(pl.concat_str(pl.lit("AdamW "), pl.col("level"))).alias("fit")
-    ).to_pandas()  # fmt: skip
-    fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 2.8), squeeze=False)
-    for ax, ds in zip(axes[0], datasets, strict=True):
-        sns.scatterplot(data=pts[pts["dataset"] == ds], x="fit_seconds", y="fd_self", hue="fit",
-                        style="model", s=50, ax=ax)  # fmt: skip
-        ax.set(xscale="log", xlabel="fit time (s)", ylabel="FD$_\\mathrm{self}$",
-               title=DATASETS[ds])  # fmt: skip
+    # 4. Held-out MSE against training time: AdamW's curve at the picked rate (every seed), the
+    # grid's rates (first seed, shortened; dashed) and each PIL fit (one point per seed).
+    held = curves.filter(pl.col("curve") == "adamw_heldout").to_pandas()
+    grid = tabs["generative_lr_curves"].to_pandas()
+    pil = runs.filter((pl.col("method") == "pil") & (pl.col("ablation") == "main")).to_pandas()
+    families = [f for f in FAMILY_NAMES if f in set(runs["family"].to_list())]
+    fig, axes = plt.subplots(len(datasets), len(families),
+                             figsize=(3.3 * len(families), 2.7 * len(datasets)), squeeze=False)  # fmt: skip
+    for i, ds in enumerate(datasets):
+        for j, fam in enumerate(families):
+            ax = axes[i][j]
+            g = grid[(grid["dataset"] == ds) & (grid["family"] == fam)] if len(grid) else grid
+            for lr, sub in g.groupby("lr") if len(g) else []:
+                ax.plot(sub["seconds"], sub["y"], ls="--", lw=0.8, alpha=0.7, label=f"grid {lr:g}")
+            h = held[(held["dataset"] == ds) & (held["setting"] == f"{fam}_adamw")]
+            for seed, sub in h.groupby("seed"):
+                ax.plot(sub["seconds"], sub["y"], color="C3", lw=1.2,
+                        label="AdamW (picked rate)" if seed == first else None)  # fmt: skip
+            p = pil[(pil["dataset"] == ds) & (pil["family"] == fam)]
+            ax.scatter(p["fit_seconds"], p["heldout_mse"], color="k", marker="*", s=60, zorder=3,
+                       label="PIL solve")  # fmt: skip
+            ax.set(xscale="log", yscale="log", xlabel="training / fit time (s)",
+                   ylabel="held-out MSE", title=f"{DATASETS[ds]}: {FAMILY_NAMES[fam]}")  # fmt: skip
+            ax.title.set_fontsize(7)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=6)
     save(fig, out / "gen_budget.pdf", out / "gen_budget.png")

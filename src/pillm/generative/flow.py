@@ -338,6 +338,9 @@ class TrainReport:
     final_loss: float  # mean of the last log_every batch losses
     curve: list[tuple[int, float]]  # (step, mean loss of the preceding log_every steps)
     peak_memory_mb: float
+    # (step, training seconds so far, held-out MSE) every eval_every steps and at the end;
+    # the clock is stopped while evaluating, so seconds are training time only.
+    heldout: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def train_regression(
@@ -346,10 +349,14 @@ def train_regression(
     cfg: TrainConfig,
     device: str | torch.device = "cpu",
     desc: str = "train",
+    evaluate: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 0,
 ) -> TrainReport:
     """Minimise mean ‖net(x, t) - y‖² over ``cfg.steps`` batches ``batch(step) -> (x, t, y)``.
 
-    The clock starts after the first step (warm-up excluded) and stops synchronized.
+    The clock starts after the first step (warm-up excluded) and stops synchronized. With
+    ``evaluate`` (net -> held-out MSE), every ``eval_every`` steps and after the last one the
+    held-out error is recorded with the training time so far, the clock stopped meanwhile.
     """
     device = torch.device(device)
     params = [p for p in net.parameters() if p.requires_grad]
@@ -359,8 +366,8 @@ def train_regression(
         params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=device.type == "cuda"
     )
     net.train()
-    curve, window = [], []
-    t0 = time.perf_counter()
+    curve, window, heldout = [], [], []
+    t0, paused = time.perf_counter(), 0.0  # paused: seconds spent evaluating, not training
     for step in tqdm(range(cfg.steps), desc=desc, file=sys.stderr, mininterval=5, ascii=True):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_frac)
@@ -376,10 +383,21 @@ def train_regression(
         if len(window) == cfg.log_every or step == cfg.steps - 1:
             curve.append((step + 1, float(torch.stack(window).mean())))
             window = []
+        last = step == cfg.steps - 1
+        if evaluate is not None and (last or (eval_every and (step + 1) % eval_every == 0)):
+            sync(device)
+            stop = time.perf_counter()
+            net.eval()
+            heldout.append((step + 1, stop - t0 - paused, evaluate(net)))
+            net.train()
+            sync(device)
+            paused += time.perf_counter() - stop
     sync(device)
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 - paused
     net.eval()
-    return TrainReport(cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)))
+    return TrainReport(
+        cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)), heldout
+    )
 
 
 def train_gradient_flow(
@@ -388,11 +406,13 @@ def train_gradient_flow(
     train_cfg: TrainConfig,
     seed: int,
     device: str | torch.device = "cpu",
+    evaluate: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 0,
 ) -> tuple[RandomFeatureNet, TrainReport]:
     """The PIL flow's network (same init from ``seed``), every weight trained end to end.
 
     Each step draws ``batch_size`` images (with replacement) and fresh (x0, t), all from one
-    generator on ``device`` seeded by ``seed``.
+    generator on ``device`` seeded by ``seed``. ``evaluate``: see ``train_regression``.
     """
     device = torch.device(device)
     n, dim = x_train.shape
@@ -407,4 +427,5 @@ def train_gradient_flow(
         t = torch.rand(bs, generator=g, device=device)
         return (1 - t[:, None]) * x0 + t[:, None] * x1, t, x1 - x0
 
-    return net, train_regression(net, batch, train_cfg, device, desc="flow AdamW")
+    report = train_regression(net, batch, train_cfg, device, "flow AdamW", evaluate, eval_every)
+    return net, report

@@ -1,88 +1,259 @@
-"""Aggregation, tables and macros of the generative study (figures: ``generative.figures``).
+"""Aggregation, tables, macros and the claim frame of the generative study (figures:
+``generative.figures``; time to equal quality: ``generative.speed``).
 
 Sample-quality metrics are named for what they are: Fréchet distance, KID and 1-NN accuracy in
-the features of the pipeline's own classifier (FD_self, KID_self), not FID.
+the features of the pipeline's own classifier (FD_self, KID_self), not FID. Every arm pair runs
+``generative.seeds``: tables give the mean over seeds with its 95 % t interval, and every
+direction the section states comes from ``paper/claims/generative.yaml`` evaluated on the frame
+``summary/claims/generative.parquet`` written here.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
 
+from pillm.generative.speed import speed_rows
+from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, fmt_num, fmt_sig, macro_name, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
+from pillm.paper.tidy import ci95, concat_parquet, pivot_records, write_parquet
 
 DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 DATASET_MACROS = {"cifar10": "CifarTen"}  # not "CifarOneZero"
-MODEL_NAMES = {"flow": "Flow matching", "diffusion": "Diffusion ($\\epsilon$)"}
-ABLATIONS = {  # ablation -> (label, settings kept alongside for the comparison)
-    "width": ("Feature width", "flow_pil"),
-    "projections": ("Random projections (Bi-PIL)", "flow_pil"),
-    "time_encoding": ("Time encoding", "flow_pil"),
-    "buckets": ("$\\epsilon$ weight sets over $t$", "diff_pil"),
+FAMILY_NAMES = {  # arm pair -> its row label
+    "flow": "Flow matching",
+    "diff": "Diffusion, shared $\\epsilon$ weights",
+    "diff_bucketed": "Diffusion, $\\epsilon$ weights per bucket of $t$",
 }
+METHOD_NAMES = {"pil": "PIL (ridge solve)", "adamw": "AdamW"}
+ABLATIONS = {  # ablation -> label; each is compared with the PIL flow's first seed
+    "width": "Feature width",
+    "projections": "Random projections (Bi-PIL)",
+    "time_encoding": "Time encoding",
+}
+# Claim-frame metrics: frame name -> summary column (time: see claim_rows).
+CLAIM_METRICS = {"fd": "fd_self", "kid": "kid_self", "mse": "heldout_mse"}
+SUMMARY_NAMES = (
+    "generative", "generative_curves", "generative_samplers", "generative_classifiers",
+    "generative_lr", "generative_lr_curves", "generative_speed",
+)  # fmt: skip
 
 
 def macro(*parts: str) -> str:
-    """``Gen`` + parts in CamelCase, digits spelled out: ('mnist', 'flow_adamw8') ->
-    'GenMnistFlowAdamwEight'."""
+    """``Gen`` + parts in CamelCase, digits spelled out: ('mnist', 'flow_adamw') ->
+    'GenMnistFlowAdamw'."""
     return macro_name(*(DATASET_MACROS.get(p, p) for p in parts), prefix="Gen")
+
+
+def arm_name(dataset: str, method: str, family: str) -> str:
+    """The claim frame's arm: ``<dataset>_<method>_<family>``, e.g. mnist_pil_flow."""
+    return f"{dataset}_{method}_{family}"
 
 
 def load(summary_dir: str | Path) -> dict[str, pl.DataFrame]:
     d = Path(summary_dir)
-    names = ("generative", "generative_curves", "generative_samplers", "generative_classifiers")
-    return {n: pl.read_parquet(d / f"{n}.parquet") for n in names}
+    return {n: pl.read_parquet(d / f"{n}.parquet") for n in SUMMARY_NAMES}
 
 
-def setting_label(row: dict) -> str:
-    if row["method"] == "pil":
-        base = "PIL" if row["ablation"] in ("main",) else f"PIL, {row['level']}"
-        if row["model"] == "diffusion" and row["ablation"] == "main":
-            base = "PIL (bucketed)"
-        return base
-    return f"AdamW, {row['level']} pairs"
+# ---------------------------------------------------------------------------- aggregation
 
 
-def main_rows(runs: pl.DataFrame, classifiers: pl.DataFrame) -> list:
+def aggregate_generative(
+    metrics_paths: list[str],
+    curve_paths: list[str],
+    sampler_paths: list[str],
+    classifier_paths: list[str],
+    lr_paths: list[str],
+    lr_curve_paths: list[str],
+    out_dir: str,
+    claims_path: str,
+) -> None:
+    """Generative jobs -> ``generative.parquet`` (one row per dataset x setting x seed, metrics as
+    columns), ``generative_curves`` (λ, AdamW loss and held-out curves), ``generative_samplers``
+    (quality per ODE solver and step count), ``generative_classifiers`` (feature CNN accuracy and
+    the real-vs-real floor), ``generative_lr`` and ``generative_lr_curves`` (each grid's final
+    errors, its pick and its held-out curves), ``generative_speed`` (time to equal quality per
+    pair and seed) and the claim frame at ``claims_path``."""
+    out = Path(out_dir)
+    index = ["variant", "seed", "corpus", "model", "method", "ablation", "level", "family"]
+    index += ["sampler", "data_policy", "device", "device_name", "git_rev"]
+    runs = pivot_records(metrics_paths, index)
+    runs = runs.rename({"variant": "setting", "corpus": "dataset"}).sort(
+        "dataset", "setting", "seed"
+    )
+    write_parquet(runs, out / "generative.parquet")
+    curves = concat_parquet(curve_paths).filter(pl.col("curve") != "none")
+    write_parquet(curves, out / "generative_curves.parquet")
+    samplers = concat_parquet(sampler_paths)
+    write_parquet(samplers.sort("dataset", "setting", "seed", "sampler", "steps"),
+                  out / "generative_samplers.parquet")  # fmt: skip
+    cls = pivot_records(classifier_paths, ["corpus", "device", "device_name"])
+    write_parquet(cls.rename({"corpus": "dataset"}).sort("dataset"),
+                  out / "generative_classifiers.parquet")  # fmt: skip
+    grids = []
+    for path in lr_paths:
+        pick = json.loads(Path(path).read_text())
+        for lr, err in pick["final_heldout"].items():
+            grids.append({"dataset": pick["dataset"], "family": pick["family"], "lr": float(lr),
+                          "final_heldout": err, "picked": float(lr) == pick["lr"],
+                          "steps": pick["steps"], "of_steps": pick["of_steps"]})  # fmt: skip
+    write_parquet(
+        pl.DataFrame(grids).sort("dataset", "family", "lr"), out / "generative_lr.parquet"
+    )
+    write_parquet(concat_parquet(lr_curve_paths), out / "generative_lr_curves.parquet")
+    held = curves.filter(pl.col("curve") == "adamw_heldout")
+    speed = speed_rows(runs.to_dicts(), held.to_dicts() if held.height else [])
+    speed_df = pl.DataFrame(speed) if speed else pl.DataFrame({"dataset": [], "family": []})
+    write_parquet(speed_df, out / "generative_speed.parquet")
+    write_claim_frame(claims_path, seed_rows=claim_rows(runs, speed))
+
+
+def claim_rows(runs: pl.DataFrame, speed: list[dict]) -> list[dict]:
+    """Seed rows of every arm: fd, kid, mse and ``time``, the wall time to the PIL fit's held-out
+    error of the same seed (PIL: its fit time; AdamW: its training time until it first reached
+    that error, or its whole training time when it never did, a lower bound)."""
+    rows = []
+    for r in runs.filter(pl.col("ablation") == "main").iter_rows(named=True):
+        arm = arm_name(r["dataset"], r["method"], r["family"])
+        for metric, col in CLAIM_METRICS.items():
+            if r.get(col) is not None:
+                rows.append({"arm": arm, "seed": r["seed"], "metric": metric, "value": r[col]})
+    for s in speed:
+        pil, adamw = (arm_name(s["dataset"], m, s["family"]) for m in ("pil", "adamw"))
+        to_pil = s["adamw_to_pil_seconds"]
+        rows.append({"arm": pil, "seed": s["seed"], "metric": "time", "value": s["pil_seconds"]})
+        rows.append({"arm": adamw, "seed": s["seed"], "metric": "time",
+                     "value": s["adamw_seconds"] if to_pil is None else to_pil})  # fmt: skip
+    return rows
+
+
+# ------------------------------------------------------------------------------- over seeds
+
+
+def over_seeds(runs: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    """Mean, std and n over seeds of ``cols`` per (dataset, setting), with the run's labels."""
+    keys = ["dataset", "setting", "model", "method", "ablation", "level", "family"]
+    present = [c for c in cols if c in runs.columns]
+    aggs = [pl.len().alias("n_seeds")]
+    for c in present:
+        aggs += [pl.col(c).mean().alias(c), pl.col(c).std().alias(f"{c}_std")]
+    return runs.group_by(keys, maintain_order=True).agg(aggs)
+
+
+def mean_ci(row: dict, col: str, digits: int | None = None) -> str:
+    """'mean ± half-width of the 95 % t interval' (the mean alone from one seed)."""
+    fmt = (lambda x: fmt_sig(x)) if digits is None else (lambda x: fmt_num(x, digits))  # noqa: E731
+    mean = row.get(col)
+    if mean is None:
+        return MISSING
+    half = ci95(row.get(f"{col}_std"), row["n_seeds"])
+    return fmt(mean) if half is None else f"{fmt(mean)} $\\pm$ {fmt(half)}"
+
+
+def _lr_of(lr: pl.DataFrame, ds: str, family: str) -> float | None:
+    sub = lr.filter((pl.col("dataset") == ds) & (pl.col("family") == family) & pl.col("picked"))
+    return sub["lr"][0] if sub.height else None
+
+
+# ----------------------------------------------------------------------------------- tables
+
+
+def main_rows(mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame) -> list:
     rows: list = []
-    main = runs.filter(pl.col("ablation").is_in(["main", "budget"]))
-    for ds in [d for d in DATASETS if d in main["dataset"].unique().to_list()]:
+    arms = mean.filter(pl.col("ablation") == "main")
+    for ds in [d for d in DATASETS if d in arms["dataset"].unique().to_list()]:
         if rows:
             rows.append("midrule")
-        for model in ("flow", "diffusion"):
-            sub = main.filter((pl.col("dataset") == ds) & (pl.col("model") == model))
-            sub = sub.sort(pl.col("method") != "pil", "train_pairs")
-            for r in sub.iter_rows(named=True):
+        for fam in FAMILY_NAMES:
+            for method in ("pil", "adamw"):
+                sub = arms.filter(
+                    (pl.col("dataset") == ds) & (pl.col("family") == fam)
+                    & (pl.col("method") == method)
+                )  # fmt: skip
+                if not sub.height:
+                    continue
+                r = sub.row(0, named=True)
+                how = METHOD_NAMES[method]
+                if method == "adamw":
+                    how += f", lr {_lr_of(lr, ds, fam) or 0:g}"
                 rows.append([
-                    DATASETS[ds], MODEL_NAMES[model], setting_label(r),
-                    fmt_num(r["fit_seconds"], 1), fmt_num(r["heldout_mse"], 3),
-                    fmt_num(r["fd_self"], 2), fmt_sig(r["kid_self"]),
-                    fmt_num(r["nn1_acc"], 3),
+                    DATASETS[ds], FAMILY_NAMES[fam], how, fmt_num(r["trainable_params"], 0),
+                    fmt_num(r["fit_seconds"], 1), mean_ci(r, "heldout_mse", 4),
+                    mean_ci(r, "fd_self", 2), mean_ci(r, "kid_self"),
+                    fmt_num(r["nn1_acc"], 3), str(r["n_seeds"]),
                 ])  # fmt: skip
-        floor = classifiers.filter(pl.col("dataset") == ds).row(0, named=True)
+        floor = classifiers.filter(pl.col("dataset") == ds)
+        if floor.height:
+            f = floor.row(0, named=True)
+            rows.append([
+                DATASETS[ds], "Real train images", "(floor)", MISSING, MISSING, MISSING,
+                fmt_num(f["fd_self"], 2), fmt_sig(f["kid_self"]), fmt_num(f["nn1_acc"], 3), MISSING,
+            ])  # fmt: skip
+    return rows
+
+
+def speed_summary(speed: pl.DataFrame) -> pl.DataFrame:
+    """Per (dataset, family): mean times over seeds, how many seeds reached, AdamW's late gain."""
+    if not speed.height:
+        return speed
+    return speed.group_by("dataset", "family", maintain_order=True).agg(
+        pl.len().alias("n"),
+        pl.col("pil_seconds").mean(),
+        pl.col("adamw_seconds").mean(),
+        pl.col("adamw_to_pil_seconds").mean().alias("adamw_to_pil_mean"),
+        pl.col("adamw_reaches_pil").sum().alias("adamw_reached"),
+        pl.col("pil_reaches_adamw").sum().alias("pil_reached"),
+        pl.col("adamw_late_gain").mean(),
+    )
+
+
+def speed_table_rows(speed: pl.DataFrame) -> list:
+    rows: list = []
+    for r in speed_summary(speed).iter_rows(named=True):
         rows.append([
-            DATASETS[ds], "Real train images", "(floor)", MISSING, MISSING,
-            fmt_num(floor["fd_self"], 2), fmt_sig(floor["kid_self"]),
-            fmt_num(floor["nn1_acc"], 3),
+            DATASETS[r["dataset"]], FAMILY_NAMES[r["family"]], fmt_num(r["pil_seconds"], 1),
+            fmt_num(r["adamw_to_pil_mean"], 1), f"{r['adamw_reached']}/{r['n']}",
+            fmt_num(r["adamw_seconds"], 1), f"{r['pil_reached']}/{r['n']}",
+            fmt_num(None if r["adamw_late_gain"] is None else 100 * r["adamw_late_gain"], 1),
         ])  # fmt: skip
     return rows
 
 
-def ablation_rows(runs: pl.DataFrame) -> list:
+def lr_rows(lr: pl.DataFrame) -> tuple[list[str], list]:
+    """The grid table's extra header (one column per rate) and rows (the pick in bold)."""
+    rates = sorted(lr["lr"].unique().to_list()) if lr.height else []
     rows: list = []
-    for ablation, (label, reference) in ABLATIONS.items():
-        sub = runs.filter(pl.col("ablation") == ablation)
+    for (ds, fam), sub in lr.group_by("dataset", "family", maintain_order=True):
+        cells = []
+        for rate in rates:
+            hit = sub.filter(pl.col("lr") == rate)
+            if not hit.height:
+                cells.append(MISSING)
+                continue
+            text = fmt_num(hit["final_heldout"][0], 4)
+            cells.append(f"\\textbf{{{text}}}" if hit["picked"][0] else text)
+        steps = sub.row(0, named=True)
+        rows.append([DATASETS[ds], FAMILY_NAMES[fam],
+                     f"{fmt_num(steps['steps'], 0)} of {fmt_num(steps['of_steps'], 0)}", *cells])  # fmt: skip
+    return [f"lr {r:g}" for r in rates], rows
+
+
+def ablation_rows(mean: pl.DataFrame, runs: pl.DataFrame, g: dict) -> list:
+    rows: list = []
+    first = runs.filter(pl.col("seed") == g["seeds"][0])
+    for ablation, label in ABLATIONS.items():
+        sub = first.filter(pl.col("ablation") == ablation)
         for ds in sub["dataset"].unique().sort().to_list():
-            ref = runs.filter((pl.col("dataset") == ds) & (pl.col("setting") == reference))
+            ref = first.filter((pl.col("dataset") == ds) & (pl.col("setting") == "flow_pil"))
             both = pl.concat([ref, sub.filter(pl.col("dataset") == ds)], how="diagonal_relaxed")
             if rows:
                 rows.append("midrule")
             for r in both.iter_rows(named=True):
-                level = r["level"] if r["ablation"] == ablation else _main_level(ablation, r)
+                level = r["level"] if r["ablation"] == ablation else _main_level(ablation, g)
                 level = fmt_num(int(level), 0) if level.isdigit() else tex_escape(level)
                 rows.append([
                     DATASETS[ds], label, level, fmt_num(r["n_features"], 0),
@@ -92,20 +263,19 @@ def ablation_rows(runs: pl.DataFrame) -> list:
     return rows
 
 
-def _main_level(ablation: str, row: dict) -> str:
-    """The main fit's level of a factor, read from its record (width, 1, encoding, buckets)."""
+def _main_level(ablation: str, g: dict) -> str:
+    """The PIL flow's level of a factor, from the config it ran with."""
     return {
-        "width": str(row["feature_width"]),
+        "width": str(g["features"]["width"]),
         "projections": "1",
-        "time_encoding": str(row["time_encoding_name"]),
-        "buckets": str(row["n_buckets"]),
+        "time_encoding": str(g["features"]["time_encoding"]),
     }[ablation]
 
 
-def sampler_rows(samplers: pl.DataFrame) -> list:
+def sampler_rows(samplers: pl.DataFrame, first_seed: int) -> list:
     rows: list = []
-    sub = samplers.filter(pl.col("setting") == "flow_pil").sort("dataset", "steps", "sampler")
-    for r in sub.iter_rows(named=True):
+    sub = samplers.filter((pl.col("setting") == "flow_pil") & (pl.col("seed") == first_seed))
+    for r in sub.sort("dataset", "steps", "sampler").iter_rows(named=True):
         rows.append([
             DATASETS[r["dataset"]], r["sampler"].capitalize(), str(r["steps"]), str(r["nfe"]),
             fmt_num(r["sample_seconds"], 2), fmt_num(r["fd_self"], 2),
@@ -114,20 +284,25 @@ def sampler_rows(samplers: pl.DataFrame) -> list:
     return rows
 
 
-def cost_rows(runs: pl.DataFrame) -> list:
+def cost_rows(mean: pl.DataFrame) -> list:
     rows: list = []
-    for r in runs.sort("dataset", "model", "setting").iter_rows(named=True):
+    for r in mean.sort("dataset", "model", "setting").iter_rows(named=True):
         rows.append([
-            DATASETS[r["dataset"]], tex_escape(r["setting"]), fmt_num(r["train_pairs"], 0),
-            fmt_num(r["trainable_params"], 0), fmt_num(r["fit_seconds"], 2),
-            fmt_num(r["peak_memory_mb"], 0), fmt_num(r["sample_seconds"], 2),
+            DATASETS[r["dataset"]], tex_escape(r["setting"]), str(r["n_seeds"]),
+            fmt_num(r["train_pairs"], 0), fmt_num(r["trainable_params"], 0),
+            fmt_num(r["fit_seconds"], 2), fmt_num(r["peak_memory_mb"], 0),
+            fmt_num(r["sample_seconds"], 2),
         ])  # fmt: skip
     return rows
 
 
-def numbers(tabs: dict[str, pl.DataFrame], params: dict) -> dict[str, str]:
-    runs, cls = tabs["generative"], tabs["generative_classifiers"]
+# ----------------------------------------------------------------------------------- macros
+
+
+def numbers(tabs: dict[str, pl.DataFrame], mean: pl.DataFrame, params: dict) -> dict[str, str]:
+    runs, cls, lr = tabs["generative"], tabs["generative_classifiers"], tabs["generative_lr"]
     g = params["generative"]
+    gr = g["gradient"]
     m: dict[str, str] = {
         macro("Width"): fmt_num(g["features"]["width"], 0),
         macro("PairsPerImage"): str(g["flow"]["pairs_per_image"]),
@@ -136,165 +311,127 @@ def numbers(tabs: dict[str, pl.DataFrame], params: dict) -> dict[str, str]:
         macro("Timesteps"): fmt_num(g["diffusion"]["timesteps"], 0),
         macro("Buckets"): str(g["diffusion"]["n_buckets"]),
         macro("NEval"): fmt_num(g["n_eval"], 0),
-        macro("Budgets"): ", ".join(f"{b:g}" for b in g["gradient"]["budgets"]),
-        macro("AdamLr"): f"{g['gradient']['lr']:g}",
-        macro("AdamBatch"): str(g["gradient"]["batch_size"]),
+        macro("NSeeds"): str(len(g["seeds"])),
+        macro("AdamBatch"): str(gr["batch_size"]),
+        macro("FlowSteps"): fmt_num(gr["flow_steps"], 0),
+        macro("DiffSteps"): fmt_num(gr["diffusion_steps"], 0),
+        macro("LrGrid"): ", ".join(f"{x:g}" for x in gr["lr_grid"]),
+        macro("GridPercent"): fmt_num(100 * gr["grid_fraction"], 0),
+        macro("EvalEvery"): fmt_num(gr["eval_every"], 0),
         macro("HeldoutPercent"): fmt_num(100 * g["heldout_fraction"], 0),
         macro("ClassifierEpochs"): str(g["classifier"]["epochs"]),
-        macro("Device"): tex_escape(_devices(runs)),
+        macro("Device"): tex_escape(", ".join(sorted(runs["device_name"].unique().to_list()))),
     }
-    for r in runs.iter_rows(named=True):
+    for r in mean.iter_rows(named=True):  # per setting, mean over its seeds
         key = (r["dataset"], r["setting"])
         m[macro(*key, "Fd")] = fmt_num(r["fd_self"], 2)
         m[macro(*key, "Kid")] = fmt_sig(r["kid_self"])
-        m[macro(*key, "Nn")] = fmt_num(r["nn1_acc"], 3)
-        m[macro(*key, "Mse")] = fmt_num(r["heldout_mse"], 3)
+        m[macro(*key, "Mse")] = fmt_num(r["heldout_mse"], 4)
         m[macro(*key, "Seconds")] = fmt_num(r["fit_seconds"], 1)
-        m[macro(*key, "Memory")] = fmt_num(r["peak_memory_mb"], 0)
-        m[macro(*key, "Pairs")] = fmt_num(r["train_pairs"], 0)
-        if r.get("n_fit") is not None:
-            m[macro(r["dataset"], "NFit")] = fmt_num(r["n_fit"], 0)
-    m.update(role_macros(runs, cls, g))
-    return m
-
-
-ROLE_METRICS = {"Fd": ("fd_self", 2), "Mse": ("heldout_mse", 3), "Seconds": ("fit_seconds", 1)}
-
-
-def role_macros(runs: pl.DataFrame, cls: pl.DataFrame, g: dict) -> dict[str, str]:
-    """Macros the prose cites, by role rather than by setting name, defined ('--') for every
-    known dataset whatever the build ran: ``Gen<Ds><Flow|Diff><Pil|Matched|Largest|Shared><M>``
-    (Matched: AdamW at the smallest budget, Largest: at the largest), the AdamW/PIL fit-time
-    ratio, and whether PIL's FD_self lies below or above each AdamW twin's."""
-    budgets = sorted(g["gradient"]["budgets"])
-    tag = lambda b: f"{b:g}".replace(".", "p")  # noqa: E731
-    m = {macro("MatchedBudget"): f"{budgets[0]:g}", macro("LargestBudget"): f"{budgets[-1]:g}"}
-    for ds in DATASETS:
+        m[macro(*key, "Params")] = fmt_num(r["trainable_params"], 0)
+    speed = speed_summary(tabs["generative_speed"])
+    for ds in DATASETS:  # defined ('--') for every known dataset, whatever the build ran
         floor = cls.filter(pl.col("dataset") == ds)
         has = floor.height > 0
         m[macro(ds, "Classifier")] = fmt_num(100 * floor["test_accuracy"][0], 1) if has else MISSING
         m[macro(ds, "Floor")] = fmt_num(floor["fd_self"][0], 2) if has else MISSING
-        for prefix in ("flow", "diff"):
-            roles = {
-                "Pil": f"{prefix}_pil",
-                "Matched": f"{prefix}_adamw{tag(budgets[0])}",
-                "Largest": f"{prefix}_adamw{tag(budgets[-1])}",
-                "Shared": f"{prefix}_pil_shared",
-            }
-            rows = {role: _row(runs, ds, setting) for role, setting in roles.items()}
-            for role, row in rows.items():
-                for name, (col, digits) in ROLE_METRICS.items():
-                    value = None if row is None else row[col]
-                    m[macro(ds, prefix, role, name)] = fmt_num(value, digits)
-            pil = rows["Pil"]
-            for role in ("Matched", "Largest"):
-                adam = rows[role]
-                ok = pil is not None and adam is not None
-                m[macro(ds, prefix, role, "TimeRatio")] = (
-                    fmt_num(adam["fit_seconds"] / pil["fit_seconds"], 1) if ok else MISSING
-                )
-                m[macro(ds, prefix, "PilVs", role)] = (
-                    ("below" if pil["fd_self"] < adam["fd_self"] else "above") if ok else MISSING
-                )
+        for fam in FAMILY_NAMES:
+            rate = _lr_of(lr, ds, fam) if lr.height else None
+            m[macro(ds, fam, "Lr")] = MISSING if rate is None else f"{rate:g}"
+            s = (
+                speed.filter((pl.col("dataset") == ds) & (pl.col("family") == fam))
+                if speed.height
+                else speed
+            )
+            row = s.row(0, named=True) if s.height else None
+            n = row["n"] if row else 0
+            m[macro(ds, fam, "AdamwReached")] = f"{row['adamw_reached']} of {n}" if row else MISSING
+            m[macro(ds, fam, "PilReached")] = f"{row['pil_reached']} of {n}" if row else MISSING
+            gain = row["adamw_late_gain"] if row else None
+            m[macro(ds, fam, "LateGain")] = fmt_num(None if gain is None else 100 * gain, 1)
     return m
-
-
-def _row(runs: pl.DataFrame, ds: str, setting: str) -> dict | None:
-    sub = runs.filter((pl.col("dataset") == ds) & (pl.col("setting") == setting))
-    return sub.row(0, named=True) if sub.height else None
-
-
-def _devices(runs: pl.DataFrame) -> str:
-    return ", ".join(sorted(runs["device_name"].unique().to_list()))
 
 
 TABLES = {  # name -> (label, colspec, header, caption)
     "gen_main": (
-        "tab:gen-main", "lllrrrrr",
-        ["Data", "Model", "Fit", "Fit (s)", "Held-out MSE", "FD$_\\text{self}$",
-         "KID$_\\text{self}$", "1-NN acc."],
-        "Closed-form (PIL) fits against the same networks trained by AdamW at budgets counted in "
-        "training pairs (a multiple of the pairs the PIL solve streams). Held-out MSE: velocity "
-        "(flow) or noise (diffusion) regression on pairs from held-out training images. "
-        "FD$_\\text{self}$, KID$_\\text{self}$ and 1-NN accuracy compare \\GenNEval{} samples with "
-        "as many test images in the features of a classifier trained by this pipeline (not "
-        "Inception features, not FID); 1-NN accuracy 0.5 means indistinguishable. The floor row "
-        "compares real training images the classifier never saw with the test images.",
+        "tab:gen-main", "lllrrrrrrr",
+        ["Data", "Pair", "Fit", "Fitted params", "Fit (s)", "Held-out MSE", "FD$_\\text{self}$",
+         "KID$_\\text{self}$", "1-NN acc.", "Seeds"],
+        "Closed-form (PIL) fits against the same networks with every weight trained by AdamW at the "
+        "learning rate picked on held-out images (Table~\\ref{tab:gen-lr}); mean over seeds "
+        "$\\pm$ half-width of the 95\\,\\% $t$ interval. Fitted params: the solved output maps "
+        "(PIL) or every weight (AdamW). Held-out MSE: velocity (flow) or noise (diffusion) "
+        "regression on pairs from held-out training images. FD$_\\text{self}$, KID$_\\text{self}$ "
+        "and 1-NN accuracy compare \\GenNEval{} samples with as many test images in the features "
+        "of a classifier trained by this pipeline (not Inception features, not FID); 1-NN "
+        "accuracy 0.5 means indistinguishable. The floor row compares real training images the "
+        "classifier never saw with the test images.",
+    ),
+    "gen_speed": (
+        "tab:gen-speed", "llrrrrrr",
+        ["Data", "Pair", "PIL fit (s)", "AdamW to PIL's MSE (s)", "reached", "AdamW total (s)",
+         "PIL reaches AdamW's", "AdamW late gain (\\%)"],
+        "Time to equal quality, mean over seeds: the PIL fit's time; AdamW's training time until "
+        "its held-out MSE first reached the PIL fit's (same seed; evaluated every \\GenEvalEvery{} "
+        "steps, clock stopped meanwhile; mean over the seeds that reached it) and in how many "
+        "seeds it did; AdamW's whole training time; in how many seeds the PIL fit's held-out MSE "
+        "is at or below AdamW's final one. Late gain: the relative drop of AdamW's held-out MSE "
+        "over the last quarter of its steps (near zero: the curve has flattened).",
     ),
     "gen_ablations": (
         "tab:gen-ablations", "lllrrrrr",
         ["Data", "Factor", "Level", "Features", "Fit (s)", "Held-out MSE", "FD$_\\text{self}$",
          "1-NN acc."],
-        "Ablations of the PIL fits, each against the main fit (first row of each block). Bi-PIL "
-        "concatenates two random projections of half the width, so the feature count is equal.",
+        "Ablations of the PIL flow (first seed), each against the PIL flow of the same seed (first "
+        "row of each block). Bi-PIL concatenates two random projections of half the width, so "
+        "the feature count is equal.",
     ),
     "gen_samplers": (
         "tab:gen-samplers", "llrrrrrr",
         ["Data", "ODE solver", "Steps", "NFE", "Sampling (s)", "FD$_\\text{self}$",
          "KID$_\\text{self}$", "1-NN acc."],
-        "Sampling the main PIL flow with Euler and Heun (second order, two velocity evaluations "
-        "per step) at several step counts; NFE: velocity evaluations per sample.",
+        "Sampling the PIL flow (first seed) with Euler and Heun (second order, two velocity "
+        "evaluations per step) at several step counts; NFE: velocity evaluations per sample.",
     ),
     "gen_cost": (
-        "tab:gen-cost", "llrrrrr",
-        ["Data", "Setting", "Train pairs", "Fitted params", "Fit (s)", "Peak mem. (MiB)",
-         "Sampling (s)"],
-        "Cost of every generative fit on \\GenDevice{}. Peak memory: CUDA maximum allocated on a "
-        "GPU, process maximum resident set on a CPU.",
+        "tab:gen-cost", "llrrrrrr",
+        ["Data", "Setting", "Seeds", "Train pairs", "Fitted params", "Fit (s)",
+         "Peak mem. (MiB)", "Sampling (s)"],
+        "Cost of every generative fit on \\GenDevice{}, mean over seeds. Peak memory: CUDA "
+        "maximum allocated on a GPU, process maximum resident set on a CPU.",
     ),
 }  # fmt: skip
+LR_CAPTION = (
+    "AdamW's learning-rate grid: final held-out MSE of each rate after the given share of the "
+    "arm's steps (first seed, same warm-up and cosine schedule, shortened); the pick in bold "
+    "trains every seed of Table~\\ref{tab:gen-main}."
+)
 
 
 def render_gen_tables(
     summary_dir: str, params: dict, template_dir: str, tables_dir: str, numbers_path: str
 ) -> None:
     tabs = load(summary_dir)
-    runs = _with_levels(tabs["generative"], params["generative"])
+    g = params["generative"]
+    runs = tabs["generative"]
+    mean = over_seeds(runs, [
+        "fit_seconds", "heldout_mse", "fd_self", "kid_self", "nn1_acc", "trainable_params",
+        "train_pairs", "peak_memory_mb", "sample_seconds",
+    ])  # fmt: skip
     rows = {
-        "gen_main": main_rows(runs, tabs["generative_classifiers"]),
-        "gen_ablations": ablation_rows(runs),
-        "gen_samplers": sampler_rows(tabs["generative_samplers"]),
-        "gen_cost": cost_rows(runs),
+        "gen_main": main_rows(mean, tabs["generative_classifiers"], tabs["generative_lr"]),
+        "gen_speed": speed_table_rows(tabs["generative_speed"]),
+        "gen_ablations": ablation_rows(mean, runs, g),
+        "gen_samplers": sampler_rows(tabs["generative_samplers"], g["seeds"][0]),
+        "gen_cost": cost_rows(mean),
     }
     tables = {
         Path(tables_dir) / f"{name}.tex": Table(caption, label, colspec, header, rows[name])
         for name, (label, colspec, header, caption) in TABLES.items()
     }
-    render_report(tables, numbers(tabs, params), template_dir, numbers_path,
-                  "pillm.gen_report from the generative summaries", prefix="Gen")  # fmt: skip
-
-
-def _with_levels(runs: pl.DataFrame, g: dict) -> pl.DataFrame:
-    """Main fits' factor levels for the ablation table (from the config they ran with)."""
-    return runs.with_columns(
-        pl.lit(g["features"]["width"]).alias("feature_width"),
-        pl.lit(g["features"]["time_encoding"]).alias("time_encoding_name"),
-        pl.lit(g["diffusion"]["n_buckets"]).alias("n_buckets"),
+    extra, grid = lr_rows(tabs["generative_lr"])
+    tables[Path(tables_dir) / "gen_lr.tex"] = Table(
+        LR_CAPTION, "tab:gen-lr", "lll" + "r" * len(extra), ["Data", "Pair", "Steps", *extra], grid
     )
-
-
-def aggregate_generative(
-    metrics_paths: list[str],
-    curve_paths: list[str],
-    sampler_paths: list[str],
-    classifier_paths: list[str],
-    out_dir: str,
-) -> None:
-    """Generative jobs -> ``generative.parquet`` (one row per dataset x setting, metrics as
-    columns), ``generative_curves`` (λ and AdamW-loss curves), ``generative_samplers`` (quality
-    per ODE solver and step count) and ``generative_classifiers`` (feature CNN accuracy and the
-    real-vs-real floor of every metric)."""
-    out = Path(out_dir)
-    index = ["variant", "corpus", "model", "method", "ablation", "level", "sampler", "data_policy"]
-    index += ["device", "device_name", "git_rev"]
-    runs = pivot_records(metrics_paths, index)
-    runs = runs.rename({"variant": "setting", "corpus": "dataset"})
-    write_parquet(runs.sort("dataset", "setting"), out / "generative.parquet")
-    curves = concat_parquet(curve_paths)
-    write_parquet(curves.filter(pl.col("curve") != "none"), out / "generative_curves.parquet")
-    samplers = concat_parquet(sampler_paths)
-    write_parquet(samplers.sort("dataset", "setting", "sampler", "steps"),
-                  out / "generative_samplers.parquet")  # fmt: skip
-    cls = pivot_records(classifier_paths, ["corpus", "device", "device_name"])
-    write_parquet(cls.rename({"corpus": "dataset"}).sort("dataset"),
-                  out / "generative_classifiers.parquet")  # fmt: skip
+    render_report(tables, numbers(tabs, mean, params), template_dir, numbers_path,
+                  "pillm.gen_report from the generative summaries", prefix="Gen")  # fmt: skip

@@ -1,24 +1,24 @@
-"""The generative study: which fits the config asks for, and one job per (dataset, setting).
+"""The generative study: which fits the config asks for, and one job per (dataset, setting, seed).
 
 A *setting* is one model fitted one way: PIL flow matching or PIL diffusion (closed-form output
-layer, flow.py / diffusion.py) or the same network trained end to end by AdamW at a budget
-counted in training pairs, a multiple of what the PIL solve streams. Ablations (feature width,
-single vs Bi-PIL, time encoding, shared vs bucketed ε weights) are further settings on
-``generative.ablation_datasets``; the λ ablation is the held-out curve every PIL fit records and
-the ODE-step ablation is sampled from the main flow fit, so neither costs a refit.
+layer, flow.py / diffusion.py) or the same network with every weight trained by AdamW, at the
+learning rate its family's grid job picked on held-out images (tuning.py) and for the configured
+steps, its held-out error recorded along the way (the curve the speed comparison reads). The arms
+come in pairs of one network (pillm.plan.FAMILIES) and run every seed; ablations (feature width,
+single vs Bi-PIL, time encoding) run the first seed; the λ ablation is the held-out curve every
+PIL fit records and the ODE-step ablation is sampled from the PIL flow, so neither costs a refit.
 
 Every job scores its samples against real test images in the features of the classifier the
 ``gen_classifier`` job trained on the same dataset (sample_quality.py: Fréchet distance, KID and
 1-NN accuracy in *those* features, not Inception's) and writes ``metrics.json`` (tidy rows),
-``curves.parquet`` (λ curve or AdamW loss curve), ``samplers.parquet`` (quality per ODE solver and
-step count) and a sample grid.
+``curves.parquet`` (λ curve, or AdamW's loss and held-out curves), ``samplers.parquet`` (quality
+per ODE solver and step count) and a sample grid.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -193,16 +193,10 @@ def run_identity(dataset: str, setting: str, seed: int, policy: str) -> dict:
 # -------------------------------------------------------------------------------- fit jobs
 
 
-def adamw_steps(setting: Setting, pil_pairs: int, batch_size: int) -> int:
-    """AdamW steps that see ``budget`` times the pairs the PIL solve streams."""
-    return max(1, math.ceil(setting.budget * pil_pairs / batch_size))
-
-
-def pil_pairs(setting: Setting, gen: GenerativeConfig, n_fit: int) -> int:
-    """Training pairs the matching PIL fit streams (the unit of the AdamW budget)."""
-    if setting.model == "flow":
-        return n_fit * gen.flow.pairs_per_image
-    return n_fit * gen.diffusion.pairs_per_image * gen.diffusion.n_buckets
+def adamw_steps(setting: Setting, gen: GenerativeConfig) -> int:
+    """AdamW steps of an arm: generative.gradient.flow_steps or diffusion_steps."""
+    g = gen.gradient
+    return g.flow_steps if setting.model == "flow" else g.diffusion_steps
 
 
 def diffusion_config(
@@ -217,12 +211,29 @@ def diffusion_config(
     )  # fmt: skip
 
 
+def heldout_mse(setting: Setting, gen: GenerativeConfig, net, x_val, seed: int, device: str):
+    """The held-out regression error every fit of ``setting`` is scored on (and AdamW's curve):
+    velocity (flow) or ε (diffusion, t uniform over all T) on pairs from held-out images, the
+    pairs drawn from ``seed``; always in float32 (TF32 off), whatever the training used."""
+    with tf32(False):
+        if setting.model == "flow":
+            return flow_heldout_mse(
+                net, x_val, seed, gen.flow.pairs_per_image, gen.chunk_size, device
+            )
+        sched = diffusion_config(gen, FeatureConfig()).schedule()
+        return eps_heldout_mse(
+            net, x_val, sched, seed, gen.diffusion.pairs_per_image, gen.chunk_size, device
+        )
+
+
 def fit_setting(
-    setting: Setting, gen: GenerativeConfig, feats: FeatureConfig, x_fit, x_val, device: str
-):
-    """Fit one setting on ``feats`` (its random features). Returns (model, metrics, curve rows)."""
-    seed, chunk = gen.seed, gen.chunk_size
-    dcfg = diffusion_config(gen, feats, setting.n_buckets or 1)
+    setting: Setting, gen: GenerativeConfig, feats: FeatureConfig, x_fit, x_val, device: str,
+    seed: int, lr: float | None = None, steps: int | None = None,
+):  # fmt: skip
+    """Fit one setting on ``feats`` (its random features) from ``seed``; AdamW at ``lr`` for
+    ``steps`` (default: the arm's configured steps). Returns (model, metrics, curve rows)."""
+    chunk = gen.chunk_size
+    dcfg = diffusion_config(gen, feats, setting.n_buckets)
     if setting.method == "pil" and setting.model == "flow":
         fcfg = FlowConfig(feats, gen.flow.pairs_per_image, chunk, gen.lambdas)
         net, fit = fit_pil_flow(x_fit, fcfg, seed, device, x_val=x_val)
@@ -230,23 +241,32 @@ def fit_setting(
     elif setting.method == "pil":
         net, fits = fit_pil_diffusion(x_fit, dcfg, seed, device, x_val=x_val)
     else:
+        if lr is None:
+            raise ValueError(f"setting {setting.name!r} trains by AdamW: it needs a learning rate")
         g = gen.gradient
-        steps = adamw_steps(setting, pil_pairs(setting, gen, x_fit.shape[0]), g.batch_size)
+        steps = steps or adamw_steps(setting, gen)
         tcfg = TrainConfig(
-            steps=steps, batch_size=g.batch_size, lr=g.lr,
+            steps=steps, batch_size=g.batch_size, lr=lr,
             warmup=max(1, min(g.warmup, steps // 10)), log_every=max(1, steps // 50),
         )  # fmt: skip
+        evaluate = lambda m: heldout_mse(setting, gen, m, x_val, seed, device)  # noqa: E731
         if setting.model == "flow":
-            net, rep = train_gradient_flow(x_fit, feats, tcfg, seed, device)
+            net, rep = train_gradient_flow(x_fit, feats, tcfg, seed, device, evaluate, g.eval_every)
         else:
-            net, rep = train_gradient_diffusion(x_fit, dcfg, tcfg, seed, device)
+            net, rep = train_gradient_diffusion(
+                x_fit, dcfg, tcfg, seed, device, evaluate, g.eval_every
+            )
         metrics = {
-            "fit_seconds": rep.seconds, "adamw_steps": steps, "final_train_loss": rep.final_loss,
-            "peak_memory_mb": rep.peak_memory_mb,
+            "fit_seconds": rep.seconds, "adamw_steps": steps, "adamw_lr": lr,
+            "final_train_loss": rep.final_loss, "peak_memory_mb": rep.peak_memory_mb,
             "trainable_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
             "train_pairs": steps * g.batch_size,
         }  # fmt: skip
         curve = [{"curve": "adamw_loss", "x": s, "y": loss} for s, loss in rep.curve]
+        curve += [
+            {"curve": "adamw_heldout", "x": s, "seconds": secs, "y": mse}
+            for s, secs, mse in rep.heldout
+        ]
         return net, metrics, curve
     metrics = {
         "fit_seconds": sum(f.gram_seconds + f.solve_seconds for f in fits),
@@ -268,51 +288,71 @@ def fit_setting(
     return net, metrics, curve
 
 
+def known_setting(cfg: dict, dataset: str, setting_name: str) -> Setting:
+    """The configured setting of that name on ``dataset``; ValueError naming the known ones."""
+    known = settings(cfg, dataset)
+    if setting_name not in known:
+        raise ValueError(f"setting {setting_name!r} is not configured for {dataset}: {list(known)}")
+    return known[setting_name]
+
+
+def fit_data(images: str, gen: GenerativeConfig):
+    """(fitted images, held-out images): the seeded train subset and its held-out tail."""
+    return split_heldout(load_split(images, "train", gen.n_train, gen.seed).x, gen.heldout_fraction)
+
+
+def read_lr(path: str | None, setting: Setting) -> float | None:
+    """The learning rate the grid job picked (``lr.json``), for an AdamW setting."""
+    if setting.method != "adamw":
+        return None
+    if not path:
+        raise ValueError(
+            f"setting {setting.name!r} trains by AdamW: pass --lr, the lr.json of its family's "
+            "grid job (gen-lr-grid)"
+        )
+    pick = json.loads(Path(path).read_text())
+    if pick.get("family") != setting.family:
+        raise ValueError(f"{path} is the grid of {pick.get('family')!r}, not of {setting.family!r}")
+    return float(pick["lr"])
+
+
 def generative_job(
     dataset: str,
     setting_name: str,
+    seed: int,
     cfg: dict,
     images: str,
     classifier_path: str,
+    lr_path: str | None,
     device: str,
     out_dir: str,
 ) -> None:
-    """Fit one setting on one dataset, sample it and score the samples; write the run folder.
+    """Fit one setting from one seed on one dataset, sample it and score the samples; write the
+    run folder. AdamW settings train at the rate of ``lr_path`` (their grid job's pick).
 
     ``cfg``: the generative section less datasets and classifier (a dict, checked here once
     into GenerativeConfig); the setting list and each setting's features come from pillm.plan,
     which reads the same dict."""
     gen = GenerativeConfig.from_dict(cfg, "generative")
     device = resolve_device(device)
-    known = settings(cfg, dataset)
-    if setting_name not in known:
-        raise ValueError(f"setting {setting_name!r} is not configured for {dataset}: {list(known)}")
-    setting = known[setting_name]
+    setting = known_setting(cfg, dataset, setting_name)
+    lr = read_lr(lr_path, setting)
     feats = FeatureConfig(**setting.feature_options(cfg))
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    x, x_val = split_heldout(
-        load_split(images, "train", gen.n_train, gen.seed).x, gen.heldout_fraction
-    )
+    x, x_val = fit_data(images, gen)
     real = load_split(images, "test", gen.n_eval, gen.seed).x
     load_seconds = time.perf_counter() - t0
     cuda = device.startswith("cuda")
     with tf32(cuda and setting.method == "adamw"):
-        net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device)
-    seed, dim = gen.seed, x.shape[1]
-    if setting.model == "flow":
-        metrics["heldout_mse"] = flow_heldout_mse(
-            net, x_val, seed, gen.flow.pairs_per_image, gen.chunk_size, device
-        )
-    else:
-        sched = diffusion_config(gen, feats).schedule()
-        metrics["heldout_mse"] = eps_heldout_mse(
-            net, x_val, sched, seed, gen.diffusion.pairs_per_image, gen.chunk_size, device
-        )
+        net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr)
+    dim = x.shape[1]
+    metrics["heldout_mse"] = heldout_mse(setting, gen, net, x_val, seed, device)
+    sched = diffusion_config(gen, feats).schedule()
     classifier = load_classifier(classifier_path, device)
     feats_real = features(classifier, real, device)
-    samplers = sampler_grid(setting, gen)
+    samplers = sampler_grid(setting, gen, seed == gen.seeds[0])
     rows, grid = [], None
     for method, steps in samplers:
         sync(device)
@@ -345,7 +385,7 @@ def generative_job(
     out = Path(out_dir)
     spec = IMAGE_DATASETS[dataset]
     save_image_grid(grid, spec.shape, out / "samples.png")
-    ident = {"dataset": dataset, "setting": setting_name}
+    ident = {"dataset": dataset, "setting": setting_name, "seed": seed}
     write_rows_parquet(out / "curves.parquet", curve or [{"curve": "none"}], ident)
     write_rows_parquet(out / "samplers.parquet", rows, ident)
     identity = run_identity(
@@ -353,20 +393,23 @@ def generative_job(
     )
     context = {
         **provenance(device), "model": setting.model, "method": setting.method,
-        "ablation": setting.ablation, "level": setting.level,
+        "ablation": setting.ablation, "level": setting.level, "family": setting.family,
         "sampler": f"{main['sampler']} {main['steps']}" if setting.model == "flow" else "ddpm",
         "matmul": "tf32 (AdamW, sampling)" if cuda else "fp32",
     }  # fmt: skip
     write_json(out / "metrics.json", tidy_records(identity, metrics, context))
 
 
-def sampler_grid(setting: Setting, gen: GenerativeConfig) -> list[tuple[str, int]]:
-    """(ODE method, steps): the main sampler first; the main PIL flow also gets the ablation grid."""
+def sampler_grid(
+    setting: Setting, gen: GenerativeConfig, first_seed: bool = True
+) -> list[tuple[str, int]]:
+    """(ODE method, steps): the main sampler first; the PIL flow's first seed also gets the
+    solver/step ablation grid."""
     if setting.model == "diffusion":
         return [("ddpm", gen.diffusion.timesteps)]
     main = (gen.flow.ode_method, gen.flow.ode_steps)
     grid = [main]
-    if setting.name == "flow_pil":
+    if setting.name == "flow_pil" and first_seed:
         for steps in sorted({*gen.ablations.ode_steps, gen.flow.ode_steps}):
             for method in ("euler", "heun"):
                 if (method, steps) != main:
