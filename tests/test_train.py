@@ -52,7 +52,8 @@ def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):
     assert m1["test_loss"] < 0.5 * np.log(64)  # far below uniform
     assert curve[-1]["train_loss"] < curve[0]["train_loss"]
     assert any(row["val_loss"] is not None for row in curve[:-1])
-    timing = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
+    timing = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb", "warmup_time_s",
+              "startup_time_s", "job_time_s"}  # fmt: skip
     assert {k: v for k, v in m1.items() if k not in timing} == {
         k: v for k, v in m2.items() if k not in timing
     }

@@ -43,7 +43,8 @@ TRAIN = {
     "warmup_steps_timing": 2,
 }
 FAST = {"compile": True, "cuda_graphs": True, "ce_chunk": 32, "output_layer": "chunked"}
-TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb"}
+TIMING = {"train_time_s", "grad_time_s", "tokens_per_s", "peak_memory_mb", "warmup_time_s",
+          "startup_time_s", "job_time_s"}  # fmt: skip
 
 
 @pytest.fixture()

@@ -141,9 +141,9 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "lm-extras", "pillm.lm.run:run_extras",
-        "LAMBADA last-word accuracy and generation samples",
-        (req("--run-dir"), req("--tokens-dir"), js(help="{data, lambada, samples} (JSON)")),
-        ("run_dir", "tokens_dir", "params", "device"),
+        "LAMBADA last-word accuracy and generation samples of finished runs",
+        (many("--run-dirs"), req("--tokens-dir"), js(help="{data, lambada, samples} (JSON)")),
+        ("run_dirs", "tokens_dir", "params", "device"),
         device=True,
     ),
     Command(
@@ -193,9 +193,11 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "probe-aggregate", "pillm.probe.report:aggregate_probe",
-        "stack every probe job into summary parquet",
-        (many("--blocks"), many("--gradients"), many("--metrics"), OUT_DIR),
-        ("blocks", "gradients", "metrics", "out_dir"),
+        "stack every probe job into summary parquet and the probe claim frame",
+        (many("--blocks"), many("--gradients"), many("--metrics"), OUT_DIR,
+         js(help="main_corpus, bootstrap_resamples"),
+         req("--claims", "summary/claims/probe.parquet")),
+        ("blocks", "gradients", "metrics", "out_dir", "params", "claims"),
     ),
     Command(
         "probe-tables", "pillm.probe.report:render_probe_tables",
@@ -265,20 +267,26 @@ COMMANDS: tuple[Command, ...] = (
     # -- SAFFU
     Command(
         "saffu", "pillm.saffu.run:run_saffu",
-        "one SAFFU LM (explicit or random start, then AdamW)",
+        "one SAFFU setting at one train fraction: warm and cold start, every seed",
         (req("--setting", "a key of saffu.settings"),
-         Arg("--init", {"required": True, "choices": ["explicit", "random"]}),
-         Arg("--seed", {"type": int, "required": True}), req("--tokens-dir"),
-         js(help="the config's saffu section"), OUT_DIR),
-        ("setting", "init", "seed", "params", "tokens_dir", "out_dir", "device"),
+         Arg("--fraction", {"type": float, "required": True, "help": "train fraction (0, 1]"}),
+         req("--tokens-dir"), js(help="pillm.plan.saffu_job_params (JSON)"), OUT_DIR),
+        ("setting", "fraction", "params", "tokens_dir", "out_dir", "device"),
         device=True, threads=True,
     ),
     Command(
+        "saffu-kn", "pillm.saffu.kn_job:run_kneser_ney",
+        "interpolated Kneser-Ney n-gram baseline on the SAFFU train windows",
+        (js(help="{kn, fractions, seeds} (JSON)"), req("--tokens-dir"), OUT_DIR),
+        ("params", "tokens_dir", "out_dir"),
+    ),
+    Command(
         "saffu-aggregate", "pillm.saffu.report:aggregate_saffu",
-        "stack every SAFFU run into summary parquet",
-        (many("--metrics"), many("--curves"), js(help="{settings, inits, seeds} (JSON)"),
-         OUT_DIR),
-        ("metrics", "curves", "params", "out_dir"),
+        "stack every SAFFU run into summary parquet and the SAFFU claim frame",
+        (many("--metrics"), many("--curves"), req("--kn-metrics"),
+         js(help="{settings, main_setting, inits, fractions, seeds, ablation_seeds} (JSON)"),
+         OUT_DIR, req("--claims", "summary/claims/saffu.parquet")),
+        ("metrics", "curves", "kn_metrics", "params", "out_dir", "claims"),
     ),
     Command(
         "saffu-tables", "pillm.saffu.report:render_saffu_tables",

@@ -42,6 +42,9 @@ def generated(path):
 # them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
 if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
+# CPU threads of a GPU rule: on CPU they do the work (up to 4); with a GPU the work is on the
+# device, and 4 threads a job let only cores/4 jobs share it however large --resources gpu=N is.
+GPU_THREADS = min(4 if estimate.device_kind() == "cpu" else 2, workflow.cores)
 
 
 onstart:
@@ -189,13 +192,7 @@ def lora_jobs(name):
 
 
 def saffu_runs(name):
-    return expand(
-        res("saffu/{setting}/{init}/seed{seed}/{name}"),
-        setting=list(SAFFU_SETTINGS),
-        init=SAFFU["inits"],
-        seed=SAFFU["seeds"],
-        name=name,
-    )
+    return [res(f"saffu/{s}/{frac}/{name}") for s, frac in plan.saffu_jobs(config)]
 
 
 def sensitivity_runs(name):

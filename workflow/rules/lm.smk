@@ -24,7 +24,7 @@ rule run_lm:
         benchfile("run_lm/{variant}/seed{seed}")
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
@@ -41,20 +41,21 @@ rule run_lm:
         " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
 
 
+# One job per variant evaluates all its seeds: start-up, not evaluation, dominated per-run jobs.
 rule lm_extras:
     input:
-        metrics=res("lm/{variant}/seed{seed}/metrics.json"),
-        checkpoint=res("lm/{variant}/seed{seed}/model.pt"),
+        metrics=expand(res("lm/{{variant}}/seed{seed}/metrics.json"), seed=SEEDS),
+        checkpoints=expand(res("lm/{{variant}}/seed{seed}/model.pt"), seed=SEEDS),
         tokens=res(f"tokens/{CORPUS}/tokenizer.json"),
         code=code("lm-extras"),
     output:
-        extras=res("lm/{variant}/seed{seed}/extras.json"),
-        samples=res("lm/{variant}/seed{seed}/samples.json"),
+        extras=expand(res("lm/{{variant}}/seed{seed}/extras.json"), seed=SEEDS),
+        samples=expand(res("lm/{{variant}}/seed{seed}/samples.json"), seed=SEEDS),
     log:
-        logfile("lm_extras/{variant}/seed{seed}"),
+        logfile("lm_extras/{variant}"),
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
@@ -65,9 +66,9 @@ rule lm_extras:
                 "samples": config["samples"],
             }
         ),
-        run_dir=lambda w, input: parent(input.metrics),
+        run_dirs=lambda w, input: " ".join(parent(m) for m in input.metrics),
         tokens_dir=lambda w, input: parent(input.tokens),
         device=DEVICE,
     shell:
-        "python -m pillm lm-extras --run-dir {params.run_dir} --tokens-dir {params.tokens_dir}"
+        "python -m pillm lm-extras --run-dirs {params.run_dirs} --tokens-dir {params.tokens_dir}"
         " --params {params.cfg:q} --device {params.device} > {log} 2>&1"

@@ -28,7 +28,7 @@ rule sensitivity_run:
         point="|".join(map(re.escape, plan.sensitivity_points(config))),
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:

@@ -87,11 +87,17 @@ def fit(
     timed_steps = total_steps - timed_from
     if t_start is not None and timed_steps > 0:
         t_timed = t_end - t_start - t_eval
+    steady_step = t_timed / timed_steps if t_timed > 0 else float("nan")
     metrics = {
         "train_steps": total_steps,
         "train_tokens": total_steps * B * T,
         "grad_time_s": t_end - t0,
         "tokens_per_s": timed_steps * B * T / t_timed if t_timed > 0 else float("nan"),
+        # the first warmup_steps_timing steps beyond their steady-state share: compilation,
+        # CUDA graph capture, allocator warm-up (the per-job fixed cost inside training)
+        "warmup_time_s": (t_start - t0) - timed_from * steady_step
+        if t_start is not None
+        else float("nan"),
         **step_fn.path(),  # compiled / cuda_graphs: 1 where that path ran (CUDA only)
     }
     return metrics, curve
