@@ -6,8 +6,13 @@ mode, bf16 autocast on CUDA, fused AdamW (decay on matrices only), gradient clip
 warm-up + cosine learning rate (``train.lr_at``), the same seeded window order and the same
 on-device data, no host sync per step (nanoGPT reads ``loss.item()`` only every 10th step).
 Ours: ``pillm.train.fit`` exactly as the pipeline calls it, with the config's ``train`` section
-(``compile``, ``cuda_graphs``, ``ce_chunk`` included) and ``eval_every: 0``; each ``--ours``
-adds a configuration with some of those keys overridden.
+(``compile``, ``cuda_graphs``, ``output_layer``, ``ce_chunk`` included) and ``eval_every: 0``;
+each ``--ours`` adds a configuration with some of those keys overridden (``output_layer=fused``:
+the Triton output layer of ``pillm.lm.fused_ce``). ``--ref-loss`` adds the reference with its
+output layer + loss replaced by a library's fused linear cross-entropy (cut-cross-entropy's
+``linear_cross_entropy``, liger-kernel's ``LigerFusedLinearCrossEntropyLoss``) where importable.
+Each ``--batch`` repeats everything at that batch size (same tokens per step x steps: the
+config's epochs, or ``--steps``), so one call compares both batches.
 
 Both train on the same tokens for the same steps; the first ``train.warmup_steps_timing`` steps
 (compilation, CUDA-graph capture) are timed separately and excluded from tokens/s. MFU is model
@@ -17,7 +22,8 @@ same tokens" is the mean train loss of the last tenth of the steps and the held-
 validation split's first ``--eval-windows`` windows.
 
     python benchmarks/trainer_throughput.py --tiny                      # CPU sanity, seconds
-    python benchmarks/trainer_throughput.py --device cuda --out results/bench/trainer.json
+    python benchmarks/trainer_throughput.py --device cuda --batch 32 --batch 256 \
+        --ours "" --ours output_layer=fused --ref-loss cce --ref-loss liger --out trainer.json
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from pillm.core.runtime import lr_at, resolve_device, sync
 from pillm.data.corpus import load_tokens
 from pillm.lm.train import fit
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.settings import TrainConfig
+from pillm.settings import OUTPUT_LAYERS, TrainConfig, check_output_layer
 
 PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
     ("H100 PCIe", 756e12),
@@ -128,11 +134,41 @@ class RefGPT(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        x = self.ln_f(x)
+        if targets is not None and self.loss_fn is not None:  # a library's fused head
+            return None, self.loss_fn(x.flatten(0, 1), self.lm_head.weight, targets.reshape(-1))
+        logits = self.lm_head(x)
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
+
+    loss_fn = None  # (h, w, targets) -> mean loss, for --ref-loss
+
+
+def library_loss(name: str):
+    """A library's fused linear cross-entropy as ``(h, w, targets) -> loss``, or an error text.
+
+    Both run outside ``torch.compile`` (their own Triton kernels) on bf16 operands, as the
+    libraries expect under mixed precision."""
+    try:
+        if name == "cce":
+            from cut_cross_entropy import linear_cross_entropy as cce
+
+            def fn(h, w, y):
+                return cce(h.to(torch.bfloat16), w.to(torch.bfloat16), y)
+        elif name == "liger":
+            from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+            liger = LigerFusedLinearCrossEntropyLoss()
+
+            def fn(h, w, y):
+                return liger(w.to(torch.bfloat16), h.to(torch.bfloat16), y)
+        else:
+            raise SystemExit(f"--ref-loss {name!r}: expected cce or liger")
+    except ImportError as err:
+        return f"not importable ({err})"
+    return torch.compiler.disable(fn)
 
 
 def ref_optimizer(model: nn.Module, cfg: dict, device: str) -> torch.optim.Optimizer:
@@ -161,13 +197,14 @@ def window_batches(data: torch.Tensor, T: int, B: int, steps: int, seed: int):
             step += 1
 
 
-def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mode):
+def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mode, loss_fn=None):
     """The nanoGPT-style loop; returns (model, timings, per-step losses)."""
     T, B = model_cfg["context"], train_cfg["batch_size"]
     torch.manual_seed(seed)
     vocab = 64 * math.ceil(arrays["vocab"] / 64)  # nanoGPT pads 50257 to 50304
     model = RefGPT(vocab, T, model_cfg["n_layer"], model_cfg["d_model"], model_cfg["n_head"],
                    model_cfg["ffn_mult"], model_cfg["dropout"]).to(device)  # fmt: skip
+    model.loss_fn = loss_fn
     opt = ref_optimizer(model, train_cfg, device)
     fwd = model if compile_mode == "none" else torch.compile(model, backend=compile_mode)
     amp = torch.bfloat16 if device.startswith("cuda") else None
@@ -297,20 +334,24 @@ def load_data(args) -> tuple[dict, dict, str]:
     return {**arrays, "vocab": vocab}, meta, what
 
 
+OVERRIDABLE = ("compile", "cuda_graphs", "output_layer", "ce_chunk")
+
+
 def parse_override(text: str) -> dict:
-    """'compile=false,ce_chunk=1024' -> {'compile': False, 'ce_chunk': 1024}."""
+    """'compile=false,output_layer=fused' -> {'compile': False, 'output_layer': 'fused'}."""
     out = {}
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in ("compile", "cuda_graphs", "ce_chunk"):
-            raise SystemExit(f"--ours {text!r}: expected key=value pairs of compile, cuda_graphs, "
-                             "ce_chunk, e.g. --ours compile=false,ce_chunk=0")  # fmt: skip
-        out[key] = yaml.safe_load(value)
-        ok = isinstance(out[key], bool) if key != "ce_chunk" else (
-            type(out[key]) is int and out[key] >= 0)  # fmt: skip
+        if not sep or key not in OVERRIDABLE:
+            raise SystemExit(f"--ours {text!r}: expected key=value pairs of "
+                             f"{', '.join(OVERRIDABLE)}, e.g. --ours output_layer=fused or "
+                             "--ours output_layer=chunked,ce_chunk=1024")  # fmt: skip
+        out[key] = value if key == "output_layer" else yaml.safe_load(value)
+        ok = {"ce_chunk": type(out[key]) is int and out[key] >= 0,
+              "output_layer": out[key] in OUTPUT_LAYERS}.get(key, isinstance(out[key], bool))  # fmt: skip
         if not ok:
-            raise SystemExit(f"--ours {text!r}: {key} must be "
-                             + ("true/false" if key != "ce_chunk" else "an integer >= 0"))  # fmt: skip
+            what = {"ce_chunk": "an integer >= 0", "output_layer": " | ".join(OUTPUT_LAYERS)}
+            raise SystemExit(f"--ours {text!r}: {key} must be {what.get(key, 'true/false')}")
     return out
 
 
@@ -318,15 +359,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="config/config.yaml", help="model + train sections")
     ap.add_argument("--tokens", help="a pipeline tokens folder (default: the paper's WikiText-2)")
-    ap.add_argument("--steps", type=int, help="optimizer steps (default: the config's epochs)")
+    ap.add_argument("--batch", type=int, action="append", default=None,
+                    help="batch size (default: the config's); repeatable: every trainer at each")  # fmt: skip
+    ap.add_argument("--steps", type=int,
+                    help="optimizer steps at every batch (default: the config's epochs at that "
+                         "batch, at least --min-steps)")  # fmt: skip
+    ap.add_argument("--min-steps", type=int, default=60)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--tiny", action="store_true", help="tiny model and random tokens (CPU test)")
     ap.add_argument("--ours", action="append", default=None,
                     help="a configuration of ours: overrides of train.compile/cuda_graphs/"
-                         "ce_chunk ('' = the config as is); repeatable")  # fmt: skip
+                         "output_layer/ce_chunk ('' = the config as is); repeatable")  # fmt: skip
     ap.add_argument("--ref-compile", default=None,
                     help="torch.compile backend of the reference: inductor (default on CUDA), "
                          "aot_eager, or none (default with --tiny on CPU)")  # fmt: skip
+    ap.add_argument("--ref-loss", action="append", default=[], choices=("cce", "liger"),
+                    help="also the reference with this library's fused linear cross-entropy "
+                         "(cut-cross-entropy, liger-kernel) where importable; repeatable")  # fmt: skip
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--peak-flops", type=float, help="peak dense bf16 FLOP/s for MFU")
     ap.add_argument("--eval-windows", type=int, default=64)
@@ -349,13 +398,27 @@ def main() -> None:
         model_cfg |= TINY_MODEL
         train_cfg |= {"batch_size": 8, "warmup_steps_timing": 3, "lr": 3e-3}
     arrays, meta, data_name = load_data(args)
-    T, B = model_cfg["context"], train_cfg["batch_size"]
-    per_epoch = ((len(arrays["train"]) - 1) // T) // B
-    steps = args.steps or (16 if args.tiny else per_epoch * train_cfg["epochs"])
-    if steps <= train_cfg["warmup_steps_timing"]:
-        raise SystemExit(f"--steps {steps} must exceed train.warmup_steps_timing "
-                         f"({train_cfg['warmup_steps_timing']}), the untimed warm-up")  # fmt: skip
+    T = model_cfg["context"]
+    batches = args.batch or [train_cfg["batch_size"]]
+
+    def steps_at(B: int) -> int:
+        if args.steps or args.tiny:
+            return args.steps or 16
+        per_epoch = ((len(arrays["train"]) - 1) // T) // B
+        return max(per_epoch * train_cfg["epochs"], args.min_steps)
+
+    for B in batches:
+        if steps_at(B) <= train_cfg["warmup_steps_timing"]:
+            raise SystemExit(f"--steps {steps_at(B)} must exceed train.warmup_steps_timing "
+                             f"({train_cfg['warmup_steps_timing']}), the untimed warm-up")  # fmt: skip
     overrides = [parse_override(text) for text in args.ours or [""]]  # fail before training
+    for over in overrides:
+        merged = {**train_cfg, **over}
+        try:
+            check_output_layer(merged.get("output_layer", "dense"), merged.get("ce_chunk", 0))
+        except ValueError as err:
+            raise SystemExit(f"--ours {over}: {err}") from None
+    ref_losses = {name: library_loss(name) for name in args.ref_loss}
     ref_compile = args.ref_compile or (
         "none" if args.tiny and not device.startswith("cuda") else "inductor"
     )
@@ -364,18 +427,20 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True  # as fit() sets it, for both trainers
     report = {
         "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
-        "torch": torch.__version__, "data": data_name, "steps": steps, "batch_size": B,
-        "context": T, "tokens": steps * B * T, "model": model_cfg, "peak_flops": peak,
-        "peak_flops_source": peak_src, "runs": [],
+        "torch": torch.__version__, "data": data_name, "batches": batches,
+        "steps": {B: steps_at(B) for B in batches}, "context": T, "model": model_cfg,
+        "peak_flops": peak, "peak_flops_source": peak_src, "runs": [], "skipped": {},
     }  # fmt: skip
-    print(f"# {report['device']}, torch {torch.__version__}; {data_name}; {steps} steps x {B} x "
-          f"{T} = {steps * B * T:,} tokens; model {model_cfg}", flush=True)  # fmt: skip
+    print(f"# {report['device']}, torch {torch.__version__}; {data_name}; batches {batches}, "
+          f"steps {report['steps']} x {T} tokens; model {model_cfg}", flush=True)  # fmt: skip
 
-    def record(name: str, model: nn.Module, timings: dict, losses: list[float], **extra) -> None:
-        last = max(1, steps // 10)
+    def record(name: str, B: int, model: nn.Module, timings: dict, losses: list[float],
+               role: str) -> None:  # fmt: skip
+        last = max(1, steps_at(B) // 10)
         fpt = flops_per_token(model, model_cfg["n_layer"], model_cfg["d_model"], T)
         row = {
-            "trainer": name, **timings, **extra,
+            "trainer": name, "role": role, "batch_size": B, "steps": steps_at(B),
+            "tokens": steps_at(B) * B * T, **timings,
             "flops_per_token": fpt,
             "mfu": fpt * timings["tokens_per_s"] / peak if peak else None,
             "final_train_loss": float(np.mean(losses[-last:])),
@@ -387,50 +452,68 @@ def main() -> None:
         if args.out:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(report, indent=1))
-        print(f"done: {name}: {timings['tokens_per_s']:,.0f} tokens/s", file=sys.stderr, flush=True)
+        print(f"done: batch {B}: {name}: {timings['tokens_per_s']:,.0f} tokens/s",
+              file=sys.stderr, flush=True)  # fmt: skip
 
     def reset_peak() -> None:
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
 
     try:
-        if not args.no_reference:
-            reset_peak()
-            model, timings, losses = run_reference(arrays, model_cfg, train_cfg, steps,
-                                                   args.seed, device, ref_compile)  # fmt: skip
-            record(f"reference (nanoGPT-style, compile={ref_compile})", model, timings, losses)
-            del model
-        for over in overrides:
-            reset_peak()
-            model, timings, losses = run_ours(arrays, meta, model_cfg, {**train_cfg, **over},
-                                              steps, args.seed, device)  # fmt: skip
-            keys = {k: train_cfg.get(k, "-") for k in ("compile", "cuda_graphs", "ce_chunk")}
-            label = ",".join(f"{k}={v}" for k, v in (keys | over).items())
-            if not device.startswith("cuda"):
-                label += "; CPU: eager step"
-            record(f"ours ({label})", model, timings, losses)
-            del model
+        for B in batches:
+            tcfg, steps = {**train_cfg, "batch_size": B}, steps_at(B)
+            refs = {} if args.no_reference else {"": None, **ref_losses}
+            for lib, loss_fn in refs.items():
+                suffix = f", {lib} loss" if lib else ""
+                name = f"reference (nanoGPT-style, compile={ref_compile}{suffix})"
+                if isinstance(loss_fn, str):  # not importable
+                    report["skipped"][name] = loss_fn
+                    print(f"skipped: {name}: {loss_fn}", file=sys.stderr, flush=True)
+                    continue
+                reset_peak()
+                model, timings, losses = run_reference(arrays, model_cfg, tcfg, steps, args.seed,
+                                                       device, ref_compile, loss_fn)  # fmt: skip
+                record(name, B, model, timings, losses, "reference" + (f"+{lib}" if lib else ""))
+                del model
+            for over in overrides:
+                reset_peak()
+                model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
+                                                  steps, args.seed, device)  # fmt: skip
+                keys = {k: train_cfg.get(k, "-") for k in OVERRIDABLE}
+                label = ",".join(f"{k}={v}" for k, v in (keys | over).items())
+                if not device.startswith("cuda"):
+                    label += "; CPU: eager step"
+                record(f"ours ({label})", B, model, timings, losses, "ours")
+                del model
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         print_table(report)
 
 
 def print_table(report: dict) -> None:
-    runs = report["runs"]
-    if not runs:
-        return
-    ref = next((r for r in runs if r["trainer"].startswith("reference")), None)
-    head = ("trainer", "tokens/s", "MFU", "warm-up s", "train loss", "held-out", "x ref", "path")
-    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
-    for r in runs:
-        ratio = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}" if ref else "-"
-        mfu = f"{100 * r['mfu']:.1f} %" if r["mfu"] is not None else "n/a"
-        path = "-" if "compiled" not in r else (
-            f"compiled={int(r['compiled'])} cuda_graphs={int(r['cuda_graphs'])}")  # fmt: skip
-        print(f"| {r['trainer']} | {r['tokens_per_s']:,.0f} | {mfu} | {r['warmup_s']:.1f} | "
-              f"{r['final_train_loss']:.4f} | {r['heldout_loss']:.4f} | {ratio} | {path} |")  # fmt: skip
-    print(f"train loss: mean of the last tenth of {report['steps']} steps; held-out: validation "
-          f"windows; peak FLOP/s: {report['peak_flops_source']}")  # fmt: skip
+    """One table per batch size; "x ref": tokens/s over the plain reference's at that batch."""
+    head = ("trainer", "tokens/s", "MFU", "warm-up s", "train loss", "held-out", "x ref",
+            "peak MiB", "path")  # fmt: skip
+    for B in report["batches"]:
+        runs = [r for r in report["runs"] if r["batch_size"] == B]
+        if not runs:
+            continue
+        ref = next((r for r in runs if r["role"] == "reference"), None)
+        print(f"\nbatch {B} ({report['steps'][B]} steps):\n| " + " | ".join(head) + " |\n|"
+              + "---|" * len(head))  # fmt: skip
+        for r in runs:
+            ratio = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}" if ref else "-"
+            mfu = f"{100 * r['mfu']:.1f} %" if r["mfu"] is not None else "n/a"
+            mem = f"{r['peak_memory_mb']:,.0f}" if r["peak_memory_mb"] is not None else "-"
+            path = "-" if "compiled" not in r else (
+                f"compiled={int(r['compiled'])} cuda_graphs={int(r['cuda_graphs'])}")  # fmt: skip
+            print(f"| {r['trainer']} | {r['tokens_per_s']:,.0f} | {mfu} | {r['warmup_s']:.1f} | "
+                  f"{r['final_train_loss']:.4f} | {r['heldout_loss']:.4f} | {ratio} | {mem} | "
+                  f"{path} |")  # fmt: skip
+    for name, why in report["skipped"].items():
+        print(f"skipped: {name}: {why}")
+    print(f"train loss: mean of the last tenth of the steps; held-out: validation windows; "
+          f"peak FLOP/s: {report['peak_flops_source']}")  # fmt: skip
 
 
 if __name__ == "__main__":

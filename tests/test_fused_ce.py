@@ -8,6 +8,7 @@ without CUDA). The train step with ``output_layer: fused`` follows the eager ste
 compiled or not.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -52,6 +53,9 @@ def _check(h, w, y, dtype, upstream: float = 2.5) -> None:
     # the dense head rounds bf16 logits before the softmax; the kernels keep them in float32
     rtol = 1e-6 if dtype == torch.float32 else 1e-3
     assert loss.item() == pytest.approx(ref.item(), rel=rtol)
+    with torch.no_grad():  # the loss-only kernel
+        assert fused_linear_cross_entropy(h, w, y, dtype).item() == pytest.approx(loss.item(),
+                                                                                  rel=1e-6)  # fmt: skip
     rtol, atol = TOL[dtype]
     torch.testing.assert_close(h1.grad, h2.grad, rtol=rtol, atol=atol)
     torch.testing.assert_close(w1.grad, w2.grad, rtol=rtol, atol=atol)
@@ -85,7 +89,7 @@ def test_bad_input_is_named():
         fused_linear_cross_entropy(h, w[:, :2], y)
     with pytest.raises(ValueError, match="dx_m"):
         Blocks.parse("dx_m=big")
-    assert Blocks.parse("dx_m=128,warps=4") == Blocks(dx_m=128, warps=4)
+    assert Blocks.parse("dx_m=64,dx_warps=4") == Blocks(dx_m=64, dx_warps=4)
 
 
 def _interpreter_check() -> None:
@@ -169,3 +173,26 @@ def test_output_layer_keys_are_checked():
     cfg = TrainConfig.from_dict({**TRAIN, "output_layer": "fused"}, "train")
     assert StepOptions.from_config(cfg, "cuda:0").output_layer == "fused"
     assert StepOptions.from_config(cfg, "cpu") == StepOptions()  # CPU: the eager step
+
+
+def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
+    """trainer_throughput.py: every trainer at each --batch; --ours output_layer=...; a bad
+    combination stops before training, naming the keys."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "benchmarks/trainer_throughput.py", "--tiny", "--device", "cpu",
+           "--batch", "4", "--batch", "8", "--steps", "6", "--no-reference",
+           "--ours", "output_layer=fused", "--ours", "output_layer=chunked,ce_chunk=16",
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["batch_size"], "fused" in r["trainer"]) for r in runs] == [
+        (4, True),
+        (4, False),
+        (8, True),
+        (8, False),
+    ]
+    assert "batch 8 (6 steps)" in proc.stdout
+    bad = [*cmd[:-2], "--ours", "output_layer=chunked"]
+    proc = subprocess.run(bad, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "train.ce_chunk" in proc.stderr

@@ -6,15 +6,18 @@ FLOPs, cost the time: at d = 256 each bf16 logit carries only 512 FLOPs, so writ
 it for the softmax and again for its gradient costs about as much as computing it. Three
 kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
-- ``_lse_kernel``: per block of ``BM`` rows and one slice of the vocabulary, the logits tile by
-  tile with an online maximum and sum of exponentials (the row's log-sum-exp) and the target
-  logit; slices (more programs for a small batch) are merged on the host side in float32;
-- ``_dx_kernel``: per block of rows, ``G = (softmax - onehot) / N`` tile by tile and
-  ``dL/dh = G w`` accumulated in float32 registers (vocabulary slices summed afterwards);
-- ``_dw_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows (row
-  slices summed afterwards), the same ``G`` recomputed from the saved log-sum-exp.
+- ``_grad_h_kernel`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
+  block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with an online
+  maximum ``m`` and sum of exponentials ``s`` and, rescaled as ``m`` grows, the accumulator
+  ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``;
+  slices (more programs for a small batch) are merged afterwards in float32;
+- ``_grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
+  ``G = (softmax - onehot) / N`` recomputed from the saved log-sum-exp (row slices merged
+  afterwards when the vocabulary alone gives too few programs);
+- ``_lse_kernel``: the log-sum-exp pass alone, when no gradient is needed.
 
-As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the loss
+Four logits-sized matmuls with gradients (the dense head: three, plus the logits and their
+gradient through memory several times), no (tokens x vocab) buffer at all. As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the loss
 is the step's last operation) and the backward only scales them by the incoming gradient. The
 matmuls run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax statistics are
 float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16 first, these are
@@ -26,6 +29,7 @@ tensor outside the Triton interpreter) the op computes the same values with ``li
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 
@@ -44,19 +48,21 @@ except ImportError:  # CPU installs without Triton: the op computes with linear_
 class Blocks:
     """Tile sizes and warps of the three kernels (rows x vocabulary; the width is one tile)."""
 
-    lse_m: int = 128
-    lse_n: int = 64
-    dx_m: int = 64
+    lse_m: int = 128  # _lse_kernel: rows, vocabulary tile, warps
+    lse_n: int = 128
+    lse_warps: int = 8
+    dx_m: int = 128  # _grad_h_kernel
     dx_n: int = 64
-    dw_m: int = 64
-    dw_n: int = 64
-    warps: int = 8
-    stages: int = 3
+    dx_warps: int = 8
+    dw_m: int = 64  # _grad_w_kernel: rows per step, vocabulary rows per program
+    dw_n: int = 128
+    dw_warps: int = 8
+    stages: int = 2  # software pipelining of the streamed tiles
     programs_per_sm: int = 2  # slices are added until the grid has this many programs per SM
 
     @classmethod
     def parse(cls, text: str) -> Blocks:
-        """'dx_m=128,warps=4' -> Blocks with those fields changed (benchmarks, tuning)."""
+        """'dx_m=64,dx_warps=4' -> Blocks with those fields changed (benchmarks, tuning)."""
         fields = {}
         for item in filter(None, text.split(",")):
             key, _, value = item.partition("=")
@@ -91,7 +97,8 @@ if triton is not None:
         """a @ b, float32 accumulation; UPCAST (interpreter only: its bf16 dot is wrong) first
         widens bf16 operands to float32, which multiplies the same bf16 values exactly."""
         if UPCAST:
-            a, b = a.to(tl.float32), b.to(tl.float32)
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
         return tl.dot(a, b, input_precision=PRECISION)
 
     @triton.jit
@@ -127,9 +134,9 @@ if triton is not None:
         tl.store(tgt_ptr + out, tgt, mask=rmask)
 
     @triton.jit
-    def _dx_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dx_ptr, N, V, D, v_per_split, scale,
-                   BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                   PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    def _grad_h_kernel(x_ptr, w_ptr, t_ptr, m_ptr, s_ptr, tgt_ptr, acc_ptr, N, V, D, v_per_split,
+                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
         pid_m, pid_s = tl.program_id(0), tl.program_id(1)
         rows = pid_m * BM + tl.arange(0, BM)
         dims = tl.arange(0, BD)
@@ -137,7 +144,9 @@ if triton is not None:
         x = tl.load(x_ptr + rows[:, None] * D + dims[None, :],
                     mask=rmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
         t = tl.load(t_ptr + rows, mask=rmask, other=-1)
-        lse = tl.load(lse_ptr + rows, mask=rmask, other=0.0)
+        m = tl.full([BM], float("-inf"), tl.float32)
+        s = tl.zeros([BM], tl.float32)
+        tgt = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
         v_lo = pid_s * v_per_split
         v_hi = tl.minimum(v_lo + v_per_split, V)
@@ -147,15 +156,23 @@ if triton is not None:
             w = tl.load(w_ptr + cols[:, None] * D + dims[None, :],
                         mask=cmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
             logits = _mm(x, tl.trans(w), PRECISION, UPCAST)
-            p = tl.exp(logits - lse[:, None])
-            g = tl.where(cols[None, :] == t[:, None], p - 1.0, p) * scale
-            g = tl.where(rmask[:, None] & cmask[None, :], g, 0.0)
-            acc += _mm(g.to(w.dtype), w, PRECISION, UPCAST)
-        tl.store(dx_ptr + (pid_s * N + rows[:, None]) * D + dims[None, :], acc,
+            logits = tl.where(cmask[None, :], logits, float("-inf"))
+            m_new = tl.maximum(m, tl.max(logits, 1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(logits - m_new[:, None])  # 0 in masked columns
+            s = s * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + _mm(p.to(w.dtype), w, PRECISION, UPCAST)
+            m = m_new
+            tgt += tl.sum(tl.where(cols[None, :] == t[:, None], logits, 0.0), 1)
+        out = pid_s * N + rows
+        tl.store(m_ptr + out, m, mask=rmask)
+        tl.store(s_ptr + out, s, mask=rmask)
+        tl.store(tgt_ptr + out, tgt, mask=rmask)
+        tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
                  mask=rmask[:, None] & dmask[None, :])  # fmt: skip
 
     @triton.jit
-    def _dw_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, D, n_per_split, scale,
+    def _grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, D, n_per_split, scale,
                    BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                    PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
         pid_v, pid_s = tl.program_id(0), tl.program_id(1)
@@ -203,38 +220,50 @@ def _slices(blocks_along: int, length: int, tile: int, sms: int, per_sm: int) ->
 
 
 def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool, b: Blocks):
-    """(loss, dh, dw) by the three kernels; ``h``, ``w`` in the compute dtype, contiguous."""
+    """(loss, dh, dw) by the kernels; ``h``, ``w`` in the compute dtype, contiguous."""
     n, d = h.shape
     v = w.shape[0]
     bd = max(16, triton.next_power_of_2(d))
-    precision = "ieee" if h.dtype == torch.float32 else "tf32"  # tf32: unused for bf16 inputs
+    precision = "ieee" if h.dtype == torch.float32 else None  # float32: exact, as the tests ask
     sms = _sm_count(h.device)
-    opts = {"num_warps": b.warps, "num_stages": b.stages} if not interpreting() else {}
+    interp = interpreting()
     f32 = {"dtype": torch.float32, "device": h.device}
 
-    split, per = _slices(_cdiv(n, b.lse_m), v, b.lse_n, sms, b.programs_per_sm)
-    m, s, tgt = (torch.empty((split, n), **f32) for _ in range(3))
-    _lse_kernel[(_cdiv(n, b.lse_m), split)](h, w, t, m, s, tgt, n, v, d, per,
-                                            BM=b.lse_m, BN=b.lse_n, BD=bd,
-                                            PRECISION=precision, UPCAST=interpreting(), **opts)  # fmt: skip
+    def buffer(*shape: int) -> torch.Tensor:
+        if math.prod(shape) >= 2**31 or max(n, v) * d >= 2**31:
+            raise ValueError(f"fused CE: {n} rows x {v} classes x width {d} overflow the "
+                             "kernels' 32-bit offsets: use train.output_layer: chunked")  # fmt: skip
+        return torch.empty(shape, **f32)
+
+    def launch(kernel, grid, *args, BM, BN, warps):  # noqa: N803 - Triton's block names
+        opts = {} if interp else {"num_warps": warps, "num_stages": b.stages}
+        kernel[grid](*args, BM=BM, BN=BN, BD=bd, PRECISION=precision, UPCAST=interp, **opts)
+
+    bm, bn = (b.dx_m, b.dx_n) if with_grad else (b.lse_m, b.lse_n)
+    split, per = _slices(_cdiv(n, bm), v, bn, sms, b.programs_per_sm)
+    m, s, tgt = (buffer(split, n) for _ in range(3))
+    if with_grad:
+        acc = buffer(split, n, d)
+        launch(_grad_h_kernel, (_cdiv(n, bm), split), h, w, t, m, s, tgt, acc, n, v, d, per,
+               BM=bm, BN=bn, warps=b.dx_warps)  # fmt: skip
+    else:
+        launch(_lse_kernel, (_cdiv(n, bm), split), h, w, t, m, s, tgt, n, v, d, per,
+               BM=bm, BN=bn, warps=b.lse_warps)  # fmt: skip
     top = m.max(0).values
-    lse = top + torch.log((s * torch.exp(m - top)).sum(0))
+    scale = torch.exp(m - top)  # (slices, N): each slice's statistics to the common maximum
+    total = (s * scale).sum(0)
+    lse = top + torch.log(total)
     loss = (lse - tgt.sum(0)).sum() / n
     if not with_grad:
-        return loss, h.new_empty(0, dtype=torch.float32), w.new_empty(0, dtype=torch.float32)
-    scale = 1.0 / n
+        return loss, h.new_empty(0, **f32), w.new_empty(0, **f32)
+    acc = (acc * scale[..., None]).sum(0) if split > 1 else acc[0]
+    dh = (acc / total[:, None] - w[t].float()) / n  # (softmax w - w_y) / N
 
-    split, per = _slices(_cdiv(n, b.dx_m), v, b.dx_n, sms, b.programs_per_sm)
-    dx = torch.empty((split, n, d), **f32)
-    _dx_kernel[(_cdiv(n, b.dx_m), split)](h, w, t, lse, dx, n, v, d, per, scale,
-                                          BM=b.dx_m, BN=b.dx_n, BD=bd,
-                                          PRECISION=precision, UPCAST=interpreting(), **opts)  # fmt: skip
     split, per = _slices(_cdiv(v, b.dw_n), n, b.dw_m, sms, b.programs_per_sm)
-    dw = torch.empty((split, v, d), **f32)
-    _dw_kernel[(_cdiv(v, b.dw_n), split)](h, w, t, lse, dw, n, v, d, per, scale,
-                                          BM=b.dw_m, BN=b.dw_n, BD=bd,
-                                          PRECISION=precision, UPCAST=interpreting(), **opts)  # fmt: skip
-    return loss, dx.sum(0) if dx.shape[0] > 1 else dx[0], dw.sum(0) if dw.shape[0] > 1 else dw[0]
+    dw = buffer(split, v, d)
+    launch(_grad_w_kernel, (_cdiv(v, b.dw_n), split), h, w, t, lse, dw, n, v, d, per, 1.0 / n,
+           BM=b.dw_m, BN=b.dw_n, warps=b.dw_warps)  # fmt: skip
+    return loss, dh, dw.sum(0) if split > 1 else dw[0]
 
 
 def _torch(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool):
