@@ -70,7 +70,7 @@ def test_a_bad_key_in_a_jobs_params_is_one_line_naming_it(capsys):
     """Every command reports a config error as one line with the dotted key, exit status 2."""
     from pillm.cli import main
 
-    argv = ["saffu", "--setting", "s", "--init", "random", "--seed", "0", "--tokens-dir", "x",
+    argv = ["saffu", "--setting", "s", "--fraction", "1.0", "--tokens-dir", "x",
             "--params", '{"bogus": 1}', "--device", "cpu", "--out-dir", "y"]  # fmt: skip
     assert main(argv) == 2
     assert "saffu.bogus" in capsys.readouterr().err

@@ -1,6 +1,8 @@
 """SAFFU explicit solution: exact optimality on one-hot inputs (against long gradient descent),
-translation invariance, the gap on mixed inputs, the context features, one run end to end
-(warm vs cold), determinism, and aggregation into the tables and macros."""
+translation invariance, the gap on mixed inputs, the context features; one job end to end (warm
+vs the log-unigram cold start, rate chosen on held-out data, early stopping, train windows, the
+smoothing grid extended past its edge), determinism, and aggregation into the claim frame, the
+tables and macros."""
 
 import json
 import math
@@ -11,7 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pillm.saffu.data import arm, fraction_tag, train_window
 from pillm.saffu.figures import saffu_figures
+from pillm.saffu.kn_job import run_kneser_ney
 from pillm.saffu.report import aggregate_saffu, render_saffu_tables
 from pillm.saffu.run import (
     SaffuLM,
@@ -20,8 +24,11 @@ from pillm.saffu.run import (
     explicit_solution,
     n_inputs,
     run_saffu,
+    train_adamw,
     type_index,
+    unigram,
 )
+from pillm.settings import SaffuJobConfig
 
 REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[1] / "paper/templates"
 
@@ -166,24 +173,28 @@ def test_features_are_nonnegative_one_normalised_with_the_right_shapes(agg):
         n_inputs("mean", m)
 
 
-# ---------------------------------------------------------------- one run, end to end
+# ---------------------------------------------------------------- one job, end to end
 
 V = 40
+SETTING = "cat_b4_r2"
 CFG = dict(
     top_types=24,
-    alphas=[0.1, 1.0],
+    seeds=[0, 1],
+    inits=["explicit", "random"],
+    alphas=[1e-4, 1e-3],  # far below the pick: the grid must be extended past its edge
+    alpha_extend=3,
     init_std=0.02,
-    steps=6,
+    lrs=[0.03, 0.1],
+    lr_extend=0,
+    max_steps=40,
+    patience=2,
     batch_size=64,
-    lr=1e-2,
     betas=[0.9, 0.99],
     weight_decay=0.0,
-    warmup_frac=0.0,
-    min_lr_frac=0.1,
-    eval_every=3,
+    warmup_steps=2,
+    eval_every=5,
     eval_chunk=128,
-    settings={"cat_b4_r2": dict(agg="cat", block=4, radius=2)},
-    main_setting="cat_b4_r2",
+    settings={SETTING: dict(agg="cat", block=4, radius=2)},
 )
 
 
@@ -211,95 +222,193 @@ def tokens_dir(tmp_path_factory):
     return d
 
 
-def _records(path) -> dict[str, float]:
-    return {r["metric"]: r["value"] for r in json.loads(path.read_text())}
+def _records(path) -> dict[tuple[int, str, str], float]:
+    """(seed, init, metric) -> value of one job's metrics.json."""
+    return {(r["seed"], r["init"], r["metric"]): r["value"] for r in json.loads(path.read_text())}
 
 
 @pytest.fixture(scope="module")
-def runs(tokens_dir, tmp_path_factory):
+def jobs(tokens_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("saffu")
     out = {}
-    for init in ("explicit", "random"):
-        d = root / "cat_b4_r2" / init / "seed0"
-        run_saffu("cat_b4_r2", init, 0, CFG, tokens_dir, d, "cpu")
-        out[init] = d
+    for fraction in (1.0, 0.25):
+        d = root / SETTING / fraction_tag(fraction)
+        run_saffu(SETTING, fraction, CFG, tokens_dir, d, "cpu")
+        out[fraction] = d
+    d = root / "kneser_ney"
+    run_kneser_ney({"kn": {"orders": [1, 2]}, "fractions": [0.25], "seeds": CFG["seeds"]},
+                   tokens_dir, d)  # fmt: skip
+    out["kn"] = d
     return out
 
 
-def test_warm_start_beats_cold_at_step_zero_and_both_take_the_same_steps(runs, tokens_dir):
-    warm, cold = (_records(runs[k] / "metrics.json") for k in ("explicit", "random"))
-    assert warm["init_val_loss"] < cold["init_val_loss"] - 0.5
-    assert cold["init_val_loss"] == pytest.approx(math.log(V), abs=0.05)  # N(0, 0.02) ~ uniform
-    assert warm["train_steps"] == cold["train_steps"] == CFG["steps"]
-    assert warm["alpha"] in CFG["alphas"] and "alpha" not in cold
-    assert warm["init_test_ppl"] == pytest.approx(math.exp(warm["init_test_loss"]))
-    assert "init_test_ppl" not in cold  # a random start is no model worth a test pass
-    for r in (warm, cold):
-        assert r["test_ppl"] == pytest.approx(math.exp(r["test_loss"]))
-        assert r["test_predicted"] == len(np.load(tokens_dir / "test.npy")) - 1
-    curves = {k: pl.read_parquet(d / "curve.parquet") for k, d in runs.items()}
-    assert curves["explicit"]["step"].to_list() == curves["random"]["step"].to_list()
-    assert curves["explicit"].filter(pl.col("step") == 0)["val_loss"][0] == pytest.approx(
-        warm["init_val_loss"]
+def test_cold_start_is_the_unigram_and_warm_starts_lower(jobs, tokens_dir):
+    r = _records(jobs[1.0] / "metrics.json")
+    train = torch.from_numpy(np.load(tokens_dir / "train.npy").astype(np.int64))
+    test = torch.from_numpy(np.load(tokens_dir / "test.npy").astype(np.int64))
+    u = unigram(train[1:], V)
+    unigram_loss = float(-u.log()[test[1:]].mean())
+    # log-unigram rows (+ N(0, 0.02^2)): the step-0 model is the unigram model
+    assert r[(0, "random", "unigram_test_loss")] == pytest.approx(unigram_loss, rel=1e-6)
+    valid = torch.from_numpy(np.load(tokens_dir / "valid.npy").astype(np.int64))
+    valid_unigram = float(-u.log()[valid[1:]].mean())
+    assert r[(1, "random", "init_val_loss")] == pytest.approx(valid_unigram, abs=0.01)
+    assert r[(0, "explicit", "init_test_ppl")] == pytest.approx(
+        math.exp(r[(0, "explicit", "init_test_loss")])
     )
-    recs = json.loads((runs["explicit"] / "metrics.json").read_text())
-    assert {r["experiment"] for r in recs} == {"saffu"}
-    assert all(r["init"] == "explicit" and r["agg"] == "cat" and "git_rev" in r for r in recs)
+    assert r[(0, "explicit", "init_val_loss")] < r[(0, "random", "init_val_loss")] - 0.3
+    for seed in CFG["seeds"]:
+        for init in CFG["inits"]:
+            assert r[(seed, init, "test_ppl")] == pytest.approx(
+                math.exp(r[(seed, init, "test_loss")])
+            )
+            assert r[(seed, init, "test_predicted")] == len(test) - 1
+            # AdamW from the start improves held-out loss, and the best point is what is kept
+            assert r[(seed, init, "val_loss")] <= r[(seed, init, "init_val_loss")]
 
 
-def test_same_config_and_seed_give_identical_metrics_on_cpu(runs, tokens_dir, tmp_path):
-    run_saffu("cat_b4_r2", "random", 0, CFG, tokens_dir, tmp_path, "cpu")
-    a, b = _records(runs["random"] / "metrics.json"), _records(tmp_path / "metrics.json")
-    for k in ("test_loss", "val_loss", "init_val_loss", "test_acc"):
-        assert a[k] == b[k]
+def test_rate_chosen_at_the_first_seed_and_runs_stop_on_patience(jobs):
+    r = _records(jobs[1.0] / "metrics.json")
+    for init in CFG["inits"]:
+        assert r[(0, init, "lr_tuned_here")] == 1 and r[(1, init, "lr_tuned_here")] == 0
+        assert r[(0, init, "lr")] == r[(1, init, "lr")] in CFG["lrs"]
+        for seed in CFG["seeds"]:
+            steps, best = r[(seed, init, "train_steps")], r[(seed, init, "best_step")]
+            if r[(seed, init, "hit_step_cap")]:
+                assert steps == best == CFG["max_steps"]
+            else:  # stopped: `patience` evaluations after the best one, or at the cap
+                assert steps - best == CFG["patience"] * CFG["eval_every"] or (
+                    steps == CFG["max_steps"]
+                )
+    curve = pl.read_parquet(jobs[1.0] / "curve.parquet")
+    tried = curve.filter((pl.col("seed") == 0) & (pl.col("init") == "random"))["lr"].unique()
+    assert sorted(tried.to_list()) == CFG["lrs"]  # the first seed tried the grid
+    later = curve.filter(pl.col("seed") == 1).group_by("init").agg(pl.col("lr").n_unique())
+    assert later["lr"].to_list() == [1, 1]  # one rate per init at later seeds
+
+
+def test_smoothing_grid_is_extended_past_its_edge(jobs):
+    r = _records(jobs[1.0] / "metrics.json")
+    assert r[(0, "explicit", "alpha_edge_hit")] == 1
+    assert r[(0, "explicit", "alpha_extensions")] >= 1
+    assert r[(0, "explicit", "alpha")] > max(CFG["alphas"])  # the pick lies beyond the grid
+    # one point (x10) per extension until the pick is interior: the last one added is past it
+    assert r[(0, "explicit", "alpha_on_edge")] == 0
+    assert r[(0, "explicit", "alpha")] == pytest.approx(
+        1e-3 * 10 ** (r[(0, "explicit", "alpha_extensions")] - 1)
+    )
+
+
+def test_train_windows_are_seeded_and_shared_by_both_starts(jobs, tokens_dir):
+    r = _records(jobs[0.25] / "metrics.json")
+    n_train = len(np.load(tokens_dir / "train.npy"))
+    for seed in CFG["seeds"]:
+        offset, length = train_window(n_train, 0.25, seed)
+        for init in CFG["inits"]:
+            assert r[(seed, init, "window_offset")] == offset
+            assert r[(seed, init, "train_tokens")] == length == 1000
+    assert r[(0, "random", "window_offset")] != r[(1, "random", "window_offset")]
+    assert train_window(n_train, 1.0, 5) == (0, n_train)
+    with pytest.raises(ValueError, match="fraction"):
+        train_window(n_train, 1.5, 0)
+
+
+def test_early_stopping_keeps_the_best_point(tokens_dir):
+    job = SaffuJobConfig.from_dict({**CFG, "patience": 1, "eval_every": 2}, "saffu")
+    torch.manual_seed(0)
+    idx = torch.randint(0, 8, (300, 3))
+    wts = torch.full((300, 3), 1 / 3)
+    y = torch.randint(0, 5, (300,))
+    model = SaffuLM(8, 5)
+    start = torch.zeros(8, 5)
+    data = (idx, wts, y)
+    fit = train_adamw(model, start, data, data, lr=50.0, seed=0, job=job, label="diverge")
+    # at lr 50 the first steps overshoot: the held-out loss rises, the run stops after one
+    # evaluation without improvement and keeps the start
+    assert fit.best_step == 0 and fit.steps == 2 and not fit.hit_cap
+    torch.testing.assert_close(model.weight.data, start)
+
+
+def test_same_config_gives_identical_metrics_on_cpu(jobs, tokens_dir, tmp_path):
+    run_saffu(SETTING, 0.25, CFG, tokens_dir, tmp_path, "cpu")
+    a, b = _records(jobs[0.25] / "metrics.json"), _records(tmp_path / "metrics.json")
+    for key, value in a.items():
+        if not key[2].endswith(("time_s", "tokens_per_s", "peak_memory_mb")):
+            assert b[key] == value, key
 
 
 def test_unknown_setting_or_init_names_the_key(tokens_dir, tmp_path):
     with pytest.raises(ValueError, match="saffu.settings"):
-        run_saffu("nope", "explicit", 0, CFG, tokens_dir, tmp_path, "cpu")
-    with pytest.raises(ValueError, match="init"):
-        run_saffu("cat_b4_r2", "zeros", 0, CFG, tokens_dir, tmp_path, "cpu")
+        run_saffu("nope", 1.0, CFG, tokens_dir, tmp_path, "cpu")
+    with pytest.raises(ValueError, match="saffu.inits"):
+        run_saffu(SETTING, 1.0, {**CFG, "inits": ["zeros"]}, tokens_dir, tmp_path, "cpu")
+    with pytest.raises(ValueError, match="saffu.alphas"):
+        run_saffu(SETTING, 1.0, {**CFG, "alphas": [1.0]}, tokens_dir, tmp_path, "cpu")
 
 
-def test_aggregation_tables_and_macros_carry_the_run_numbers(runs, tmp_path, capsys):
-    metrics = [str(d / "metrics.json") for d in runs.values()]
-    curves = [str(d / "curve.parquet") for d in runs.values()]
-    params = {"settings": ["cat_b4_r2"], "inits": ["explicit", "random"], "seeds": [0, 1]}
-    aggregate_saffu(metrics, curves, params, str(tmp_path))
-    assert "missing SAFFU runs" in capsys.readouterr().out  # seed 1 was never run
+def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_path, capsys):
+    metrics = [str(jobs[f] / "metrics.json") for f in (1.0, 0.25)]
+    curves = [str(jobs[f] / "curve.parquet") for f in (1.0, 0.25)]
+    params = {"settings": [SETTING], "main_setting": SETTING, "inits": CFG["inits"],
+              "fractions": [0.25, 0.5], "seeds": [0, 1], "ablation_seeds": [0]}  # fmt: skip
+    claims = tmp_path / "claims/saffu.parquet"
+    aggregate_saffu(metrics, curves, str(jobs["kn"] / "metrics.json"), params, str(tmp_path),
+                    str(claims))  # fmt: skip
+    assert "missing SAFFU runs" in capsys.readouterr().out  # fraction 0.5 was never run
     summary = pl.read_parquet(tmp_path / "saffu.parquet")
-    ppl = summary.filter((pl.col("init") == "random") & (pl.col("metric") == "test_ppl"))
-    assert ppl["n"].to_list() == [1] and ppl["n_expected"].to_list() == [2]
-    assert pl.read_parquet(tmp_path / "saffu_curves.parquet")["init"].n_unique() == 2
+    ppl = summary.filter(
+        (pl.col("init") == "random") & (pl.col("metric") == "test_ppl") & (pl.col("fraction") == 1)
+    )
+    assert ppl["n"].to_list() == [2] and ppl["ci95"][0] is not None
+    kn = pl.read_parquet(tmp_path / "kneser_ney.parquet")
+    assert set(kn["fraction"]) == {1.0} and "test_ppl" in kn["metric"].to_list()
+    frame = pl.read_parquet(claims)
+    r = _records(jobs[0.25] / "metrics.json")
+    warm = frame.filter((pl.col("a") == arm("warm", 0.25)) & (pl.col("seed") == 1))
+    assert warm["value"][0] == pytest.approx(r[(1, "explicit", "test_ppl")])
+    gain = frame.filter((pl.col("a") == arm("gain", 0.25)) & (pl.col("seed") == 1))
+    assert gain["value"][0] == pytest.approx(
+        r[(1, "random", "test_loss")] - r[(1, "explicit", "test_loss")]
+    )
+    assert set(frame["a"]) >= {arm(k, f) for k in ("kn", "explicit", "cold") for f in (0.25, 1)}
     lm = pl.DataFrame(
         {
             "variant": ["baseline", "baseline"],
             "metric": ["test_ppl", "params_trainable"],
             "mean": [123.45, 2e6],
             "std": [1.0, 0.0],
+            "ci95": [2.5, 0.0],
         }
     )
     lm.write_parquet(tmp_path / "lm.parquet")
     cfg = {k: v for k, v in CFG.items() if k != "settings"}
-    cfg.update(main_setting="cat_b4_r2", seeds=[0, 1], inits=["explicit", "random"])
+    cfg.update(main_setting=SETTING, fractions=[0.25, 0.5], ablation_seeds=[0],
+               kn={"orders": [1, 2]})  # fmt: skip
     numbers = tmp_path / "saffu_numbers.tex"
     render_saffu_tables(
         str(tmp_path), str(tmp_path / "lm.parquet"), cfg, str(REPO_TEMPLATES), str(tmp_path),
         str(numbers),
     )  # fmt: skip
-    warm = _records(runs["explicit"] / "metrics.json")
+    full = _records(jobs[1.0] / "metrics.json")
+    warm_mean = (full[(0, "explicit", "test_ppl")] + full[(1, "explicit", "test_ppl")]) / 2
     text = numbers.read_text()
-    assert f"\\newcommand{{\\SaffuWarmPPL}}{{{warm['test_ppl']:.1f}}}" in text
-    assert f"\\newcommand{{\\SaffuExplicitPPL}}{{{warm['init_test_ppl']:.1f}}}" in text
+    assert f"\\newcommand{{\\SaffuWarmPPL}}{{{warm_mean:.1f}}}" in text
+    assert (
+        f"\\newcommand{{\\SaffuExplicitPPL}}{{{full[(0, 'explicit', 'init_test_ppl')]:.1f}}}"
+        in text
+    )
     assert "\\newcommand{\\SaffuBaselinePPL}{123.5}" in text
     assert "\\newcommand{\\SaffuPilPurePPL}{--}" in text  # not in this LM summary
+    assert "\\newcommand{\\SaffuAlphaEdgeHits}{" in text
     table = (tmp_path / "saffu.tex").read_text()
-    rows = [line for line in table.splitlines() if line.strip().startswith(("GPT", "SAFFU"))]
-    assert len(rows) == 4 and "123.5 $\\pm$ 1.0" in rows[0]
-    assert f"{warm['test_ppl']:.1f}" in rows[2]
+    rows = [line for line in table.splitlines() if line.strip().startswith(("GPT", "SAFFU", "Kn"))]
+    assert len(rows) == 5 and "123.5 $\\pm$ 2.5" in rows[0]
+    assert f"{warm_mean:.1f}" in rows[3]
+    sizes = (tmp_path / "saffu_sizes.tex").read_text()
+    assert sizes.count("\\\\") >= 3  # fractions 0.25, 0.5 (missing) and 1
     ablation = (tmp_path / "saffu_ablation.tex").read_text()
     assert "cat\\_b4\\_r2 (main)" in ablation
-    saffu_figures(str(tmp_path), "cat_b4_r2", str(tmp_path / "fig"))
+    saffu_figures(str(tmp_path), SETTING, str(tmp_path / "fig"))
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {
         f"saffu_{n}.{ext}" for n in ("curves", "ablation") for ext in ("pdf", "png")
     }

@@ -405,10 +405,36 @@ def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def saffu_job_params(config: dict[str, Any], setting: str) -> dict[str, Any]:
-    """The saffu config one job depends on: its own setting, not the other settings."""
+    """The saffu config one job (one setting, one train fraction) depends on: its own setting
+    and seeds (``seeds`` for the main setting, ``ablation_seeds`` for the others), not the
+    other settings, the fraction list or the n-gram baseline."""
     saffu = config["saffu"]
-    cfg = {k: v for k, v in saffu.items() if k not in ("settings", "seeds", "inits")}
-    return {**cfg, "settings": {setting: saffu_settings(config)[setting]}}
+    left_out = ("settings", "main_setting", "fractions", "ablation_seeds", "kn")
+    cfg = {k: v for k, v in saffu.items() if k not in left_out}
+    seeds = saffu["seeds"] if setting == saffu["main_setting"] else saffu["ablation_seeds"]
+    return {**cfg, "seeds": seeds, "settings": {setting: saffu_settings(config)[setting]}}
+
+
+def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(setting, fraction tag) of every SAFFU job: the main setting at every ``fractions``
+    entry and on the full train split, every other setting on the full split (tag ``f100``)."""
+    from pillm.saffu.data import fraction_tag
+
+    saffu = config["saffu"]
+    fractions = sorted({float(f) for f in saffu["fractions"]} | {1.0})
+    jobs = [(saffu["main_setting"], fraction_tag(f)) for f in fractions]
+    full = fraction_tag(1.0)
+    return jobs + [(s, full) for s in saffu_settings(config) if s != saffu["main_setting"]]
+
+
+def saffu_fraction(config: dict[str, Any], tag: str) -> float:
+    """The train fraction of a job's tag (``f10`` -> 0.1); ConfigError for an unknown tag."""
+    from pillm.saffu.data import fraction_tag
+
+    fractions = {fraction_tag(f): float(f) for f in [*config["saffu"]["fractions"], 1.0]}
+    if tag not in fractions:
+        raise ConfigError(f"saffu: no train fraction has the tag {tag!r} ({sorted(fractions)})")
+    return fractions[tag]
 
 
 # ---- Sensitivity of the contribution share: a learning-rate x dropout grid -------------------

@@ -355,23 +355,28 @@ class SaffuSetting(Section):
 
 @dataclass(frozen=True)
 class SaffuJobConfig(Section):
-    """What one ``saffu`` job receives (pillm.plan.saffu_job_params): the saffu section without
-    its job lists (seeds, inits), ``settings`` keyed by name and holding only this job's."""
+    """What one ``saffu`` job (one setting at one train fraction) receives
+    (pillm.plan.saffu_job_params): the saffu section without the DAG's lists (fractions, the
+    n-gram baseline's ``kn``), ``settings`` keyed by name and holding only this job's, ``seeds``
+    the seeds this setting runs (``seeds`` for the main setting, ``ablation_seeds`` otherwise)."""
 
     top_types: int
     settings: dict[str, dict[str, Any]]
-    main_setting: str
+    seeds: tuple[int, ...]
+    inits: tuple[str, ...]
     alphas: tuple[float, ...]
     init_std: float
-    steps: int
+    lrs: tuple[float, ...]
+    max_steps: int
+    patience: int
     batch_size: int
-    lr: float
     betas: tuple[float, ...]
     weight_decay: float
-    warmup_frac: float
-    min_lr_frac: float
+    warmup_steps: int
     eval_every: int
     eval_chunk: int
+    alpha_extend: int = 2
+    lr_extend: int = 1
 
     def setting(self, name: str) -> SaffuSetting:
         """The named setting; ConfigError naming the configured ones otherwise."""
@@ -380,3 +385,12 @@ class SaffuJobConfig(Section):
                 f"saffu setting {name!r} is not in saffu.settings {sorted(self.settings)}"
             )
         return SaffuSetting.from_dict(self.settings[name], f"saffu.settings.{name}")
+
+
+@dataclass(frozen=True)
+class KneserNeyConfig(Section):
+    """The n-gram baseline of the SAFFU study (``saffu.kn``): orders tried on held-out data and
+    the discount (``modified``: Chen & Goodman's D1, D2, D3+ per order; or one number)."""
+
+    orders: tuple[int, ...]
+    discount: float | str = "modified"

@@ -1,5 +1,6 @@
-# SAFFU explicit-solution baseline (re-implementation): one job per (setting, init, seed), GPU
-# when visible; then aggregation, tables beside the LM summary, figures.
+# SAFFU explicit-solution baseline (re-implementation): one job per (setting, train fraction),
+# GPU when visible, running warm and cold start for every seed; the Kneser-Ney baseline (CPU);
+# then aggregation with the claim frame, tables beside the LM summary, figures.
 
 
 rule saffu:
@@ -13,15 +14,15 @@ rule saffu:
         ),
         code=code("saffu"),
     output:
-        metrics=res("saffu/{setting}/{init}/seed{seed}/metrics.json"),
-        curve=res("saffu/{setting}/{init}/seed{seed}/curve.parquet"),
+        metrics=res("saffu/{setting}/{frac}/metrics.json"),
+        curve=res("saffu/{setting}/{frac}/curve.parquet"),
     log:
-        logfile("saffu/{setting}/{init}/seed{seed}"),
+        logfile("saffu/{setting}/{frac}"),
     benchmark:
-        benchfile("saffu/{setting}/{init}/seed{seed}")
+        benchfile("saffu/{setting}/{frac}")
     wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
         setting="|".join(SAFFU_SETTINGS),
-        init="explicit|random",
+        frac=r"f[0-9.]+",
     conda:
         "../envs/pillm.yaml"
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
@@ -30,26 +31,56 @@ rule saffu:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
         cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting)),
+        fraction=lambda w: plan.saffu_fraction(config, w.frac),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
         device=DEVICE,
     shell:
         gpu_shell(
-            "python -m pillm saffu --setting {wildcards.setting} --init {wildcards.init}"
-            " --seed {wildcards.seed} --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
+            "python -m pillm saffu --setting {wildcards.setting} --fraction {params.fraction}"
+            " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
             " --out-dir {params.out_dir}"
         )
+
+
+# The n-gram baseline: CPU only, seconds; every train window of the SAFFU runs.
+rule saffu_kn:
+    input:
+        tokens=multiext(
+            res(f"tokens/{CORPUS}/"),
+            "train.npy",
+            "valid.npy",
+            "test.npy",
+            "meta.json",
+        ),
+        code=code("saffu-kn"),
+    output:
+        metrics=res("saffu/kneser_ney/metrics.json"),
+    log:
+        logfile("saffu_kn"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        cfg=as_json({k: SAFFU[k] for k in ("kn", "fractions", "seeds")}),
+        tokens_dir=lambda w, input: parent(input.tokens[0]),
+        out_dir=subpath(output.metrics, parent=True),
+    shell:
+        "python -m pillm saffu-kn --params {params.cfg:q} --tokens-dir {params.tokens_dir}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule saffu_aggregate:
     input:
         metrics=saffu_runs("metrics.json"),
         curves=saffu_runs("curve.parquet"),
+        kn=rules.saffu_kn.output.metrics,
         code=code("saffu-aggregate"),
     output:
         runs=res("summary/saffu_runs.parquet"),
         summary=res("summary/saffu.parquet"),
         curves=res("summary/saffu_curves.parquet"),
+        kn=res("summary/kneser_ney.parquet"),
+        claims=res("summary/claims/saffu.parquet"),
     log:
         logfile("saffu_aggregate"),
     conda:
@@ -58,14 +89,23 @@ rule saffu_aggregate:
         cfg=as_json(
             {
                 "settings": list(SAFFU_SETTINGS),
-                "inits": SAFFU["inits"],
-                "seeds": SAFFU["seeds"],
+                **{
+                    k: SAFFU[k]
+                    for k in (
+                        "main_setting",
+                        "inits",
+                        "fractions",
+                        "seeds",
+                        "ablation_seeds",
+                    )
+                },
             }
         ),
         out_dir=subpath(output.runs, parent=True),
     shell:
         "python -m pillm saffu-aggregate --metrics {input.metrics} --curves {input.curves}"
-        " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
+        " --kn-metrics {input.kn} --params {params.cfg:q} --out-dir {params.out_dir}"
+        " --claims {output.claims} > {log} 2>&1"
 
 
 rule saffu_tables:
@@ -75,7 +115,10 @@ rule saffu_tables:
         templates=TEMPLATES,
         code=code("saffu-tables"),
     output:
-        tables=expand(generated("tables/{name}.tex"), name=["saffu", "saffu_ablation"]),
+        tables=expand(
+            generated("tables/{name}.tex"),
+            name=["saffu", "saffu_sizes", "saffu_ablation"],
+        ),
         numbers=generated("saffu_numbers.tex"),
     log:
         logfile("saffu_tables"),

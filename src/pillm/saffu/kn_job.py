@@ -41,7 +41,7 @@ def fit_window(
 
 
 def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str | Path) -> None:
-    """``params``: {kn: the saffu.kn section, fractions, seeds} (pillm.plan.saffu_kn_params).
+    """``params``: {kn: the saffu.kn section, fractions, seeds} (the saffu_kn rule).
     Writes ``metrics.json``: one run per fraction (1.0 always) x seed, variant ``kneser_ney``."""
     import json
 

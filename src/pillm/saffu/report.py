@@ -1,44 +1,101 @@
-"""Aggregation, tables and macros of the SAFFU explicit-solution baseline.
+"""Aggregation, claim frame, tables and macros of the SAFFU study.
 
-``aggregate_saffu`` stacks every SAFFU run (``metrics.json``, ``curve.parquet``) into
-``summary/saffu_runs.parquet`` (tidy rows as written), ``summary/saffu.parquet`` (mean, std and
-n over seeds per setting x init x metric, on the expected grid, so a missing run shows as
-``n < n_expected``) and ``summary/saffu_curves.parquet``. The tables, macros and figures read
-only these summaries, plus the LM summary (``lm.parquet``) for the rows placed beside SAFFU: the
-GPT baseline and PIL's ridge solve (``pil_pure``) when this build has them.
+``aggregate_saffu`` stacks every SAFFU job (``metrics.json``: one run per seed x init;
+``curve.parquet``) and the Kneser-Ney job into ``summary/saffu_runs.parquet`` (tidy rows as
+written), ``summary/saffu.parquet`` (mean, std, n and 95 % t half-width over seeds per setting x
+init x train fraction x metric, on the expected grid, so a missing run shows as
+``n < n_expected``), ``summary/saffu_curves.parquet``, ``summary/kneser_ney.parquet`` (the n-gram
+baseline on the full train split: the LM table's row) and the claim frame
+``summary/claims/saffu.parquet`` (per seed, the main setting's arms at every fraction:
+``explicit_f10``, ``warm_f10``, ``cold_f10``, ``kn_f10``, and the warm start's gain over the cold
+start in nats, ``gain_f10``; pillm.saffu.data.arm). The tables, macros and figures read only these
+summaries, plus the LM summary (``lm.parquet``) for the rows placed beside SAFFU: the GPT
+baseline and PIL's ridge solve (``pil_pure``) when this build has them.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, fmt_num, fmt_pm, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
 from pillm.paper.tidy import concat_parquet, read_runs, summarise, write_parquet
+from pillm.saffu.data import arm
 
-GROUP = ["variant", "init", "agg", "block", "radius", "corpus", "tokenizer", "data_policy"]
+GROUP = ["variant", "init", "fraction", "agg", "block", "radius", "corpus", "tokenizer",
+         "data_policy"]  # fmt: skip
+KN_GROUP = ["variant", "init", "fraction", "corpus", "tokenizer", "data_policy"]
+KN = "kneser_ney"
+FULL = 1.0
 
 
 # ---------------------------------------------------------------- aggregation
 
 
+def _fractions(params: dict) -> list[float]:
+    return sorted({float(f) for f in params["fractions"]} | {FULL})
+
+
+def claim_rows(runs: pl.DataFrame, main: str) -> list[dict[str, Any]]:
+    """Seed rows of the claim frame: the main setting's arms at every train fraction."""
+    rows: list[dict[str, Any]] = []
+
+    def values(variant: str, init: str, metric: str) -> dict[tuple[float, int], float]:
+        sub = runs.filter(
+            (pl.col("variant") == variant) & (pl.col("init") == init) & (pl.col("metric") == metric)
+        )
+        return {(float(f), int(s)): v for f, s, v in sub.select("fraction", "seed", "value").rows()}
+
+    arms = {
+        "explicit": values(main, "explicit", "init_test_ppl"),
+        "warm": values(main, "explicit", "test_ppl"),
+        "cold": values(main, "random", "test_ppl"),
+        "kn": values(KN, "kn", "test_ppl"),
+    }
+    for kind, vals in arms.items():
+        rows += [{"arm": arm(kind, f), "seed": s, "metric": "test_ppl", "value": v}
+                 for (f, s), v in sorted(vals.items())]  # fmt: skip
+    warm, cold = values(main, "explicit", "test_loss"), values(main, "random", "test_loss")
+    rows += [{"arm": arm("gain", f), "seed": s, "metric": "gain", "value": cold[(f, s)] - w}
+             for (f, s), w in sorted(warm.items()) if (f, s) in cold]  # fmt: skip
+    return rows
+
+
 def aggregate_saffu(
-    metrics_paths: list[str], curve_paths: list[str], params: dict, out_dir: str
-) -> None:
+    metrics: list[str], curves: list[str], kn_metrics: str, params: dict, out_dir: str,
+    claims: str,
+) -> None:  # fmt: skip
     out = Path(out_dir)
-    runs = read_runs(metrics_paths)
+    runs = pl.concat([read_runs(metrics), read_runs([kn_metrics])], how="diagonal_relaxed")
+    runs = runs.with_columns(pl.col("fraction").cast(pl.Float64))
     write_parquet(runs, out / "saffu_runs.parquet")
-    grid = {"variant": params["settings"], "init": params["inits"]}
-    summary = summarise(runs, grid, params["seeds"], group=[*GROUP, "metric"],
-                        what="SAFFU runs (setting, init, seed)")  # fmt: skip
-    write_parquet(summary, out / "saffu.parquet")
-    curves = concat_parquet(curve_paths)
-    write_parquet(curves.sort("variant", "init", "seed", "step"), out / "saffu_curves.parquet")
+    main, fractions = params["main_setting"], _fractions(params)
+    others = [s for s in params["settings"] if s != main]
+    saffu = runs.filter(pl.col("variant") != KN)
+    parts = [summarise(saffu.filter(pl.col("variant") == main),
+                       {"variant": [main], "init": params["inits"], "fraction": fractions},
+                       params["seeds"], group=[*GROUP, "metric"],
+                       what="SAFFU runs (setting, init, fraction, seed)")]  # fmt: skip
+    if others:
+        parts.append(summarise(saffu.filter(pl.col("variant").is_in(others)),
+                               {"variant": others, "init": params["inits"], "fraction": [FULL]},
+                               params["ablation_seeds"], group=[*GROUP, "metric"],
+                               what="SAFFU ablation runs (setting, init, fraction, seed)"))  # fmt: skip
+    kn = summarise(runs.filter(pl.col("variant") == KN),
+                   {"variant": [KN], "init": ["kn"], "fraction": fractions}, params["seeds"],
+                   group=[*KN_GROUP, "metric"], what="Kneser-Ney runs (fraction, seed)")  # fmt: skip
+    parts.append(kn)
+    write_parquet(pl.concat(parts, how="diagonal_relaxed"), out / "saffu.parquet")
+    write_parquet(kn.filter(pl.col("fraction") == FULL), out / "kneser_ney.parquet")
+    curve = concat_parquet(curves)
+    write_parquet(curve.sort("variant", "fraction", "init", "seed", "lr", "step"),
+                  out / "saffu_curves.parquet")  # fmt: skip
+    write_claim_frame(claims, seed_rows=claim_rows(runs, main))
 
 
 # ---------------------------------------------------------------- report
@@ -48,33 +105,53 @@ def _get(cell: dict | None, key: str = "mean") -> float | None:
     return None if cell is None else cell.get(key)
 
 
+def _pm(cell: dict | None, digits: int = 1, scale: float = 1.0) -> str:
+    """Mean ± 95 % t half-width over seeds (the mean alone with one seed)."""
+    if cell is None or cell.get("mean") is None:
+        return MISSING
+    half = cell.get("ci95")
+    return fmt_pm(cell["mean"] * scale, None if half is None else half * scale, digits)
+
+
+def _pct(fraction: float) -> str:
+    return fmt_num(100 * fraction, 0 if 100 * fraction == round(100 * fraction) else 1)
+
+
 class SaffuReport:
     """Rows of the SAFFU tables and the Saffu* macros, from the SAFFU and LM summaries."""
 
     def __init__(self, summary: pl.DataFrame, lm: pl.DataFrame | None, params: dict):
         self.params = params
         self.main = params["main_setting"]
-        self.cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.fractions = _fractions(params)
+        self.cells: dict[tuple[str, str, float, str], dict[str, Any]] = {}
         self.settings: dict[str, dict[str, Any]] = {}
         for r in summary.iter_rows(named=True):
-            self.cells[(r["variant"], r["init"], r["metric"])] = r
-            self.settings.setdefault(
-                r["variant"], {k: r[k] for k in ("agg", "block", "radius", "tokenizer")}
-            )
+            self.cells[(r["variant"], r["init"], float(r["fraction"]), r["metric"])] = r
+            if r["variant"] != KN:
+                self.settings.setdefault(
+                    r["variant"], {k: r[k] for k in ("agg", "block", "radius", "tokenizer")}
+                )
         self.lm: dict[tuple[str, str], dict[str, Any]] = {}
         if lm is not None:
             for r in lm.iter_rows(named=True):
                 self.lm[(r["variant"], r["metric"])] = r
 
-    def cell(self, setting: str, init: str, metric: str) -> dict | None:
-        return self.cells.get((setting, init, metric))
+    def cell(self, setting: str, init: str, metric: str, fraction: float = FULL) -> dict | None:
+        return self.cells.get((setting, init, float(fraction), metric))
 
-    def ppl(self, setting: str, kind: str) -> dict | None:
+    def value(self, setting: str, init: str, metric: str, fraction: float = FULL) -> float | None:
+        return _get(self.cell(setting, init, metric, fraction))
+
+    def ppl(self, setting: str, kind: str, fraction: float = FULL) -> dict | None:
         """Test perplexity cell of one row kind: the explicit solution alone (the warm runs
-        before AdamW), warm (explicit then AdamW) or cold (random then AdamW)."""
+        before AdamW), warm (explicit then AdamW), cold (log-unigram start then AdamW) or the
+        Kneser-Ney baseline (``kn``, any setting)."""
+        if kind == "kn":
+            return self.cell(KN, "kn", "test_ppl", fraction)
         if kind == "explicit":
-            return self.cell(setting, "explicit", "init_test_ppl")
-        return self.cell(setting, "explicit" if kind == "warm" else "random", "test_ppl")
+            return self.cell(setting, "explicit", "init_test_ppl", fraction)
+        return self.cell(setting, "explicit" if kind == "warm" else "random", "test_ppl", fraction)
 
     def ordered_settings(self) -> list[str]:
         rest = sorted(s for s in self.settings if s != self.main)
@@ -86,10 +163,15 @@ class SaffuReport:
             return MISSING
         return f"{s['agg']}, $b{{=}}{s['block']}$, $r{{=}}{s['radius']}$"
 
+    def params_m(self, setting: str) -> float | None:
+        p = self.value(setting, "explicit", "params") or self.value(setting, "random", "params")
+        return None if p is None else p / 1e6
+
     # -- tables
 
     def main_rows(self) -> list[list[str]]:
-        """GPT baseline and PIL ridge (from the LM summary) beside the three SAFFU rows."""
+        """GPT baseline and PIL ridge (from the LM summary), Kneser-Ney and the three SAFFU rows,
+        all on the full train split."""
         rows = []
         lm_rows = [
             ("baseline", "GPT baseline (AdamW)", "next-token CE, backprop. through all layers"),
@@ -108,32 +190,60 @@ class SaffuReport:
             rows.append(
                 [
                     label, objective, m("params_trainable", 1e-6), m("params_solved", 1e-6),
-                    m("solve_time_s", digits=1), m("grad_time_s", digits=1),
-                    fmt_pm(ppl["mean"], ppl["std"], 1), m("test_bpb", digits=3),
+                    m("solve_time_s", digits=1), m("grad_time_s", digits=1), _pm(ppl, 1),
+                    m("test_bpb", digits=3),
                 ]
             )  # fmt: skip
+        order = self.value(KN, "kn", "order")
+        rows.append(
+            [
+                f"Kneser-Ney {fmt_num(order, 0)}-gram (interpolated)",
+                "counts with modified discounts; order chosen on held-out data", "0", MISSING,
+                fmt_num(self.value(KN, "kn", "fit_time_s"), 1), "0",
+                _pm(self.ppl(self.main, "kn"), 1), fmt_num(self.value(KN, "kn", "test_bpb"), 3),
+            ]
+        )  # fmt: skip
         s = self.main
-        params = _get(self.cell(s, "explicit", "params")) or _get(self.cell(s, "random", "params"))
-        p = fmt_num(None if params is None else params / 1e6, 2)
+        p = fmt_num(self.params_m(s), 2)
         saffu_rows = [
             ("explicit", "SAFFU explicit solution", "softmax CE; stationary point from log "
              "co-occurrences (one pass)", "0", p),
             ("warm", "SAFFU explicit $\\to$ AdamW (warm)", "softmax CE; explicit start, then "
              "AdamW", p, p),
-            ("random", "SAFFU random $\\to$ AdamW (cold)", "softmax CE; random start, then "
+            ("random", "SAFFU log-unigram $\\to$ AdamW (cold)", "softmax CE; unigram start, then "
              "AdamW", p, "0"),
         ]  # fmt: skip
         for kind, label, objective, trained, solved in saffu_rows:
             init = "random" if kind == "random" else "explicit"
-            ppl = self.ppl(s, kind)
-            solve = self.cell(s, init, "solve_time_s")
-            grad = None if kind == "explicit" else self.cell(s, init, "train_time_s")
-            bpb = self.cell(s, init, "init_test_bpb" if kind == "explicit" else "test_bpb")
+            solve = self.value(s, init, "solve_time_s")
+            grad = None if kind == "explicit" else self.value(s, init, "train_time_s")
+            bpb = self.value(s, init, "init_test_bpb" if kind == "explicit" else "test_bpb")
             rows.append(
                 [
-                    label, objective, trained, solved,
-                    fmt_num(_get(solve), 1), "0" if kind == "explicit" else fmt_num(_get(grad), 1),
-                    fmt_pm(_get(ppl), _get(ppl, "std"), 1), fmt_num(_get(bpb), 3),
+                    label, objective, trained, solved, fmt_num(solve, 1),
+                    "0" if kind == "explicit" else fmt_num(grad, 1),
+                    _pm(self.ppl(s, kind), 1), fmt_num(bpb, 3),
+                ]
+            )  # fmt: skip
+        return rows
+
+    def size_rows(self) -> list[list[str]]:
+        """Per train fraction (main setting): tokens, the four models' test perplexity, the
+        chosen smoothing mass and rates, and the best AdamW step of each start."""
+        rows = []
+        s = self.main
+        for f in self.fractions:
+            tokens = self.value(s, "explicit", "train_tokens", f) or self.value(
+                s, "random", "train_tokens", f
+            )
+            rows.append(
+                [
+                    _pct(f), fmt_num(None if tokens is None else tokens / 1e3, 1),
+                    *[_pm(self.ppl(s, k, f), 1) for k in ("kn", "explicit", "warm", "random")],
+                    fmt_num(self.value(s, "explicit", "alpha", f), 3),
+                    _g(self.value(s, "explicit", "lr", f)), _g(self.value(s, "random", "lr", f)),
+                    fmt_num(self.value(s, "explicit", "best_step", f), 0),
+                    fmt_num(self.value(s, "random", "best_step", f), 0),
                 ]
             )  # fmt: skip
         return rows
@@ -142,101 +252,126 @@ class SaffuReport:
         rows = []
         for s in self.ordered_settings():
             st = self.settings[s]
-            params = _get(self.cell(s, "explicit", "params")) or _get(
-                self.cell(s, "random", "params")
-            )
-            n_in = _get(self.cell(s, "explicit", "n_inputs")) or _get(
-                self.cell(s, "random", "n_inputs")
-            )
+            n_in = self.value(s, "explicit", "n_inputs") or self.value(s, "random", "n_inputs")
             cells = [self.ppl(s, k) for k in ("explicit", "warm", "random")]
+            n = _get(cells[1], "n") or _get(cells[2], "n")
             rows.append(
                 [
                     tex_escape(s) + (" (main)" if s == self.main else ""),
                     st["agg"], str(st["block"]), str(st["radius"]), fmt_num(n_in, 0),
-                    fmt_num(None if params is None else params / 1e6, 2),
-                    *[fmt_pm(_get(c), _get(c, "std"), 1) for c in cells],
+                    fmt_num(self.params_m(s), 2), *[_pm(c, 1) for c in cells],
+                    fmt_num(n, 0),
                 ]
             )  # fmt: skip
         return rows
 
     # -- macros
 
+    def selection_numbers(self) -> dict[str, str]:
+        """How the grids behaved over every job's selection: how often the configured grid's
+        pick was on its edge, how many points the extensions added, how often the final pick is
+        still on an edge (the extension bound reached)."""
+        out = {}
+        for name, init, metric in (("Alpha", "explicit", "alpha"), ("WarmLR", "explicit", "lr"),
+                                   ("ColdLR", "random", "lr")):  # fmt: skip
+            cells = [
+                (self.cell(s, init, f"{metric}_edge_hit", f), self.cell(s, init, f"{metric}_extensions", f),
+                 self.cell(s, init, f"{metric}_on_edge", f))
+                for s in self.settings for f in self.fractions
+                if self.cell(s, init, f"{metric}_edge_hit", f) is not None
+            ]  # fmt: skip
+            out[f"Saffu{name}Selections"] = str(len(cells))
+            out[f"Saffu{name}EdgeHits"] = str(sum(int(round(c[0]["mean"] > 0)) for c in cells))
+            out[f"Saffu{name}StillOnEdge"] = str(sum(int(round(c[2]["mean"] > 0)) for c in cells))
+            out[f"Saffu{name}MaxExtensions"] = fmt_num(
+                max((c[1]["mean"] for c in cells), default=None), 0
+            )
+        return out
+
     def numbers(self) -> dict[str, str]:
         p, s = self.params, self.main
         out: dict[str, str] = {
             "SaffuTopTypes": fmt_num(p["top_types"], 0),
-            "SaffuSteps": fmt_num(p["steps"], 0),
+            "SaffuMaxSteps": fmt_num(p["max_steps"], 0),
+            "SaffuPatience": str(p["patience"]),
+            "SaffuEvalEvery": fmt_num(p["eval_every"], 0),
             "SaffuBatch": fmt_num(p["batch_size"], 0),
-            "SaffuLR": f"{p['lr']:g}",
+            "SaffuLRs": ", ".join(f"{x:g}" for x in p["lrs"]),
+            "SaffuLRExtend": str(p.get("lr_extend", 1)),
             "SaffuWeightDecay": f"{p['weight_decay']:g}",
             "SaffuInitStd": f"{p['init_std']:g}",
             "SaffuAlphas": ", ".join(f"{a:g}" for a in p["alphas"]),
+            "SaffuAlphaExtend": str(p.get("alpha_extend", 2)),
             "SaffuNumSeeds": str(len(p["seeds"])),
+            "SaffuNumAblationSeeds": str(len(p["ablation_seeds"])),
+            "SaffuFractions": ", ".join(f"{_pct(f)}\\,\\%" for f in self.fractions),
             "SaffuNumSettings": str(len(self.settings)),
             "SaffuMainSetting": self.describe(s),
+            "SaffuKNOrders": ", ".join(str(k) for k in p["kn"]["orders"]),
         }
-        ex = lambda metric: _get(self.cell(s, "explicit", metric))  # noqa: E731
-        rnd = lambda metric: _get(self.cell(s, "random", metric))  # noqa: E731
-        vocab_cell = self.cell(s, "explicit", "params") or self.cell(s, "random", "params")
-        n_in = ex("n_inputs") or rnd("n_inputs")
-        out["SaffuVocab"] = fmt_num(
-            None if vocab_cell is None or not n_in else vocab_cell["mean"] / n_in, 0
-        )
+        ex = lambda metric: self.value(s, "explicit", metric)  # noqa: E731
+        rnd = lambda metric: self.value(s, "random", metric)  # noqa: E731
+        params, n_in = self.params_m(s), ex("n_inputs") or rnd("n_inputs")
+        out["SaffuVocab"] = fmt_num(None if params is None or not n_in else params * 1e6 / n_in, 0)
         out["SaffuInputs"] = fmt_num(n_in, 0)
-        out["SaffuParams"] = fmt_num(None if vocab_cell is None else vocab_cell["mean"] / 1e6, 2)
+        out["SaffuParams"] = fmt_num(params, 2)
         other = ex("other_share") if ex("other_share") is not None else rnd("other_share")
         out["SaffuOtherShare"] = fmt_num(None if other is None else 100 * other, 1)
-        for name, kind in (("Explicit", "explicit"), ("Warm", "warm"), ("Cold", "random")):
+        out["SaffuTrainTokens"] = fmt_num(ex("train_tokens") or rnd("train_tokens"), 0)
+        for name, kind in (("Explicit", "explicit"), ("Warm", "warm"), ("Cold", "random"),
+                           ("KN", "kn")):  # fmt: skip
             c = self.ppl(s, kind)
             out[f"Saffu{name}PPL"] = fmt_num(_get(c), 1)
-            out[f"Saffu{name}PPLPM"] = fmt_pm(_get(c), _get(c, "std"), 1)
+            out[f"Saffu{name}PPLPM"] = _pm(c, 1)
+        out["SaffuKNOrder"] = fmt_num(self.value(KN, "kn", "order"), 0)
+        out["SaffuKNFitTime"] = fmt_num(self.value(KN, "kn", "fit_time_s"), 1)
+        out["SaffuColdStartPPL"] = fmt_num(rnd("unigram_test_ppl"), 1)  # the unigram model
         out["SaffuWarmStepZeroVal"] = fmt_num(ex("init_val_loss"), 3)
         out["SaffuColdStepZeroVal"] = fmt_num(rnd("init_val_loss"), 3)
         out["SaffuWarmFinalVal"] = fmt_num(ex("val_loss"), 3)
         out["SaffuColdFinalVal"] = fmt_num(rnd("val_loss"), 3)
+        out["SaffuWarmBestStep"] = fmt_num(ex("best_step"), 0)
+        out["SaffuColdBestStep"] = fmt_num(rnd("best_step"), 0)
+        out["SaffuWarmLR"], out["SaffuColdLR"] = _g(ex("lr")), _g(rnd("lr"))
         out["SaffuCoocTime"] = fmt_num(ex("cooccurrence_time_s"), 2)
         out["SaffuSolveTime"] = fmt_num(ex("solve_time_s"), 2)
         out["SaffuWarmTrainTime"] = fmt_num(ex("train_time_s"), 1)
         out["SaffuColdTrainTime"] = fmt_num(rnd("train_time_s"), 1)
-        out["SaffuAlpha"] = fmt_num(ex("alpha"), 2) if ex("alpha") is not None else MISSING
-        # Across settings: where does the warm start end below the cold start (seed means)?
-        warm_better, compared = 0, 0
-        for st in self.settings:
-            w, c = _get(self.ppl(st, "warm")), _get(self.ppl(st, "random"))
-            if w is not None and c is not None:
-                compared += 1
-                warm_better += int(w < c)
-        out["SaffuWarmBetterCount"] = str(warm_better)
-        out["SaffuComparedSettings"] = str(compared)
-        best = [
-            (v, st)
-            for st in self.settings
-            if (v := _get(self.ppl(st, "warm"))) is not None and math.isfinite(v)
-        ]
-        if best:
-            v, st = min(best)
-            out["SaffuBestSetting"], out["SaffuBestWarmPPL"] = self.describe(st), fmt_num(v, 1)
-        else:
-            out["SaffuBestSetting"] = out["SaffuBestWarmPPL"] = MISSING
+        out["SaffuAlpha"] = fmt_num(ex("alpha"), 0)
+        caps = [
+            self.value(st, init, "hit_step_cap", f)
+            for st in self.settings for init in ("explicit", "random") for f in self.fractions
+        ]  # fmt: skip
+        out["SaffuStepCapHits"] = str(sum(int((c or 0) > 0) for c in caps))
+        out.update(self.selection_numbers())
         for name, variant in (("Baseline", "baseline"), ("PilPure", "pil_pure")):
-            ppl = self.lm.get((variant, "test_ppl"))
-            solve = self.lm.get((variant, "solve_time_s"))
-            out[f"Saffu{name}PPL"] = fmt_num(_get(ppl), 1)
-            out[f"Saffu{name}SolveTime"] = fmt_num(_get(solve), 1)
+            out[f"Saffu{name}PPL"] = fmt_num(_get(self.lm.get((variant, "test_ppl"))), 1)
+            out[f"Saffu{name}SolveTime"] = fmt_num(_get(self.lm.get((variant, "solve_time_s"))), 1)
         return out
 
 
-SAFFU_TABLES = {  # name -> (label, column spec, header, caption head)
+def _g(x: float | None) -> str:
+    return MISSING if x is None else f"{x:g}"
+
+
+SAFFU_TABLES = {  # name -> (label, column spec, header)
     "saffu": (
         "tab:saffu",
         "lp{0.27\\linewidth}rrrrrr",
         ["Model", "Optimises", "Trained (M)", "Solved (M)", "Solve (s)", "Grad. (s)",
          "PPL $\\downarrow$", "BPB $\\downarrow$"],
     ),
+    "saffu_sizes": (
+        "tab:saffu-sizes",
+        "rrrrrrrrrrr",
+        ["Train \\%", "Tokens (k)", "Kneser-Ney", "Explicit", "Warm", "Cold", "$\\alpha$",
+         "lr warm", "lr cold", "Step warm", "Step cold"],
+    ),
     "saffu_ablation": (
         "tab:saffu-ablation",
-        "llrrrrrrr",
-        ["Setting", "Agg.", "$b$", "$r$", "Inputs", "Params (M)", "Explicit", "Warm", "Cold"],
+        "llrrrrrrrr",
+        ["Setting", "Agg.", "$b$", "$r$", "Inputs", "Params (M)", "Explicit", "Warm", "Cold",
+         "Seeds"],
     ),
 }  # fmt: skip
 
@@ -244,20 +379,33 @@ SAFFU_TABLES = {  # name -> (label, column spec, header, caption head)
 def captions(rep: SaffuReport, policy: str) -> dict[str, str]:
     main = rep.describe(rep.main)
     seeds = len(rep.params["seeds"])
-    spread = "mean $\\pm$ sample std over seeds" if seeds > 1 else "one seed"
+    spread = "mean $\\pm$ 95\\,\\% $t$ half-width over seeds" if seeds > 1 else "one seed"
+    training = (
+        "AdamW at the rate of the grid with the lowest held-out loss (chosen per start at the "
+        "first seed), stopped when the held-out loss has not improved for "
+        f"{rep.params['patience']} evaluations, the best point kept"
+    )
     return {
         "saffu": (
-            "SAFFU explicit solution (our re-implementation) beside PIL's ridge solve and the GPT "
-            f"baseline, test split ({tex_escape(policy)}). SAFFU rows: setting {main}, inputs the "
+            "SAFFU explicit solution (our re-implementation) beside an interpolated Kneser-Ney "
+            "n-gram model, PIL's ridge solve and the GPT baseline, test split "
+            f"({tex_escape(policy)}), full train split. SAFFU rows: setting {main}, inputs the "
             f"{fmt_num(rep.params['top_types'], 0)} most frequent train types plus an ``other'' "
-            "bucket, outputs the full vocabulary; warm and cold runs take the same "
-            f"{fmt_num(rep.params['steps'], 0)} AdamW steps, batches and seeds. PPL: {spread}. "
+            f"bucket, outputs the full vocabulary; warm and cold start: {training}. PPL: {spread}. "
             "Trained/solved: parameters set by gradient steps / by the closed form."
         ),
+        "saffu_sizes": (
+            f"SAFFU by train size (setting {main}): a seeded contiguous window of the train split "
+            "(the same window for every model of one seed), test perplexity of the Kneser-Ney "
+            "model, the explicit solution, the warm and the cold start; $\\alpha$, learning "
+            f"rates and best steps of the first seed's selection. {training.capitalize()}. "
+            f"PPL: {spread}."
+        ),
         "saffu_ablation": (
-            "SAFFU aggregation and context ablation: test perplexity of the explicit solution "
-            "alone, after AdamW from it (warm) and after AdamW from a random start (cold); "
-            f"$b$: block size (uniform bag), $r$: radius (weights $1/k$); {spread}."
+            "SAFFU aggregation and context ablation, full train split: test perplexity of the "
+            "explicit solution alone, after AdamW from it (warm) and after AdamW from the "
+            "log-unigram start (cold); $b$: block size (uniform bag), $r$: radius (weights "
+            "$1/k$); mean $\\pm$ 95\\,\\% $t$ half-width where a setting has several seeds."
         ),
     }
 
@@ -266,15 +414,16 @@ def render_saffu_tables(
     summary_dir: str, lm_summary: str | None, params: dict, template_dir: str,
     tables_dir: str, numbers_path: str,
 ) -> None:  # fmt: skip
-    """Write saffu.tex and saffu_ablation.tex into ``tables_dir`` and the Saffu* macros to
-    ``numbers_path``, through the report contract."""
+    """Write saffu.tex, saffu_sizes.tex and saffu_ablation.tex into ``tables_dir`` and the
+    Saffu* macros to ``numbers_path``, through the report contract."""
     d = Path(summary_dir)
     summary = pl.read_parquet(d / "saffu.parquet")
     lm = pl.read_parquet(lm_summary) if lm_summary and Path(lm_summary).is_file() else None
     rep = SaffuReport(summary, lm, params)
     policy = summary["data_policy"][0] if summary.height else MISSING
     caps = captions(rep, policy)
-    rows = {"saffu": rep.main_rows(), "saffu_ablation": rep.ablation_rows()}
+    rows = {"saffu": rep.main_rows(), "saffu_sizes": rep.size_rows(),
+            "saffu_ablation": rep.ablation_rows()}  # fmt: skip
     tables = {
         Path(tables_dir) / f"{name}.tex": Table(caps[name], label, colspec, header, rows[name])
         for name, (label, colspec, header) in SAFFU_TABLES.items()

@@ -30,10 +30,18 @@ and decoder matrices of the seed are not learned here: the views are fixed (unif
 
 Counts are smoothed towards the train unigram ``u`` (a Dirichlet prior of mass alpha):
 ``W[i, j] = log(F[i, j] + alpha u_j) - log(F[i].sum() + alpha)``, alpha chosen on the held-out
-split. Warm start: that W, then AdamW; cold start: N(0, init_std^2), then the same AdamW with
-the same steps, batches and seed. Perplexity is the LM table's: exp of the mean next-token NLL
-over every test token after the first (here each with up to ``max(block, radius)`` tokens of
-context, across window boundaries).
+split from ``alphas``, the grid extended past an edge pick (pillm.lm.pil.search_grid).
+
+Training (issue #16: a cold start that is no strawman). Warm start: that W. Cold start: every
+row ``log u`` (the unigram model: with ||x||_1 = 1 a constant row is an output bias) plus
+N(0, init_std^2). Each start is trained by AdamW at every rate of ``lrs`` (extended past an
+edge pick), each run stopped when the held-out loss has not set a new minimum for ``patience``
+evaluations (at most ``max_steps``) and rolled back to its minimum; the rate with the lowest
+held-out loss wins. The first seed of a job picks the rate of each start; later seeds reuse it.
+One job is one setting at one train fraction (pillm.saffu.data: a seeded window of the train
+split, shared by both starts of a seed). Perplexity is the LM table's: exp of the mean
+next-token NLL over every test token after the first (here each with up to
+``max(block, radius)`` tokens of context, across window boundaries).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +67,11 @@ from pillm.core.records import (
 )
 from pillm.core.runtime import lr_at, peak_memory_mb, resolve_device, sync
 from pillm.data.corpus import load_tokens
+from pillm.lm.pil import GridPick, search_grid
 from pillm.models.evaluate import bits_per_byte, perplexity
-from pillm.settings import SaffuJobConfig
+from pillm.plan import ConfigError
+from pillm.saffu.data import fraction_tag, train_window
+from pillm.settings import SaffuJobConfig, SaffuSetting
 
 AGGREGATIONS = ("sum", "cat")
 INITS = ("explicit", "random")
@@ -184,152 +196,315 @@ def evaluate(
     return {"nll": total, "loss": total / n, "acc": correct.item() / n, "n": float(n)}
 
 
-# ---------------------------------------------------------------- one run
+# ---------------------------------------------------------------- starts and training
 
 
-def select_alpha(
-    f: Tensor, prior: Tensor, alphas: Sequence[float], model: SaffuLM, valid: tuple, chunk: int
-) -> tuple[float, list[dict[str, float]]]:
-    """Smoothing mass with the lowest held-out loss; the model is left at the chosen solution."""
-    grid = []
-    for a in alphas:
-        model.weight.data.copy_(explicit_solution(f, a, prior))
-        grid.append({"alpha": a, "val_loss": evaluate(model, *valid, chunk)["loss"]})
-    best = min(grid, key=lambda g: g["val_loss"])
-    model.weight.data.copy_(explicit_solution(f, best["alpha"], prior))
-    return best["alpha"], grid
-
-
-def run_saffu(
-    setting_name: str,
-    init: str,
-    seed: int,
-    cfg: dict[str, Any],
-    tokens_dir: str | Path,
-    out_dir: str | Path,
-    device: str = "auto",
-) -> dict[str, float]:
-    """Build one SAFFU LM (explicit warm start or random cold start), train it with AdamW for
-    ``steps`` steps and write ``metrics.json`` (tidy records) and ``curve.parquet``.
-
-    ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
-    if init not in INITS:
-        raise ValueError(f"saffu init {init!r}: use one of {INITS}")
-    job = SaffuJobConfig.from_dict(cfg, "saffu")
-    setting = job.setting(setting_name)
-    device = resolve_device(device)
-    t_start = time.perf_counter()
-    torch.manual_seed(seed)
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats(device)
-    arrays, meta = load_tokens(tokens_dir)
-    vocab = meta["vocab_size"]
-    index, m = type_index(arrays["train"], vocab, job.top_types)
-    n_in = n_inputs(setting.agg, m)
-    data = {}
-    for split, toks in arrays.items():
-        toks = toks.to(device)
-        idx, wts = context_features(toks, index, m, setting.block, setting.radius, setting.agg)
-        data[split] = (idx, wts, toks[1:])
-    chunk = job.eval_chunk
-    model = SaffuLM(n_in, vocab).to(device)
-    out: dict[str, float] = {}
-
-    # ---- initial weights: the explicit solution (one pass + smoothing choice) or random
-    sync(device)
-    t0 = time.perf_counter()
-    if init == "explicit":
-        f = cooccurrence(*data["train"], n_in, vocab)
-        prior = unigram(data["train"][2], vocab)
-        sync(device)
-        out["cooccurrence_time_s"] = time.perf_counter() - t0
-        alpha, grid = select_alpha(f, prior, job.alphas, model, data["valid"], chunk)
-        del f
-        out["alpha"] = alpha
-        out["alpha_val_loss"] = min(g["val_loss"] for g in grid)
-    else:
-        gen = torch.Generator(device="cpu").manual_seed(seed)
-        model.weight.data.copy_(torch.randn(n_in, vocab, generator=gen) * job.init_std)
-    sync(device)
-    out["solve_time_s"] = time.perf_counter() - t0 if init == "explicit" else 0.0
-
-    val0 = evaluate(model, *data["valid"], chunk)
-    out["init_val_loss"] = val0["loss"]
-    n_tok, n_bytes = len(arrays["test"]), meta["bytes"]["test"]
-    if init == "explicit":  # the explicit solution as a model of its own (no gradient step)
-        test0 = evaluate(model, *data["test"], chunk)
-        out.update(init_test_loss=test0["loss"], init_test_ppl=perplexity(test0["loss"]))
-        out["init_test_acc"] = test0["acc"]
-        out["init_test_bpb"] = bits_per_byte(test0["nll"], int(test0["n"]), n_tok, n_bytes)
-
-    # ---- AdamW, identical for both inits (same steps, batch order, schedule)
-    tr_idx, tr_wts, tr_y = data["train"]
-    n_train = tr_idx.shape[0]
-    steps, bs = job.steps, job.batch_size
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=job.lr, betas=tuple(job.betas),
-        weight_decay=job.weight_decay,
-    )  # fmt: skip
+def cold_start(prior: Tensor, n_in: int, init_std: float, seed: int) -> Tensor:
+    """Every row the log of the train unigram (the unigram model: with ||x||_1 = 1 a constant
+    row is an output bias), plus N(0, init_std^2) noise drawn from ``seed``."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    order = torch.randperm(n_train, generator=gen).to(device)
-    pos = 0
-    warmup = int(job.warmup_frac * steps)
-    curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": val0["loss"]}]
-    sync(device)
-    t1 = time.perf_counter()
-    for step in tqdm(
-        range(1, steps + 1), desc=f"saffu {setting_name}/{init}/s{seed}", mininterval=5
-    ):
+    noise = torch.randn(n_in, prior.shape[0], generator=gen) * init_std
+    return (prior.log().float().cpu()[None, :] + noise).to(prior.device)
+
+
+@dataclass
+class Fit:
+    """One AdamW run from a start: its best held-out loss, where it was, the weights there."""
+
+    lr: float
+    best_val: float
+    best_step: int
+    steps: int  # steps taken (patience stop or the cap)
+    hit_cap: bool  # stopped by max_steps while still improving
+    seconds: float
+    curve: list[dict[str, Any]]
+    weight: Tensor | None  # the best weights (None once another lr won)
+
+
+def train_adamw(
+    model: SaffuLM, start: Tensor, train: tuple, valid: tuple, lr: float, seed: int,
+    job: SaffuJobConfig, label: str,
+) -> Fit:  # fmt: skip
+    """AdamW from ``start`` at rate ``lr`` (linear warm-up, then constant) until the held-out
+    loss, measured every ``eval_every`` steps, has not improved for ``patience`` measurements
+    or ``max_steps`` steps are taken; returns the best point (the model is left there)."""
+    device = start.device
+    model.weight.data.copy_(start)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=lr, betas=tuple(job.betas), weight_decay=job.weight_decay,
+        fused=device.type == "cuda",
+    )  # fmt: skip
+    tr_idx, tr_wts, tr_y = train
+    n_train = tr_idx.shape[0]
+    bs = min(job.batch_size, n_train)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    order, pos = torch.randperm(n_train, generator=gen).to(device), 0
+    best_val = evaluate(model, *valid, job.eval_chunk)["loss"]
+    best_step, best_w, bad = 0, model.weight.detach().clone(), 0
+    curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": best_val, "lr": lr}]
+    sync(str(device))
+    t0 = time.perf_counter()
+    step = 0
+    for step in tqdm(range(1, job.max_steps + 1), desc=label, mininterval=5):
         if pos + bs > n_train:
-            order = torch.randperm(n_train, generator=gen).to(device)
-            pos = 0
+            order, pos = torch.randperm(n_train, generator=gen).to(device), 0
         b = order[pos : pos + bs]
         pos += bs
         for group in opt.param_groups:
-            group["lr"] = lr_at(step - 1, steps, job.lr, warmup, job.min_lr_frac)
+            group["lr"] = lr_at(step - 1, job.max_steps, lr, job.warmup_steps, 1.0)
         loss = F.cross_entropy(model(tr_idx[b], tr_wts[b]).float(), tr_y[b])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        row = {"step": step, "tokens": step * bs, "train_loss": loss.item(), "val_loss": None}
-        if step == steps or (job.eval_every and step % job.eval_every == 0):
-            row["val_loss"] = evaluate(model, *data["valid"], chunk)["loss"]
-        curve.append(row)
-    sync(device)
-    train_time = time.perf_counter() - t1
+        row = {"step": step, "tokens": step * bs, "train_loss": None, "val_loss": None, "lr": lr}
+        if step % job.eval_every == 0 or step == job.max_steps:
+            row["train_loss"] = loss.item()
+            row["val_loss"] = val = evaluate(model, *valid, job.eval_chunk)["loss"]
+            if val < best_val:
+                best_val, best_step, bad = val, step, 0
+                best_w.copy_(model.weight.detach())
+            else:
+                bad += 1
+            curve.append(row)
+            if not math.isfinite(val) or bad >= job.patience:
+                break
+    sync(str(device))
+    seconds = time.perf_counter() - t0
+    model.weight.data.copy_(best_w)
+    hit_cap = step == job.max_steps and best_step == step
+    return Fit(lr, best_val, best_step, step, hit_cap, seconds, curve, best_w)
 
-    val = evaluate(model, *data["valid"], chunk)
-    test = evaluate(model, *data["test"], chunk)
-    out.update(
-        test_loss=test["loss"],
-        test_ppl=perplexity(test["loss"]),
-        test_acc=test["acc"],
-        test_bpb=bits_per_byte(test["nll"], int(test["n"]), n_tok, n_bytes),
-        val_loss=val["loss"],
-        val_ppl=perplexity(val["loss"]),
-        train_time_s=train_time,
-        tokens_per_s=steps * bs / train_time if train_time > 0 else math.nan,
-        train_steps=float(steps),
-        params=float(n_in * vocab),
-        n_inputs=float(n_in),
-        other_share=float((index[arrays["train"]] == m - 1).double().mean()),
-        test_predicted=test["n"],
-        peak_memory_mb=peak_memory_mb(device),
-        total_time_s=time.perf_counter() - t_start,
-    )
-    identity = {
-        "experiment": "saffu", "variant": setting_name, "seed": seed,
-        "corpus": meta["corpus"], "tokenizer": meta["tokenizer"], "data_policy": meta["policy"],
-    }  # fmt: skip
+
+def tune_lr(
+    model: SaffuLM, start: Tensor, data: dict, seed: int, job: SaffuJobConfig, label: str
+) -> tuple[Fit, GridPick, float, list[dict[str, Any]]]:
+    """The rate of ``job.lrs`` (extended past an edge, ``lr_extend`` points per side) whose run
+    reaches the lowest held-out loss; returns that run, the selection, the seconds of all runs
+    and all their curves (each row carries its ``lr``)."""
+    runs: dict[float, Fit] = {}
+
+    def pick(grid: list[float]) -> tuple[Fit, float, dict[float, float]]:
+        for lr in grid:
+            if lr not in runs:
+                runs[lr] = train_adamw(model, start, data["train"], data["valid"], lr, seed, job,
+                                       f"{label} lr={lr:g}")  # fmt: skip
+        scores = {lr: runs[lr].best_val for lr in grid}
+        best = min(grid, key=lambda lr: scores[lr])
+        for lr, fit in runs.items():  # keep one copy of weights: the winner's
+            if lr != best:
+                fit.weight = None
+        return runs[best], best, scores
+
+    check_grid(job.lrs, job.lr_extend, "saffu.lrs", "saffu.lr_extend")
+    fit, chosen = search_grid(job.lrs, job.lr_extend, pick, "saffu.lrs")
+    assert fit.weight is not None
+    model.weight.data.copy_(fit.weight)
+    curves = [row for f in runs.values() for row in f.curve]
+    return fit, chosen, sum(f.seconds for f in runs.values()), curves
+
+
+def check_grid(grid: Sequence[float], extend: int, key: str, extend_key: str) -> None:
+    """A grid extended past its edge needs two distinct positive values (its ratio)."""
+    if extend and len({x for x in grid if x > 0}) < 2:
+        raise ConfigError(
+            f"{key} = {list(grid)}: extending it past an edge needs two distinct positive values "
+            f"(their ratio is the step); add one, or set {extend_key}: 0"
+        )
+
+
+def select_alpha(
+    f: Tensor, prior: Tensor, job: SaffuJobConfig, model: SaffuLM, valid: tuple
+) -> tuple[Tensor, GridPick, dict[float, float]]:
+    """Smoothing mass of ``job.alphas`` (extended past an edge, ``alpha_extend`` points per side)
+    with the lowest held-out loss; returns the explicit solution there and the selection."""
+    scores: dict[float, float] = {}
+
+    def pick(grid: list[float]) -> tuple[None, float, dict[float, float]]:
+        for a in grid:
+            if a not in scores:
+                model.weight.data.copy_(explicit_solution(f, a, prior))
+                scores[a] = evaluate(model, *valid, job.eval_chunk)["loss"]
+        best = min(grid, key=lambda a: scores[a])
+        return None, best, {a: scores[a] for a in grid}
+
+    check_grid(job.alphas, job.alpha_extend, "saffu.alphas", "saffu.alpha_extend")
+    _, chosen = search_grid(job.alphas, job.alpha_extend, pick, "saffu.alphas")
+    return explicit_solution(f, chosen.value, prior), chosen, scores
+
+
+def grid_metrics(name: str, g: GridPick) -> dict[str, float]:
+    """A selection as metrics: the value, whether the configured grid's pick was on an edge,
+    how many points were added, and whether the final pick is still on an edge."""
+    return {name: g.value, f"{name}_edge_hit": float(g.edge_hit),
+            f"{name}_extensions": float(g.extensions), f"{name}_on_edge": float(g.on_edge)}  # fmt: skip
+
+
+# ---------------------------------------------------------------- one job
+
+
+@dataclass
+class Window:
+    """One train window's inputs: type map, features of every split, the unigram, the warm
+    start (explicit solution at the chosen alpha) and its selection."""
+
+    offset: int
+    length: int
+    m: int
+    n_in: int
+    other_share: float
+    data: dict[str, tuple[Tensor, Tensor, Tensor]]
+    prior: Tensor
+    warm: Tensor | None
+    explicit: dict[str, float]  # the warm start's solve, selection and test metrics
+    common: dict[str, float]  # every run's: the unigram model's test metrics
+
+
+def prepare_window(
+    arrays: dict[str, Tensor], offset: int, length: int, vocab: int, setting: SaffuSetting,
+    job: SaffuJobConfig, model: SaffuLM | None, device: str, explicit: bool, test_bytes: int,
+) -> tuple[Window, SaffuLM]:  # fmt: skip
+    train = arrays["train"][offset : offset + length]
+    index, m = type_index(train, vocab, job.top_types)
+    n_in = n_inputs(setting.agg, m)
+    if model is None or model.weight.shape[0] != n_in:
+        model = SaffuLM(n_in, vocab).to(device)
+    data = {}
+    for split, toks in (("train", train), ("valid", arrays["valid"]), ("test", arrays["test"])):
+        toks = toks.to(device)
+        idx, wts = context_features(toks, index, m, setting.block, setting.radius, setting.agg)
+        data[split] = (idx, wts, toks[1:])
+    prior = unigram(data["train"][2], vocab)
+    out: dict[str, float] = {}
+    warm = None
+    if explicit:
+        sync(device)
+        t0 = time.perf_counter()
+        f = cooccurrence(*data["train"], n_in, vocab)
+        sync(device)
+        out["cooccurrence_time_s"] = time.perf_counter() - t0
+        warm, alpha, scores = select_alpha(f, prior, job, model, data["valid"])
+        del f
+        sync(device)
+        out["solve_time_s"] = time.perf_counter() - t0
+        out.update(grid_metrics("alpha", alpha), alpha_val_loss=scores[alpha.value])
+        model.weight.data.copy_(warm)  # the explicit solution as a model of its own
+        out.update(score_test(model, data["test"], job.eval_chunk, test_bytes, prefix="init_"))
+    # the cold start's model before its first step, without its noise: the train unigram
+    unigram_loss = float(-prior.log()[data["test"][2]].mean())
+    common = {"unigram_test_loss": unigram_loss, "unigram_test_ppl": perplexity(unigram_loss)}
+    other = float((index[train] == m - 1).double().mean())
+    return Window(offset, length, m, n_in, other, data, prior, warm, out, common), model
+
+
+def score_test(
+    model: SaffuLM, test: tuple, chunk: int, test_bytes: int, prefix: str = ""
+) -> dict[str, float]:
+    """Test loss, perplexity, accuracy and bits per byte of the model as it stands."""
+    r = evaluate(model, *test, chunk)
+    n_tok = int(test[2].shape[0]) + 1
+    return {
+        f"{prefix}test_loss": r["loss"],
+        f"{prefix}test_ppl": perplexity(r["loss"]),
+        f"{prefix}test_acc": r["acc"],
+        f"{prefix}test_bpb": bits_per_byte(r["nll"], int(r["n"]), n_tok, test_bytes),
+    }
+
+
+def run_saffu(
+    setting_name: str,
+    fraction: float,
+    cfg: dict[str, Any],
+    tokens_dir: str | Path,
+    out_dir: str | Path,
+    device: str = "auto",
+) -> list[dict[str, Any]]:
+    """Every seed and init of one SAFFU setting at one train fraction: the explicit solution
+    (warm start) and the log-unigram start (cold), each trained by AdamW at a rate chosen on
+    held-out data (at the first seed; later seeds reuse it) until the held-out loss stops
+    improving. Writes ``metrics.json`` (tidy records, one run per seed x init) and
+    ``curve.parquet``.
+
+    ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
+    job = SaffuJobConfig.from_dict(cfg, "saffu")
+    setting = job.setting(setting_name)
+    for init in job.inits:
+        if init not in INITS:
+            raise ConfigError(f"saffu.inits: {init!r} is not one of {INITS}")
+    device = resolve_device(device)
+    t_job = time.perf_counter()
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+    arrays, meta = load_tokens(tokens_dir)
+    vocab, n_train = meta["vocab_size"], len(arrays["train"])
+    test_bytes = meta["bytes"]["test"]
+    tag = fraction_tag(fraction)
+    records: list[dict[str, Any]] = []
+    curves: list[dict[str, Any]] = []
+    chosen: dict[str, tuple[float, GridPick]] = {}  # init -> (rate, its selection at seed 0)
+    win: Window | None = None
+    model: SaffuLM | None = None
     context = {
-        **provenance(device), "init": init, "agg": setting.agg, "block": setting.block,
+        **provenance(device), "agg": setting.agg, "block": setting.block,
         "radius": setting.radius, "top_types": job.top_types, "vocab_size": vocab,
         "config_hash": config_hash({k: v for k, v in cfg.items() if k != "settings"}
                                    | {"setting": cfg["settings"][setting_name]}),
     }  # fmt: skip
+    for seed in job.seeds:
+        offset, length = train_window(n_train, fraction, seed)
+        if win is None or (win.offset, win.length) != (offset, length):
+            win = None  # free the previous window's tensors first
+            win, model = prepare_window(arrays, offset, length, vocab, setting, job, model,
+                                        device, "explicit" in job.inits, test_bytes)  # fmt: skip
+        assert model is not None
+        for init in job.inits:
+            torch.manual_seed(seed)
+            out: dict[str, float] = {"fraction": fraction, "train_tokens": float(length),
+                                     "window_offset": float(offset), **win.common}  # fmt: skip
+            start = win.warm if init == "explicit" else cold_start(win.prior, win.n_in,
+                                                                  job.init_std, seed)  # fmt: skip
+            assert start is not None
+            if init == "explicit":
+                out.update(win.explicit)
+            else:
+                out["solve_time_s"] = 0.0
+            model.weight.data.copy_(start)
+            out["init_val_loss"] = evaluate(model, *win.data["valid"], job.eval_chunk)["loss"]
+            label = f"saffu {setting_name}/{tag}/{init}/s{seed}"
+            if init not in chosen:
+                fit, lr_pick, tune_s, curve = tune_lr(model, start, win.data, seed, job, label)
+                chosen[init] = (lr_pick.value, lr_pick)
+                out["lr_tuned_here"], out["tune_time_s"] = 1.0, tune_s
+            else:
+                fit = train_adamw(model, start, win.data["train"], win.data["valid"],
+                                  chosen[init][0], seed, job, label)  # fmt: skip
+                out["lr_tuned_here"], out["tune_time_s"], curve = 0.0, 0.0, fit.curve
+            del start
+            out.update(grid_metrics("lr", chosen[init][1]))
+            out.update(score_test(model, win.data["test"], job.eval_chunk, test_bytes))
+            out.update(
+                val_loss=fit.best_val, val_ppl=perplexity(fit.best_val),
+                best_step=float(fit.best_step), train_steps=float(fit.steps),
+                hit_step_cap=float(fit.hit_cap), train_time_s=fit.seconds,
+                tokens_per_s=fit.steps * job.batch_size / fit.seconds if fit.seconds > 0 else math.nan,
+                params=float(win.n_in * vocab), n_inputs=float(win.n_in),
+                other_share=win.other_share, test_predicted=float(win.data["test"][2].shape[0]),
+            )  # fmt: skip
+            identity = {
+                "experiment": "saffu", "variant": setting_name, "init": init, "fraction": fraction,
+                "seed": seed, "corpus": meta["corpus"], "tokenizer": meta["tokenizer"],
+                "data_policy": meta["policy"],
+            }  # fmt: skip
+            records += tidy_records(identity, out, context)
+            curves += [{**row, "variant": setting_name, "init": init, "fraction": fraction,
+                        "seed": seed, "agg": setting.agg, "block": setting.block,
+                        "radius": setting.radius} for row in curve]  # fmt: skip
+    job_metrics = {"job_time_s": time.perf_counter() - t_job,
+                   "peak_memory_mb": peak_memory_mb(device)}  # fmt: skip
+    runs = {(r["seed"], r["init"]): r for r in records}  # one identity per run
+    for r in runs.values():
+        base = {k: v for k, v in r.items() if k not in ("metric", "value")}
+        records += [{**base, "metric": k, "value": float(v)} for k, v in job_metrics.items()]
     out_dir = Path(out_dir)
-    curve_id = {"variant": setting_name, "init": init, "seed": seed, "agg": setting.agg,
-                "block": setting.block, "radius": setting.radius}  # fmt: skip
-    write_rows_parquet(out_dir / "curve.parquet", curve, curve_id)
-    write_json(out_dir / "metrics.json", tidy_records(identity, out, context))
-    return out
+    write_rows_parquet(out_dir / "curve.parquet", curves, {})
+    write_json(out_dir / "metrics.json", records)
+    return records
