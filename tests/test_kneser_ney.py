@@ -104,3 +104,33 @@ def test_job_writes_one_run_per_fraction_and_seed(tmp_path):
     # uniform random tokens: the unigram order wins on held-out data, near log(20) nats
     assert get[(1.0, 0, "order")] == 1
     assert get[(1.0, 0, "test_loss")] == pytest.approx(math.log(20), rel=0.05)
+
+
+def test_lm_contribution_table_gets_the_kneser_ney_row():
+    import polars as pl
+
+    from pillm.lm.report import LMReport
+
+    summary = pl.DataFrame(
+        {"variant": ["baseline"] * 2, "metric": ["test_ppl", "test_loss"],
+         "mean": [200.0, math.log(200.0)], "std": [1.0, 0.005], "ci95": [2.0, 0.01],
+         "n": [3, 3], "n_expected": [3, 3]}
+    )  # fmt: skip
+    runs = pl.DataFrame(
+        {"variant": ["baseline"] * 6, "seed": [0, 1, 2] * 2,
+         "metric": ["test_ppl"] * 3 + ["test_loss"] * 3,
+         "value": [199.0, 200.0, 201.0] + [math.log(v) for v in (199.0, 200.0, 201.0)]}
+    )  # fmt: skip
+    unigram = math.log(800.0)
+    rep = LMReport(summary, runs, ["baseline"], unigram)
+    assert len(rep.contribution_rows()) == 2  # no n-gram summary: unigram and baseline only
+    rep.kn = {
+        "test_ppl": {"mean": 250.0, "ci95": None},
+        "test_loss": {"mean": math.log(250.0)},
+        "order": {"mean": 3.0},
+    }
+    row = rep.contribution_rows()[1]
+    assert row[0] == "Kneser-Ney 3-gram (train counts)" and row[1] == "250.0"
+    assert row[2] == "80.0"  # PPL_full / PPL_kn
+    share = (unigram - math.log(250.0)) / (unigram - math.log(200.0))
+    assert row[3] == f"{100 * share:.1f}"

@@ -209,6 +209,9 @@ def render_tables(
     samples = pl.read_parquet(summary_dir / "samples.parquet")
     tokens_meta = json.loads(Path(tokens_meta_path).read_text())
     rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
+    kn_path = summary_dir / "kneser_ney.parquet"  # the SAFFU study's n-gram row, if built
+    if kn_path.is_file():
+        rep.kn = {r["metric"]: r for r in pl.read_parquet(kn_path).iter_rows(named=True)}
     n_seeds = len(params["seeds"])
     captions = lm_captions(
         tex_escape(tokens_meta["tokenizer"]),
@@ -320,6 +323,7 @@ class LMReport:
         self.runs = runs
         self.loss = per_seed(runs, "test_loss")
         self.ppl = per_seed(runs, "test_ppl")
+        self.kn: dict[str, dict[str, Any]] | None = None  # metric -> summary row (SAFFU study)
 
     def has(self, *names: str) -> bool:
         return all(n in self.variants and n in self.m for n in names)
@@ -373,6 +377,7 @@ class LMReport:
 
     def contribution_rows(self) -> list[list[str]]:
         rows = [["Unigram (train counts)", fmt_num(math.exp(self.unigram), 1), MISSING, "0.0"]]
+        rows += self.kneser_ney_rows()
         for v in CONTRIBUTION_VARIANTS:
             if self.has(v):
                 r_mean, r_std = self.ratio(v)
@@ -386,6 +391,25 @@ class LMReport:
                     ]
                 )
         return rows
+
+    def kneser_ney_rows(self) -> list[list[str]]:
+        """The SAFFU study's interpolated Kneser-Ney model on the full train split and the same
+        test tokens (``summary/kneser_ney.parquet``), when this build has it: deterministic, so
+        its ratio and share use the baseline's seed mean."""
+        kn = self.kn
+        if not kn or "test_ppl" not in kn or not self.has("baseline"):
+            return []
+        ppl, loss = kn["test_ppl"], kn["test_loss"]["mean"]
+        order = kn["order"]["mean"] if "order" in kn else None
+        share = loss_share(self.unigram, loss, self.mean("baseline", "test_loss"))
+        return [
+            [
+                f"Kneser-Ney {fmt_num(order, 0)}-gram (train counts)",
+                fmt_pm(ppl["mean"], ppl.get("ci95"), 1),
+                fmt_num(100 * self.mean("baseline", "test_ppl") / ppl["mean"], 1),
+                fmt_num(100 * share, 1),
+            ]
+        ]
 
     def feature_rows(self) -> list[list[str]]:
         rows = []
