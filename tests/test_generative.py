@@ -19,11 +19,15 @@ from pillm.generative.run import classifier_job, generative_job, load_split, pre
 from pillm.generative.tuning import grid_steps, lr_grid_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
+from pillm.paper.latex import macro_name
 from pillm.plan import all_settings, check_generative, generative_jobs, lr_grids, settings
+
+from .test_claims import typed_directions
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+CLAIMS = REPO / "paper/claims/generative.yaml"
 
 
 def tiny_cfg() -> dict:
@@ -255,6 +259,14 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     assert macros[macro("cifar10", "flow", "Lr")] == "--"  # defined for a dataset the build lacks
     pick = json.loads((root / "mnist/lr_flow/lr.json").read_text())["lr"]
     assert macros[macro("mnist", "flow", "Lr")] == f"{pick:g}"
+    # The section cites only macros this build defines, states every declared claim and types
+    # no direction word (each comes from a claim macro).
+    text = (REPO / "paper/sections/generative.tex").read_text()
+    used = set(re.findall(r"\\(Gen[A-Za-z]+)", text))
+    assert used and used <= set(macros), f"undefined: {sorted(used - set(macros))}"
+    declared = {macro_name(c.id, prefix="Claim") for c in load_claims(CLAIMS)[0]}
+    assert set(re.findall(r"\\(Claim[A-Za-z]+)", text)) == declared
+    assert typed_directions(text) == []
     main = (tmp_path / "tables/gen_main.tex").read_text()
     assert "(floor)" in main and "$\\pm$" in main  # intervals over the two seeds
     assert "\\textbf" in (tmp_path / "tables/gen_lr.tex").read_text()  # the pick
@@ -263,7 +275,7 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
 
 
 def test_claims_file_declares_directions_on_arms_the_frame_names():
-    claims, specs = load_claims(REPO / "paper/claims/generative.yaml")
+    claims, specs = load_claims(CLAIMS)
     g = copy.deepcopy(SMOKE["generative"])
     g["datasets"] = ["mnist", "cifar10"]
     arms = {
