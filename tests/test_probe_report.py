@@ -37,6 +37,9 @@ PARAMS = {
     "main_corpus": "wikitext2",
     "bilinear_rank": 16,
     "low_rank_factor": 8,
+    "rows": {"exclude_special": True, "exclude_positions": [0]},
+    "outlier_features": 4,
+    "bootstrap_resamples": 200,
 }
 GROUPS = {  # group -> (models, label, family, kind, n_layers, d)
     "pillm": (["pillm-s0", "pillm-s1", "pillm-s2"], "pillm baseline", "pillm", "causal", 4, 64),
@@ -44,7 +47,8 @@ GROUPS = {  # group -> (models, label, family, kind, n_layers, d)
     "smollm2": (["smollm2"], "SmolLM2-135M (Q4_1)", "llama", "causal", 5, 96),
     "gpt2": (["gpt2"], "GPT-2", "gpt2", "causal", 4, 128),
 }
-TABLES = ["probe_summary", "probe_corpora", "probe_gradient", "probe_blocks", "probe_cost"]
+TABLES = ["probe_summary", "probe_corpora", "probe_gradient", "probe_blocks", "probe_masks"]
+TABLES += ["probe_cost"]
 
 
 def fake_summaries(
@@ -72,6 +76,8 @@ def fake_summaries(
                     probed = c == corpora[0] and layer in grad_layers
                     closed = r2 - 0.01 * rng.random()
                     gr2 = closed - 0.2 * rng.random()
+                    excl = 0.9 * rng.random() if kind == "encoder" else 0.3 * rng.random()
+                    r2_all = r2 + excl * (1 - r2)  # the excluded rows' variance, fitted well
                     rows.append(
                         {
                             "model": m,
@@ -111,6 +117,20 @@ def fake_summaries(
                             "grad_steps": 1000 if probed else None,
                             "grad_rows": 4000 if probed else None,
                             "grad_lr": 1e-3 if probed else None,
+                            "row_policy": "special+pos0",
+                            "r2_lin_all": r2_all,
+                            "r2_lin_lo": r2 - 0.02,
+                            "r2_lin_hi": r2 + 0.01,
+                            "r2_lin_all_lo": r2_all - 0.01,
+                            "r2_lin_all_hi": min(r2_all + 0.01, 1.0),
+                            "n_heldout_windows": 32,
+                            "n_excluded_rows": 80,
+                            "excluded_share": excl,
+                            "outlier_k": 4,
+                            "outlier_share": 0.8 * rng.random(),
+                            "r2_no_outliers": r2 - 0.1 * rng.random(),
+                            "outlier_share_all": 0.9 * rng.random(),
+                            "r2_no_outliers_all": r2 - 0.1 * rng.random(),
                         }
                     )
                     if probed:
@@ -263,7 +283,19 @@ def test_summary_values_follow_the_data():
     assert s["rlin_std"] == pytest.approx(per_model["r2_lin"].std())
     p = main.filter(pl.col("model_group") == "pillm")
     expected = np.corrcoef(1 - p["r2_lin"].to_numpy(), p["bilinear_gain"].to_numpy())[0, 1]
-    assert s["pearson"] == pytest.approx(expected)
+    assert s["pearson"].value == pytest.approx(expected) and s["pearson"].n == p.height
+    assert s["pearson"].lo < s["pearson"].value < s["pearson"].hi  # bootstrap over blocks
+    rho = stats.spearmanr(p["r2_lin"], p["delta_linear"]).statistic
+    assert s["swap_spearman"].value == pytest.approx(rho)
+    rho_all = stats.spearmanr(p["r2_lin_all"], p["delta_linear"]).statistic
+    assert s["swap_spearman_all"].value == pytest.approx(rho_all)
+    assert s["swap_diff"].value == pytest.approx(rho - rho_all)
+    assert s["rlin_all"] == pytest.approx(
+        main.filter(pl.col("model_group") == "pillm")
+        .group_by("layer")
+        .agg(pl.col("r2_lin_all").mean())["r2_lin_all"]
+        .mean()
+    )
     assert rep.group_stats("gpt2")["rlin_std"] is None  # one model: no spread
 
 
@@ -282,7 +314,7 @@ def test_render_all_groups(tmp_path):
     assert "\\label{tab:probe-blocks}" in texts["probe_blocks"]
     summary = table_rows(texts["probe_summary"])
     assert len(summary) == len(GROUPS)
-    assert len({len(r) for r in summary}) == 1 and len(summary[0]) == 12
+    assert len({len(r) for r in summary}) == 1 and len(summary[0]) == 13
     assert summary[0][0] == "pillm baseline (3 seeds)"
     assert "SmolLM2-135M (Q4\\_1)" in texts["probe_summary"]
     assert macros["ProbeQuantModels"] == "SmolLM2-135M (Q4\\_1)"
@@ -296,8 +328,8 @@ def test_render_all_groups(tmp_path):
     assert macros["ProbeHoldoutEvery"] == "5th"
     # The encoder's swap cells carry the proxy mark; causal ones do not.
     minilm = next(r for r in summary if r[0] == "all-MiniLM-L6-v2")
-    assert minilm[7].endswith("$^{\\dagger}$")
-    assert not summary[0][7].endswith("$^{\\dagger}$")
+    assert minilm[8].endswith("$^{\\dagger}$")
+    assert not summary[0][8].endswith("$^{\\dagger}$")
     # Per block appendix: one float per group, one row per block.
     assert texts["probe_blocks"].count("\\begin{table}") == len(GROUPS)
     cost = table_rows(texts["probe_cost"])
@@ -327,7 +359,7 @@ def test_missing_swap_corpus_gives_dashes(tmp_path):
     texts, macros = render(tmp_path, swap_corpora=("ptb",))
     summary = table_rows(texts["probe_summary"])
     for row in summary:
-        assert row[7:10] == ["--", "--", "--"], row
+        assert row[8:11] == ["--", "--", "--"], row
     corpora = table_rows(texts["probe_corpora"])
     by_corpus = {}
     for r in corpora:
@@ -353,7 +385,7 @@ def test_no_swaps_and_no_gradient_anywhere(tmp_path):
 def test_main_corpus_absent_falls_back(tmp_path):
     texts, macros = render(tmp_path, corpora=("ptb",), swap_corpora=("ptb",))
     assert macros["ProbeMainCorpus"] == "Penn Treebank"
-    assert table_rows(texts["probe_summary"])[0][7] != "--"
+    assert table_rows(texts["probe_summary"])[0][8] != "--"
 
 
 def test_empty_summaries_render(tmp_path):
@@ -402,6 +434,20 @@ def test_figure_functions_with_partial_data(tmp_path):
 # ---------------------------------------------------------------- the section compiles
 
 
+def write_probe_claim_macros(summary: Path, path: Path) -> None:
+    """The \\Claim macros of paper/claims/probe.yaml from the summary, as the claims rule makes
+    them (the other studies' claims are not used by the probe section)."""
+    from pillm.paper.claim_frame import claim_frame
+    from pillm.paper.claims import claim_macros, evaluate, load_claims
+    from pillm.probe.correlations import claim_interval_rows
+
+    probe = pl.read_parquet(summary / "probe.parquet")
+    frame = claim_frame(interval_rows=claim_interval_rows(probe, "wikitext2", 200))
+    claims, specs = load_claims([REPO / "paper" / "claims" / "probe.yaml"])
+    macros = claim_macros(evaluate(claims, specs, {"probe": frame}), specs)
+    path.write_text("".join(f"\\newcommand{{\\{k}}}{{{v}}}\n" for k, v in macros.items()))
+
+
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
 @pytest.mark.parametrize("groups", [tuple(GROUPS), ("pillm",)])
 def test_probe_section_compiles(tmp_path, groups):
@@ -413,6 +459,7 @@ def test_probe_section_compiles(tmp_path, groups):
         str(summary), PARAMS, str(TEMPLATES), str(gen / "tables"), str(gen / "probe_numbers.tex")
     )
     pf.probe_figures(str(summary), str(gen / "figures"))
+    write_probe_claim_macros(summary, gen / "claims_numbers.tex")
     preamble = (REPO / "paper" / "main.tex").read_text().split("\\begin{document}")[0]
     for name in re.findall(r"\\input\{generated/(\w+)\.tex\}", preamble):
         if not (gen / f"{name}.tex").exists():  # the other studies' macros: not used here
@@ -463,3 +510,69 @@ def test_aggregator_shapes_are_tolerated(tmp_path):
     cost = (tmp_path / "t" / "probe_cost.tex").read_text()
     assert "NVIDIA H200" in cost and "cuda:0" not in cost
     assert len(pf.probe_figures(str(summary), str(tmp_path / "fig"))) == 2 * len(pf.FIGURES)
+
+
+# ---------------------------------------------------------------- within-model statistics, claims
+
+
+def test_no_correlation_is_pooled_across_models(tmp_path):
+    """Simpson's paradox: within each model a higher R²_lin goes with a higher swap cost, while
+    across models (a linear model with expensive swaps, a nonlinear one with cheap ones) the
+    pooled correlation is negative. Only the within-model values may reach the macros."""
+    probe, grad, jobs = fake_summaries(groups=("pillm", "smollm2"))
+    shift = {"pillm": (0.0, 100.0), "smollm2": (0.5, 0.0)}  # (R² offset, Δ offset)
+    probe = probe.with_columns(
+        (pl.col("layer") * 0.01 + pl.col("model_group").replace_strict(
+            {g: v[0] for g, v in shift.items()}, return_dtype=pl.Float64)).alias("r2_lin"),
+        (pl.col("layer") * 1.0 + pl.col("model_group").replace_strict(
+            {g: v[1] for g, v in shift.items()}, return_dtype=pl.Float64)).alias("delta_linear"),
+    )  # fmt: skip
+    main = probe.filter(pl.col("corpus") == "wikitext2")
+    assert stats.spearmanr(main["r2_lin"], main["delta_linear"]).statistic < 0  # pooled
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    for name, df in [("probe", probe), ("probe_gradient", grad), ("probe_jobs", jobs)]:
+        df.write_parquet(summary / f"{name}.parquet")
+    numbers = tmp_path / "n.tex"
+    render_probe_tables(str(summary), PARAMS, str(TEMPLATES), str(tmp_path / "t"), str(numbers))
+    macros = parse_macros(numbers.read_text())
+    assert macros["ProbePillmSwapSpearman"] == macros["ProbeSmolLMSwapSpearman"] == "1.00"
+    for pooled in ("ProbeSwapSpearman", "ProbeSwapSpearmanN", "ProbeBilinearPearson",
+                   "ProbeRankSpearman"):  # fmt: skip
+        assert pooled not in macros
+    tex = (REPO / "paper" / "sections" / "probe.tex").read_text()
+    for pooled in ("\\ProbeSwapSpearman{", "\\ProbeBilinearPearson{", "\\ProbeRankSpearman{"):
+        assert pooled not in tex
+
+
+def test_masks_table_and_row_macros(tmp_path):
+    texts, macros = render(tmp_path, groups=("pillm", "minilm"))
+    rows = table_rows(texts["probe_masks"].split("\\end{table}")[1])  # the second: MiniLM
+    assert len(rows) == GROUPS["minilm"][4] and len(rows[0]) == 9
+    assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]", rows[0][1])  # value [interval]
+    assert "$\\pm$" in texts["probe_masks"].split("\\end{table}")[0]  # pillm: sd over seeds
+    assert macros["ProbeRowPolicy"] == "special-token rows and the rows at window position 0"
+    assert macros["ProbeOutlierK"] == "4" and macros["ProbeBootResamples"] == "200"
+    assert macros["ProbeHeldoutWindows"] == "32"
+    share = float(macros["ProbeMiniLMExcludedShareMax"])
+    assert 0 <= share <= 100 and macros["ProbeMiniLMExcludedShareMaxBlock"] != "--"
+    num = r"(\$-\$)?\d\.\d\d"
+    assert re.fullmatch(rf"\[{num}, {num}\]", macros["ProbePillmSwapSpearmanCI"])
+
+
+def test_claim_frame_feeds_the_declared_probe_claims(tmp_path):
+    from pillm.paper.claim_frame import read_claim_frame, write_claim_frame
+    from pillm.paper.claims import NOT_RUN, evaluate, load_claims
+    from pillm.probe.correlations import claim_interval_rows
+
+    probe, _, _ = fake_summaries(groups=("pillm", "minilm"))
+    rows = claim_interval_rows(probe, "wikitext2", 200)
+    assert {r["a"] for r in rows} == {"pillm_masked", "minilm_masked"}
+    write_claim_frame(tmp_path / "probe.parquet", interval_rows=rows)
+    claims, specs = load_claims([REPO / "paper" / "claims" / "probe.yaml"])
+    frames = {"probe": read_claim_frame(tmp_path / "probe.parquet")}
+    results = {r.id: r for r in evaluate(claims, specs, frames)}
+    assert results["probe_smollm2_masked_vs_all_swap"].verdict == NOT_RUN  # not in this build
+    pillm = results["probe_pillm_masked_vs_all_swap"]
+    assert pillm.verdict != NOT_RUN and pillm.n == 3 * GROUPS["pillm"][4]
+    assert pillm.ci_lo <= pillm.diff <= pillm.ci_hi and "bootstrap over blocks" in pillm.sentence

@@ -12,6 +12,7 @@ from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
 
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.models.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
+from pillm.paper.claim_frame import read_claim_frame
 from pillm.plan import ConfigError, check_probe_models
 from pillm.probe.report import aggregate_probe
 from pillm.probe.run import gradient_fit, run_probe, token_windows
@@ -148,14 +149,22 @@ def test_aggregate_probe_stacks_jobs(tmp_path):
         (d := tmp_path / name).mkdir()
         _job(pm, d)
         dirs.append(d)
+    claims = tmp_path / "summary/claims/probe.parquet"
     aggregate_probe(
         [str(d / "blocks.parquet") for d in dirs],
         [str(d / "gradient.parquet") for d in dirs],
         [str(d / "metrics.json") for d in dirs],
         str(tmp_path / "summary"),
+        {"main_corpus": "wikitext2", "bootstrap_resamples": 200},
+        str(claims),
     )
     probe = pl.read_parquet(tmp_path / "summary/probe.parquet")
     assert probe.height == 3 + 2 and set(probe["model_group"]) == {"pillm", "enc"}
+    assert {"r2_lin_all", "r2_lin_lo", "excluded_share", "outlier_share"} <= set(probe.columns)
+    assert (probe["row_policy"] == "special+pos0").all()
+    frame = read_claim_frame(claims)  # 3 and 2 blocks: pillm's interval only (enc: too few)
+    assert frame["a"].to_list() == ["pillm_masked"] and frame["b"].to_list() == ["pillm_all"]
+    assert frame["metric"][0] == "swap_rho" and frame["n"][0] == 3
     assert probe.filter(pl.col("model") == "pillm-s0")["seed"].to_list() == [0, 0, 0]
     jobs = pl.read_parquet(tmp_path / "summary/probe_jobs.parquet")
     assert jobs.height == 2 and {"rows_per_s", "peak_mem_mb", "device"} <= set(jobs.columns)

@@ -48,15 +48,23 @@ rule probe_aggregate:
         probe=res("summary/probe.parquet"),
         gradient=res("summary/probe_gradient.parquet"),
         jobs=res("summary/probe_jobs.parquet"),
+        claims=res("summary/claims/probe.parquet"),
     log:
         logfile("probe_aggregate"),
     conda:
         "../envs/pillm.yaml"
     params:
         out_dir=subpath(output.probe, parent=True),
+        cfg=as_json(
+            {
+                "main_corpus": (PROBE["swap_corpora"] or PROBE["corpora"])[0],
+                "bootstrap_resamples": PROBE["bootstrap_resamples"],
+            }
+        ),
     shell:
         "python -m pillm probe-aggregate --blocks {input.blocks} --gradients {input.gradients}"
-        " --metrics {input.metrics} --out-dir {params.out_dir} > {log} 2>&1"
+        " --metrics {input.metrics} --out-dir {params.out_dir} --params {params.cfg:q}"
+        " --claims {output.claims} > {log} 2>&1"
 
 
 rule probe_tables:
@@ -67,7 +75,7 @@ rule probe_tables:
     output:
         tables=expand(
             generated("tables/probe_{name}.tex"),
-            name=["summary", "corpora", "gradient", "blocks", "cost"],
+            name=["summary", "corpora", "gradient", "blocks", "masks", "cost"],
         ),
         numbers=generated("probe_numbers.tex"),
     log:
@@ -84,6 +92,9 @@ rule probe_tables:
                 "bilinear_rank": PROBE["bilinear_rank"],
                 "low_rank_factor": PROBE["low_rank_factor"],
                 "holdout_every": PROBE["holdout_every"],
+                "rows": PROBE["rows"],
+                "outlier_features": PROBE["outlier_features"],
+                "bootstrap_resamples": PROBE["bootstrap_resamples"],
             }
         ),
         summary_dir=lambda w, input: parent(input.summary[0]),
@@ -102,12 +113,26 @@ rule probe_figures:
     output:
         pdf=expand(
             generated("figures/probe_{name}.pdf"),
-            name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
+            name=[
+                "r2_depth",
+                "bilinear",
+                "feature_median",
+                "corpora",
+                "gradient",
+                "masks",
+            ],
         ),
         png=report(
             expand(
                 generated("figures/probe_{name}.png"),
-                name=["r2_depth", "bilinear", "feature_median", "corpora", "gradient"],
+                name=[
+                    "r2_depth",
+                    "bilinear",
+                    "feature_median",
+                    "corpora",
+                    "gradient",
+                    "masks",
+                ],
             ),
             caption="../report/probe_figures.rst",
             category="Figures",

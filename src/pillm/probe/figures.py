@@ -33,7 +33,7 @@ from pillm.probe.summary import (
 )
 
 FIGURES = ["probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_corpora"]
-FIGURES += ["probe_gradient"]
+FIGURES += ["probe_gradient", "probe_masks"]
 R2 = r"$R^2_{\mathrm{lin}}$"
 
 
@@ -173,9 +173,7 @@ def bilinear(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> N
         ax=ax,
     )
     ax.axhline(0, color="0.4", lw=0.8)
-    r_all = pearson(d["resid"].to_list(), d["bilinear_gain"].to_list())
-    pooled = f"{r_all:.2f}" if r_all is not None else "n/a"
-    ax.set_title(f"all blocks: Pearson r = {pooled} (n = {d.height})", fontsize=8)
+    ax.set_title("Pearson r within each model (legend)", fontsize=8)
     ax.set(xlabel=r"$1-R^2_{\mathrm{lin}}$ (held out)", ylabel="bilinear probe gain in $R^2$")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     save(fig, pdf, png)
@@ -329,6 +327,76 @@ def gradient(dg: pl.DataFrame, pdf: str, png: str) -> None:
     save(fig, pdf, png)
 
 
+def masks(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
+    """Per model group: R²_lin per block on the rows the row policy keeps and on all rows (left
+    axis; error bars: 95 % bootstrap interval over held-out windows for one model, ±1 sd over
+    seeds for several), and the share of the held-out output variance carried by the excluded
+    rows and by the top-k output coordinates (bars, right axis), on the main corpus."""
+    main = main_corpus(df, main or "wikitext2")
+    d = _on(df, main).filter(pl.col("r2_lin").is_not_null())
+    labels = _labels(d) if d.height else {}
+    _theme()
+    fig, axes = _grid(len(labels) or 1, 2.6, 2.3)
+    if not labels:
+        _empty(axes[0], "probe results")
+        save(fig, pdf, png)
+        return
+    cols = ["r2_lin", "r2_lin_all", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi"]
+    cols += ["excluded_share", "outlier_share"]
+    c_kept, c_all, c_excl, c_out = sns.color_palette("colorblind", 4)
+    for ax, (g, label) in zip(axes, labels.items(), strict=False):
+        sub = d.filter(pl.col("model_group") == g)
+        b = _seed_mean(sub, ["layer"], cols).to_dict(as_series=False)
+        x = b["layer"]
+        n_models = sub["model"].n_unique()
+        ax2 = ax.twinx()
+        ax2.grid(False)
+        w = 0.38
+        for off, col, color in (
+            (-w / 2, "excluded_share", c_excl),
+            (w / 2, "outlier_share", c_out),
+        ):
+            vals = [0.0 if v is None else v for v in b[col]]
+            ax2.bar([xi + off for xi in x], vals, width=w, color=color, alpha=0.35)
+        ax2.set_ylim(0, 1.0)
+        ax2.set_ylabel("share of held-out variance", fontsize=7)
+        ax2.tick_params(labelsize=6)
+        ax.set_zorder(ax2.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        for col, color, style in (("r2_lin", c_kept, "o-"), ("r2_lin_all", c_all, "s--")):
+            mid = b[col]
+            if n_models > 1:
+                err = [b[f"{col}_sd"], b[f"{col}_sd"]]
+            else:
+                lo = [
+                    m - v if None not in (m, v) else 0.0
+                    for m, v in zip(mid, b[f"{col}_lo"], strict=True)
+                ]
+                hi = [
+                    v - m if None not in (m, v) else 0.0
+                    for m, v in zip(mid, b[f"{col}_hi"], strict=True)
+                ]
+                err = [lo, hi]
+            ax.errorbar(x, mid, yerr=err, fmt=style, color=color, ms=3, lw=1.1, capsize=1.5)
+        vals = [v for v in b["r2_lin"] + b["r2_lin_all"] if v is not None]
+        ax.set_ylim(min(vals + [0.0]) - 0.03, 1.03)
+        ax.set_title(label + (f" ({n_models} seeds)" if n_models > 1 else ""), fontsize=8)
+        ax.set_xlabel("block", fontsize=7)
+        ax.set_ylabel(R2, fontsize=7)
+        ax.tick_params(labelsize=6)
+        if len(x) <= 12:
+            ax.set_xticks(x)
+    handles = [
+        Line2D([], [], color=c_kept, marker="o", ms=3, label=f"{R2}: kept rows"),
+        Line2D([], [], color=c_all, marker="s", ms=3, ls="--", label=f"{R2}: all rows"),
+        Patch(color=c_excl, alpha=0.35, label="share: excluded rows"),
+        Patch(color=c_out, alpha=0.35, label="share: top-k coordinates"),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    save(fig, pdf, png)
+
+
 def probe_figures(summary_dir: str, out_dir: str, main: str | None = None) -> list[str]:
     """Write every probe figure as ``out_dir/<name>.pdf`` and ``.png``; return the paths."""
     probe, grad, _jobs = load_summaries(summary_dir)
@@ -340,4 +408,5 @@ def probe_figures(summary_dir: str, out_dir: str, main: str | None = None) -> li
     feature_median(probe, *paths["probe_feature_median"], main=main)
     corpora(probe, *paths["probe_corpora"])
     gradient(grad, *paths["probe_gradient"])
+    masks(probe, *paths["probe_masks"], main=main)
     return [p for n in FIGURES for p in paths[n]]

@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, fmt_range, mean_std, tex_escape
-from pillm.probe.rows import ProbeReport
+from pillm.probe.rows import ProbeReport, fmt_ci
 from pillm.probe.summary import (
     KNOWN_GROUPS,
     argext,
@@ -23,12 +23,28 @@ from pillm.probe.summary import (
     group_macro,
     is_proxy,
     join_words,
-    n_pairs,
     ordinal,
-    pearson,
-    spearman,
     unique,
 )
+
+
+def fmt_pct(share: float | None) -> str:
+    """A share as a percentage with no decimals: 0.917 -> '92'."""
+    return fmt_num(None if share is None else 100 * share, 0)
+
+
+def row_policy_words(rows: dict | None) -> str:
+    """The row policy in words, from the config's probe.rows: 'special-token rows and
+    position-0 rows', 'no rows'."""
+    if not rows:
+        return MISSING
+    parts = ["special-token rows"] if rows.get("exclude_special", True) else []
+    pos = [int(p) for p in rows.get("exclude_positions", [])]
+    if pos:
+        names = join_words([str(p) for p in pos])
+        parts.append(f"the rows at window position{'s' if len(pos) > 1 else ''} {names}")
+    return join_words(parts, empty="no rows")
+
 
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
 GROUP_MACRO_SUFFIXES = [
@@ -50,6 +66,31 @@ GROUP_MACRO_SUFFIXES = [
     "SwapSpearman",
     "CorpusSpread",
     "GradGap",
+    # issue #15: rows, outlier coordinates, within-model correlations with intervals
+    "RlinAll",
+    "ExcludedShareMean",
+    "ExcludedShareMax",
+    "ExcludedShareMaxBlock",
+    "RlinDropMax",
+    "RlinDropMaxBlock",
+    "RlinDropMaxKept",
+    "RlinDropMaxAll",
+    "OutlierShareMean",
+    "OutlierShareMax",
+    "OutlierShareMaxBlock",
+    "OutlierShareMaxRlin",
+    "OutlierShareMaxRest",
+    "NoOutliers",
+    "PearsonCI",
+    "PearsonN",
+    "RankSpearman",
+    "RankSpearmanCI",
+    "SwapSpearmanCI",
+    "SwapSpearmanAll",
+    "SwapSpearmanAllCI",
+    "SwapSpearmanN",
+    "SwapSpearmanDiff",
+    "SwapSpearmanDiffCI",
 ]
 
 
@@ -74,7 +115,9 @@ def _group_macros(rep: ProbeReport) -> dict[str, str]:
                 p + "RlinMax": fmt_num(s["rlin_max"], 3),
                 p + "FeatureMedian": fmt_num(s["feature_median"], 3),
                 p + "BilinearGain": fmt_num(s["gain"], 3),
-                p + "Pearson": fmt_r(s["pearson"]),
+                p + "Pearson": fmt_r(s["pearson"].value),
+                p + "PearsonCI": fmt_ci(s["pearson"].lo, s["pearson"].hi, 2),
+                p + "PearsonN": str(s["pearson"].n),
                 p + "LinSwapBest": fmt_num(s["lin_best"], dd),
                 p + "LinSwapBestBlock": fmt_num(s["lin_best_layer"], 0),
                 p + "LinSwapWorst": fmt_num(s["lin_worst"], dd),
@@ -82,7 +125,31 @@ def _group_macros(rep: ProbeReport) -> dict[str, str]:
                 p + "LowRankSwapBest": fmt_num(s["lr_best"], dd),
                 p + "LowRankSwapBestBlock": fmt_num(s["lr_best_layer"], 0),
                 p + "Intact": fmt_num(s["base"], dd),
-                p + "SwapSpearman": fmt_r(s["swap_spearman"]),
+                p + "SwapSpearman": fmt_r(s["swap_spearman"].value),
+                p + "SwapSpearmanCI": fmt_ci(s["swap_spearman"].lo, s["swap_spearman"].hi, 2),
+                p + "SwapSpearmanAll": fmt_r(s["swap_spearman_all"].value),
+                p + "SwapSpearmanAllCI": fmt_ci(
+                    s["swap_spearman_all"].lo, s["swap_spearman_all"].hi, 2
+                ),
+                p + "SwapSpearmanN": str(s["swap_spearman"].n),
+                p + "SwapSpearmanDiff": fmt_r(s["swap_diff"].value),
+                p + "SwapSpearmanDiffCI": fmt_ci(s["swap_diff"].lo, s["swap_diff"].hi, 2),
+                p + "RankSpearman": fmt_r(s["rank_rho"].value),
+                p + "RankSpearmanCI": fmt_ci(s["rank_rho"].lo, s["rank_rho"].hi, 2),
+                p + "RlinAll": fmt_num(s["rlin_all"], 3),
+                p + "ExcludedShareMean": fmt_pct(s["excl_mean"]),
+                p + "ExcludedShareMax": fmt_pct(s["excl_max"]),
+                p + "ExcludedShareMaxBlock": fmt_num(s["excl_max_layer"], 0),
+                p + "RlinDropMax": fmt_num(s["drop_max"], 3),
+                p + "RlinDropMaxBlock": fmt_num(s["drop_max_layer"], 0),
+                p + "RlinDropMaxKept": fmt_num(s["drop_max_rlin"], 3),
+                p + "RlinDropMaxAll": fmt_num(s["drop_max_rlin_all"], 3),
+                p + "OutlierShareMean": fmt_pct(s["outlier_mean"]),
+                p + "OutlierShareMax": fmt_pct(s["outlier_max"]),
+                p + "OutlierShareMaxBlock": fmt_num(s["outlier_max_layer"], 0),
+                p + "OutlierShareMaxRlin": fmt_num(s["outlier_max_rlin"], 3),
+                p + "OutlierShareMaxRest": fmt_num(s["outlier_max_rest"], 3),
+                p + "NoOutliers": fmt_num(s["no_outliers"], 3),
                 p + "CorpusSpread": fmt_num(s["spread"], 3),
                 p + "GradGap": fmt_num(s["grad_gap"], 3),
             }
@@ -140,10 +207,33 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
             1,
         ),
     }
+    out.update(_row_macros(rep))
     out.update(_result_macros(rep))
     out.update(_gradient_macros(rep))
     out.update(_cost_macros(rep))
     out.update(_group_macros(rep))
+    return out
+
+
+def _row_macros(rep: ProbeReport) -> dict[str, str]:
+    """The row policy, the outlier coordinates and the intervals: settings and extremes."""
+    params, blocks = rep.params, _main_blocks(rep)
+    out: dict[str, str] = {
+        "ProbeRowPolicy": row_policy_words(params.get("rows")),
+        "ProbeOutlierK": str(params.get("outlier_features", MISSING)),
+        "ProbeBootResamples": str(params.get("bootstrap_resamples", MISSING)),
+        "ProbeHeldoutWindows": fmt_range(
+            rep.probe["n_heldout_windows"].min() if "n_heldout_windows" in rep.probe.columns
+            else None,
+            rep.probe["n_heldout_windows"].max() if "n_heldout_windows" in rep.probe.columns
+            else None,
+            0,
+        ),
+    }  # fmt: skip
+    for name, col in [("ExcludedShareMax", "excluded_share"), ("OutlierShareMax", "outlier_share")]:
+        r = argext(blocks, col, largest=True)
+        out[f"Probe{name}"] = fmt_pct(r[col] if r else None)
+        out[f"Probe{name}Where"] = rep.where(r["model_group"], r["layer"]) if r else MISSING
     return out
 
 
@@ -185,13 +275,10 @@ def _result_macros(rep: ProbeReport) -> dict[str, str]:
     out["ProbeNumProfiles"] = str(profiles)
     out["ProbeNumNonMonotone"] = str(non_monotone)
 
-    # Bilinear probe, pooled over all blocks (of all seeds).
-    one_minus = [None if r["r2_lin"] is None else 1 - r["r2_lin"] for r in raw]
+    # Bilinear probe: its mean gain over all blocks; correlations only per model (group macros).
     gains = [r["bilinear_gain"] for r in raw]
     out["ProbeBilinearGainMean"] = fmt_num(mean_std(gains)[0], 3)
     ext("BilinearGainMax", "bilinear_gain", True, 3, blocks)
-    out["ProbeBilinearPearson"] = fmt_r(pearson(one_minus, gains))
-    out["ProbeBilinearPearsonN"] = str(n_pairs(one_minus, gains))
 
     # Global vs per-feature R².
     gaps = [
@@ -206,9 +293,6 @@ def _result_macros(rep: ProbeReport) -> dict[str, str]:
     out["ProbeFeatureGapRlin"] = fmt_num(g["r2_lin"] if g else None, 3)
     ext("EffRankMin", "effective_rank", False, 1, blocks)
     ext("EffRankMax", "effective_rank", True, 1, blocks)
-    out["ProbeRankSpearman"] = fmt_r(
-        spearman([b["r2_lin"] for b in blocks], [b["effective_rank"] for b in blocks])
-    )
 
     # Swaps: causal models (ΔPPL) and encoders (proxy) are never pooled.
     causal = [b for b in blocks if not is_proxy(b["kind"], b["swap_metric"])]
@@ -219,16 +303,6 @@ def _result_macros(rep: ProbeReport) -> dict[str, str]:
     ext("LowRankSwapWorst", "delta_lowrank", True, 2, causal)
     ext("ProxySwapBest", "delta_linear", False, 4, enc)
     ext("ProxySwapWorst", "delta_linear", True, 4, enc)
-    rel = [
-        r["delta_linear"] / r["base_value"]
-        if finite(r["delta_linear"]) and finite(r["base_value"]) and r["base_value"] > 0
-        else None
-        for r in raw
-    ]
-    causal_raw = [not is_proxy(r["kind"], r["swap_metric"]) for r in raw]
-    r2c = [r["r2_lin"] if c else None for r, c in zip(raw, causal_raw, strict=True)]
-    out["ProbeSwapSpearman"] = fmt_r(spearman(r2c, rel))
-    out["ProbeSwapSpearmanN"] = str(n_pairs(r2c, rel))
     stats_ = [rep.group_stats(g) for g in rep.groups]
     for name, key in [
         ("LinParamsRatio", "ffn_lin"),

@@ -13,13 +13,22 @@ from typing import Any
 
 import polars as pl
 
+from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING
 from pillm.paper.report import render_report
 from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
+from pillm.probe.correlations import claim_interval_rows
 from pillm.probe.macros import probe_macros
 from pillm.probe.rows import ProbeReport
-from pillm.probe.summary import PROXY, corpus_name, load_summaries
+from pillm.probe.summary import (
+    PROBE_SCHEMA,
+    PROXY,
+    conform,
+    corpus_name,
+    load_summaries,
+    main_corpus,
+)
 
 
 def _stack(*lines: str) -> str:
@@ -44,12 +53,13 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
     return {
         "probe_summary": {
             "label": "tab:probe-summary",
-            "colspec": "lrrrrrrrrrrr",
+            "colspec": "lrrrrrrrrrrrr",
             "header": [
                 "Model",
                 "$L$",
                 "$d$",
                 _stack("$\\Rlin$ mean", "[min, max]"),
+                _stack("$\\Rlin$", "all rows"),
                 _stack("Feat.", "med."),
                 _stack("Bilin.", "gain"),
                 "$r$",
@@ -61,10 +71,13 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
             ],
             "caption": f"Linear recoverability of the FFN blocks of every probed model on {main}. "
             "$L$: FFN blocks; $d$: FFN input width. $\\Rlin$: held-out $R^2$ of the closed-form "
-            "affine fit, mean over blocks with the lowest and highest block. Feat.\\ med.: mean "
+            "affine fit on the rows the row policy keeps, mean over blocks with the lowest and "
+            "highest block; all rows: the same with every row fitted and scored (mean over "
+            "blocks). Feat.\\ med.: mean "
             "over blocks of the median per-coordinate held-out $R^2$. Bilin.\\ gain: mean held-out "
             f"$R^2$ added by the rank-{r} bilinear probe; $r$: Pearson correlation between "
-            "$1-\\Rlin$ and that gain over all blocks (of all seeds). Swap columns: change of the "
+            "$1-\\Rlin$ and that gain over the blocks of the model (of all seeds). Swap columns: "
+            "change of the "
             "metric when one block is replaced by its linear fit (best and worst block) or by the "
             "rank-$k$ truncation of that fit (best block), block index (from 0) in parentheses; "
             "$\\Delta\\PPL$ against the intact model for causal models. FFN/lin., FFN/low-rank: "
@@ -138,8 +151,8 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
 def render_probe_tables(
     summary_dir: str, params: dict, template_dir: str, tables_dir: str, numbers_path: str
 ) -> None:
-    """Write probe_{summary,corpora,gradient,blocks,cost}.tex into ``tables_dir`` and the probe
-    macros to ``numbers_path``, through the report contract."""
+    """Write probe_{summary,corpora,gradient,blocks,masks,cost}.tex into ``tables_dir`` and the
+    probe macros to ``numbers_path``, through the report contract."""
     probe, gradient, jobs = load_summaries(summary_dir)
     rep = ProbeReport(probe, gradient, jobs, params)
     rows = {
@@ -173,19 +186,53 @@ def render_probe_tables(
         "pillm.probe_report from the probe summaries",
         "No per-block probe results in this build.",
     )
+    k = rep.params.get("outlier_features", "k")
+    masks_header = [
+        "Block",
+        _stack("$\\Rlin$", "kept rows"),
+        _stack("$\\Rlin$", "all rows"),
+        _stack("Excl.", "share"),
+        _stack(f"Top-{k}", "share"),
+        _stack("$\\Rlin$ w/o", f"top-{k}"),
+        _stack(f"Top-{k} share", "all rows"),
+        _stack(f"$\\Rlin$ w/o top-{k}", "all rows"),
+        _stack("Feat.", "med."),
+    ]
+    masks = [
+        Table(t["caption"], t["label"], "rllrrrrrr", masks_header, t["rows"], "!htbp", "scriptsize")
+        for t in rep.mask_tables()
+    ]
+    tables[Path(tables_dir) / "probe_masks.tex"] = LongTable(
+        masks,
+        "pillm.probe_report from the probe summaries",
+        "No per-block probe results in this build.",
+    )
     render_report(tables, probe_macros(rep), template_dir, numbers_path,
                   "pillm.probe_report from the probe summaries", prefix="Probe")  # fmt: skip
 
 
 def aggregate_probe(
-    block_paths: list[str], gradient_paths: list[str], metrics_paths: list[str], out_dir: str
+    block_paths: list[str],
+    gradient_paths: list[str],
+    metrics_paths: list[str],
+    out_dir: str,
+    params: dict,
+    claims: str,
 ) -> None:
     """Probe jobs -> ``probe.parquet`` (one row per model x corpus x block), ``probe_gradient``
-    (gradient-trained map curves) and ``probe_jobs`` (one row per job: cost and provenance)."""
+    (gradient-trained map curves), ``probe_jobs`` (one row per job: cost and provenance) and the
+    study's claim frame ``claims`` (``pillm.probe.correlations``: per model, the swap
+    correlation of R²_lin on the kept rows minus that on all rows, on the main corpus).
+
+    ``params``: {"main_corpus": the first swap corpus, "bootstrap_resamples": over blocks}."""
     out = Path(out_dir)
     blocks = concat_parquet(block_paths)
     blocks = blocks.with_columns(pl.col("seed").cast(pl.Int64)).sort("model", "corpus", "layer")
     write_parquet(blocks, out / "probe.parquet")
+    summary = conform(blocks, PROBE_SCHEMA)
+    main = main_corpus(summary, params.get("main_corpus"))
+    rows = claim_interval_rows(summary, main, int(params["bootstrap_resamples"]))
+    write_claim_frame(claims, interval_rows=rows)
     grads = concat_parquet(gradient_paths)
     write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")
     index = ["variant", "corpus", "model_group", "model_label", "device", "device_name"]

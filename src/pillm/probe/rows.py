@@ -12,6 +12,8 @@ from typing import Any
 import polars as pl
 
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, fmt_sci, mean_std, tex_escape
+from pillm.probe import correlations
+from pillm.probe.intervals import Estimate
 from pillm.probe.summary import (
     PROXY,
     argext,
@@ -25,11 +27,32 @@ from pillm.probe.summary import (
     main_corpus,
     order_corpora,
     order_groups,
-    pearson,
     per_block,
-    spearman,
     unique,
 )
+
+
+def fmt_ci(lo: float | None, hi: float | None, digits: int) -> str:
+    """'[lo, hi]', or '--' without an interval."""
+    if not (finite(lo) and finite(hi)):
+        return MISSING
+    return f"[{fmt_num(lo, digits)}, {fmt_num(hi, digits)}]"
+
+
+def fmt_est(est: Estimate, digits: int = 2) -> str:
+    """'value [lo, hi]' of a bootstrap estimate; the value alone without an interval."""
+    if est.value is None:
+        return MISSING
+    ci = fmt_ci(est.lo, est.hi, digits)
+    return fmt_num(est.value, digits) + ("" if ci == MISSING else f" {ci}")
+
+
+def _r2_cell(block: dict, col: str, multi: bool) -> str:
+    """A block's R²: mean ± sd over seeds, or the value with its interval over windows."""
+    if multi:
+        return fmt_pm(block[col], block[f"{col}_std"], 3)
+    ci = fmt_ci(block[f"{col}_lo"], block[f"{col}_hi"], 3)
+    return fmt_num(block[col], 3) + ("" if ci == MISSING else f" {ci}")
 
 
 class ProbeReport:
@@ -44,6 +67,7 @@ class ProbeReport:
         params: dict,
     ):
         self.probe, self.gradient, self.jobs, self.params = probe, gradient, jobs, params
+        self.resamples = int(params.get("bootstrap_resamples", 1000))
         self.main = main_corpus(probe, params.get("main_corpus", "wikitext2"))
         self.corpora = order_corpora(probe["corpus"].to_list(), params.get("corpora", []))
         self.groups = order_groups(probe["model_group"].to_list())
@@ -115,6 +139,14 @@ class ProbeReport:
 
         spread = self.corpus_spread(group)
         grad = [r for r in raw if finite(r["grad_r2"]) and finite(r["grad_closed_r2"])]
+        df = correlations.blocks_of(self.probe, group, self.main)
+        excl = argext(blocks, "excluded_share", largest=True)
+        drop = argext(
+            [{**b, "drop": b["r2_lin_all"] - b["r2_lin"]} for b in blocks
+             if finite(b["r2_lin_all"]) and finite(b["r2_lin"])],
+            "drop", largest=True,
+        )  # fmt: skip
+        outl = argext(blocks, "outlier_share", largest=True)
         return {
             "blocks": first.get("n_layers"),
             "d": first.get("d_in"),
@@ -126,10 +158,22 @@ class ProbeReport:
             "rlin_max_layer": hi["layer"] if hi else None,
             "feature_median": mean_std(b["r2_feature_median"] for b in blocks)[0],
             "gain": mean_std(b["bilinear_gain"] for b in blocks)[0],
-            "pearson": pearson(
-                [None if r["r2_lin"] is None else 1 - r["r2_lin"] for r in raw],
-                [r["bilinear_gain"] for r in raw],
-            ),
+            "pearson": correlations.bilinear_r(df, self.resamples),
+            "rank_rho": correlations.rank_r(df, self.resamples),
+            "rlin_all": mean_std(b["r2_lin_all"] for b in blocks)[0],
+            "excl_max": excl["excluded_share"] if excl else None,
+            "excl_max_layer": excl["layer"] if excl else None,
+            "excl_mean": mean_std(b["excluded_share"] for b in blocks)[0],
+            "drop_max": drop["drop"] if drop else None,
+            "drop_max_layer": drop["layer"] if drop else None,
+            "drop_max_rlin": drop["r2_lin"] if drop else None,
+            "drop_max_rlin_all": drop["r2_lin_all"] if drop else None,
+            "outlier_mean": mean_std(b["outlier_share"] for b in blocks)[0],
+            "outlier_max": outl["outlier_share"] if outl else None,
+            "outlier_max_layer": outl["layer"] if outl else None,
+            "outlier_max_rest": outl["r2_no_outliers"] if outl else None,
+            "outlier_max_rlin": outl["r2_lin"] if outl else None,
+            "no_outliers": mean_std(b["r2_no_outliers"] for b in blocks)[0],
             "lin_best": best["delta_linear"] if best else None,
             "lin_best_layer": best["layer"] if best else None,
             "lin_worst": worst["delta_linear"] if worst else None,
@@ -141,7 +185,9 @@ class ProbeReport:
             "ffn_lr": ratio("ffn_params", "lowrank_params"),
             "lin_lr": ratio("linear_params", "lowrank_params"),
             "rank": unique(b["lowrank_rank"] for b in blocks),
-            "swap_spearman": spearman([r["r2_lin"] for r in raw], [r["delta_linear"] for r in raw]),
+            "swap_spearman": correlations.swap_rho(df, self.resamples),
+            "swap_spearman_all": correlations.swap_rho(df, self.resamples, all_rows=True),
+            "swap_diff": correlations.swap_rho_diff(df, self.resamples),
             "spread": spread[0] if spread else None,
             "spread_layer": spread[1] if spread else None,
             "grad_gap": mean_std(r["grad_closed_r2"] - r["grad_r2"] for r in grad)[0],
@@ -183,9 +229,10 @@ class ProbeReport:
                     fmt_num(s["d"], 0),
                     f"{fmt_pm(s['rlin'], s['rlin_std'], 3)} "
                     f"[{fmt_num(s['rlin_min'], 3)}, {fmt_num(s['rlin_max'], 3)}]",
+                    fmt_num(s["rlin_all"], 3),
                     fmt_num(s["feature_median"], 3),
                     fmt_num(s["gain"], 3),
-                    fmt_r(s["pearson"]),
+                    fmt_r(s["pearson"].value),
                     self.mark(g, fmt_at(s["lin_best"], s["lin_best_layer"], dd)),
                     self.mark(g, fmt_at(s["lin_worst"], s["lin_worst_layer"], dd)),
                     self.mark(g, fmt_at(s["lr_best"], s["lr_best_layer"], dd)),
@@ -301,6 +348,50 @@ class ProbeReport:
             elif self.n_models[g] > 1:
                 caption += " $\\pm$: sample std over seeds."
             label = "tab:probe-blocks" if not out else f"tab:probe-blocks-{group_key(g)}"
+            out.append({"caption": caption, "label": label, "rows": rows})
+        return out
+
+    def mask_tables(self) -> list[dict[str, Any]]:
+        """One table per group: per block on the main corpus, R²_lin on the kept rows and on all
+        rows (with the bootstrap interval over windows; for several seeds mean ± sd over seeds),
+        the excluded rows' and the top-k coordinates' share of the held-out variance, and R²_lin
+        without those coordinates."""
+        out = []
+        for g in self.groups:
+            multi = self.n_models[g] > 1
+            rows = []
+            for b in self.block_rows(g, self.main):
+                rows.append(
+                    [
+                        str(b["layer"]),
+                        _r2_cell(b, "r2_lin", multi),
+                        _r2_cell(b, "r2_lin_all", multi),
+                        fmt_num(b["excluded_share"], 3),
+                        fmt_num(b["outlier_share"], 3),
+                        fmt_num(b["r2_no_outliers"], 3),
+                        fmt_num(b["outlier_share_all"], 3),
+                        fmt_num(b["r2_no_outliers_all"], 3),
+                        fmt_num(b["r2_feature_median"], 3),
+                    ]
+                )
+            main = corpus_name(self.main) if self.main else MISSING
+            caption = (
+                f"Rows and outlier coordinates per block of {self.label(g, seeds=True)} on {main}"
+            )
+            if not out:
+                caption += (
+                    " (blocks from 0). $\\Rlin$: on the rows the row policy keeps, and on all "
+                    "rows, each with its 95\\,\\% percentile-bootstrap interval over held-out "
+                    "windows (several seeds: mean $\\pm$ sd over seeds instead). Excl.: share of "
+                    "the all-rows held-out output variance carried by the rows the policy leaves "
+                    "out. Top-$k$: share of the held-out variance in the $k$ output coordinates of "
+                    "largest variance on the fitting rows, and $\\Rlin$ of the same fit over the "
+                    "other coordinates, on the kept rows and on all rows. Feat.\\ med.: median "
+                    "per-coordinate $R^2$ on the kept rows."
+                )
+            else:
+                caption += "; columns as in Table~\\ref{tab:probe-masks}."
+            label = "tab:probe-masks" if not out else f"tab:probe-masks-{group_key(g)}"
             out.append({"caption": caption, "label": label, "rows": rows})
         return out
 

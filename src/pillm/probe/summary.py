@@ -40,6 +40,22 @@ KNOWN_GROUPS = {
     "pythia160m": "Pythia",
     "llama160m": "Llama",
 }
+# The row policy's columns (issue #15): R²_lin on all rows beside the kept rows' value, their
+# bootstrap intervals over held-out windows, and where the held-out variance sits.
+ROW_POLICY_COLS = [
+    "r2_lin_all",
+    "r2_lin_lo",
+    "r2_lin_hi",
+    "r2_lin_all_lo",
+    "r2_lin_all_hi",
+    "n_excluded_rows",
+    "excluded_share",
+    "outlier_k",
+    "outlier_share",
+    "r2_no_outliers",
+    "outlier_share_all",
+    "r2_no_outliers_all",
+]
 MEAN_COLS = [
     "r2_lin",
     "r2_feature_median",
@@ -55,6 +71,7 @@ MEAN_COLS = [
     "grad_closed_r2",
     "n_train_rows",
     "n_heldout_rows",
+    *(c for c in ROW_POLICY_COLS if c != "outlier_k"),
 ]
 FIRST_COLS = [
     "model_label",
@@ -69,6 +86,8 @@ FIRST_COLS = [
     "lowrank_params",
     "lowrank_rank",
     "swap_metric",
+    "row_policy",
+    "outlier_k",
 ]
 
 PROBE_SCHEMA: dict[str, Any] = {
@@ -109,6 +128,13 @@ PROBE_SCHEMA: dict[str, Any] = {
     "grad_steps": pl.Int64,
     "grad_rows": pl.Int64,
     "grad_lr": pl.Float64,
+    "row_policy": pl.String,
+    **{c: pl.Float64 for c in ROW_POLICY_COLS},
+    "n_excluded_rows": pl.Int64,
+    "outlier_k": pl.Int64,
+    "n_heldout_windows": pl.Int64,
+    "outlier_features": pl.String,
+    "outlier_features_all": pl.String,
 }
 GRADIENT_SCHEMA: dict[str, Any] = {
     "model": pl.String,
