@@ -21,8 +21,9 @@ Sampling is DDPM ancestral sampling from x_{T-1} ~ N(0, I):
 (the seed document's sampler divides by √ᾱ_t instead of √α_t; that is not DDPM and is not
 reproduced). ``clip_x0`` offers Ho et al.'s clipped-x̂ variant of the same step. Without
 ``direct_link`` the random features approximate the near-identity ε̂ ≈ x_t of large t poorly
-and unclipped MNIST chains diverge; see FeatureConfig. The gradient baseline is the same network (shared weights, same init) trained by
-AdamW on the ε-MSE.
+and unclipped MNIST chains diverge; see FeatureConfig. The gradient baseline is the same network
+(same init, the same number of ε weight sets: shared, or one per bucket) with every weight trained
+by AdamW on the ε-MSE.
 """
 
 from __future__ import annotations

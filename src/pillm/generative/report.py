@@ -242,7 +242,7 @@ def lr_rows(lr: pl.DataFrame) -> tuple[list[str], list]:
     return [f"lr {r:g}" for r in rates], rows
 
 
-def ablation_rows(mean: pl.DataFrame, runs: pl.DataFrame, g: dict) -> list:
+def ablation_rows(runs: pl.DataFrame, g: dict) -> list:
     rows: list = []
     first = runs.filter(pl.col("seed") == g["seeds"][0])
     for ablation, label in ABLATIONS.items():
@@ -421,7 +421,7 @@ def render_gen_tables(
     rows = {
         "gen_main": main_rows(mean, tabs["generative_classifiers"], tabs["generative_lr"]),
         "gen_speed": speed_table_rows(tabs["generative_speed"]),
-        "gen_ablations": ablation_rows(mean, runs, g),
+        "gen_ablations": ablation_rows(runs, g),
         "gen_samplers": sampler_rows(tabs["generative_samplers"], g["seeds"][0]),
         "gen_cost": cost_rows(mean),
     }
