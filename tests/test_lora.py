@@ -14,10 +14,11 @@ import yaml
 from torch import nn
 from transformers import BertConfig, BertModel
 
-from pillm.core.ridge import GramStats, solve_ridge
+from pillm.core.ridge import GramStats, solve_relative, solve_ridge
 from pillm.data.files import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
-from pillm.lora.base import BaseModel, split_name
+from pillm.lora.adapter import Adapter, gradient_stats
+from pillm.lora.base import BaseModel, pad_batch, split_name
 from pillm.lora.figures import lora_figure
 from pillm.lora.methods import (
     ClosedFormHead,
@@ -42,7 +43,7 @@ LORA_CFG = dict(
     n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
     lambdas=[1e-6, 1e-4, 1e-2, 1.0], kappa_max=1e10, lora_rank=4, lora_alpha=8,
     lora_dropout=0.0, lrs=[1e-3, 1e-2], max_steps=12, eval_every=4, patience=2,
-    train_batch_size=8, weight_decay=0.0,
+    train_batch_size=8, weight_decay=0.0, adapter_etas=[0.3, 1.0],
 )  # fmt: skip
 LORA = LoraConfig.from_dict({**LORA_CFG, "methods": ["pil_lora", "ridge", "lora"]}, "lora")
 
@@ -417,7 +418,8 @@ def test_learning_rates_print_as_powers_of_ten():
 
 def test_claims_file_names_arms_the_frame_writes():
     spec = yaml.safe_load((REPO / "paper/claims/lora.yaml").read_text())
-    arms = {f"{g}_{m}" for g in ("pillm", "minilm") for m in ("pil_lora", "ridge", "lora")}
+    methods = ("pil_lora", "ridge", "pil_adapter", "lora")
+    arms = {f"{g}_{m}" for g in ("pillm", "minilm") for m in methods}
     assert {a for c in spec["claims"] for a in c["arms"]} == arms == set(spec["names"])
     assert all(c["id"].startswith("lora_") and c["metric"] in spec["metrics"]
                for c in spec["claims"])  # fmt: skip
@@ -441,3 +443,57 @@ def test_section_uses_defined_macros_and_types_no_direction():
     declared = {macro_name(c["id"], prefix="Claim") for c in spec["claims"]}
     claims = set(re.findall(r"\\(Claim[A-Za-z]+)", text))
     assert claims == declared  # each declared claim is stated, none undeclared
+
+
+# ---------------------------------------------------------------- in-layer PIL adapter
+
+
+def _hook_count(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@pytest.mark.parametrize("build", [_gpt_base, _bert_base])
+def test_adapter_target_is_a_descent_direction_of_the_task_loss(build):
+    """A small step along the solved update lowers the readout's loss, the opposite step raises
+    it (the ridge solution of the features on -∂L/∂f has a positive inner product with -∂L/∂f)."""
+    base = build()
+    data = _sentences(120, 6)
+    ids = base.tokenize(data.sentences, 8)
+    fit = (ids, data.labels)
+    readout = fit_closed_form(base, fit, fit, 0, [1e-2], 1e10, 0, 16, "cpu")
+    head = ClosedFormHead(base.d_model, 0, 0, "cpu")
+    head.weight = readout.weights["w_pil"]
+    adapter = Adapter(base, 32, 0, "cpu")
+    stats, _ = gradient_stats(base, adapter, head, *fit, 16, "cpu")
+    assert stats.n == sum(len(s) for s in ids)  # one row per real token
+    adapter.weight, _ = solve_relative(stats, stats, [1e-3], 1e10)
+
+    def loss(scale: float) -> float:
+        adapter.scale = scale
+        x, m = pad_batch(ids, base.pad_id, "cpu")
+        with adapter.installed(), torch.no_grad():
+            s = head.scores(base.pooled(x, m))
+        return float(0.5 * ((s - centred_one_hot(torch.from_numpy(data.labels))) ** 2).sum())
+
+    step = 1e-3 if base.kind == "causal" else 1e-1
+    assert loss(step) < loss(0.0) < loss(-step)
+    assert _hook_count(base.model) == 0  # every hook removed after use
+
+
+def test_adapter_fit_changes_no_base_weight_and_chooses_eta_on_dev():
+    base = _gpt_base(dropout=0.1)
+    before = {k: v.clone() for k, v in base.model.state_dict().items()}
+    data = _sentences(160, 7)
+    job = run_fits(
+        base, "pil_adapter", data.take(np.arange(120)), data.take(np.arange(120, 160)),
+        _sentences(40, 8), replace(LORA, pil_rank=32), 0, "cpu",
+    )  # fmt: skip
+    assert weights_digest(job.first.weights) == weights_digest(job.timed.weights)
+    assert set(job.timed.weights) == {"w_adapter", "w_head"}
+    assert job.timed.weights["w_adapter"].shape == (33, 16)
+    etas = job.timed.curve
+    assert [c["eta"] for c in etas] == list(LORA.adapter_etas)
+    assert job.timed.metrics["eta"] == max(etas, key=lambda c: c["dev_accuracy"])["eta"]
+    assert job.dev_accuracy == job.timed.metrics["best_dev_accuracy"]
+    after = base.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before) and _hook_count(base.model) == 0

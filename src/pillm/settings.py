@@ -344,6 +344,7 @@ class LoraConfig(Section):
     patience: int
     train_batch_size: int
     weight_decay: float
+    adapter_etas: tuple[float, ...]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ rule lora:
     benchmark:
         benchfile("lora/{model}/{method}")
     wildcard_constraints:
-        method="pil_lora|ridge|lora",
+        method="pil_lora|ridge|pil_adapter|lora",
     conda:
         "../envs/pillm.yaml"
     # One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran

@@ -25,7 +25,7 @@ def lora_figure(summary_dir: str, pdf: str, png: str) -> None:
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 2.7), squeeze=False)
     colors = dict(zip(METHODS, sns.color_palette("colorblind", len(METHODS)), strict=True))
-    markers = {"pil_lora": "o", "ridge": "s", "lora": "^"}
+    markers = {"pil_lora": "o", "ridge": "s", "pil_adapter": "D", "lora": "^"}
     has_dev = "dev_accuracy" in curves.columns
     for ax, g in zip(axes[0], groups, strict=True):
         sub = jobs.filter(pl.col("model_group") == g)

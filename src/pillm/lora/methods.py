@@ -12,6 +12,8 @@ frozen features, not an adapter inside the model, and the tables call it so:
   HᵀY are streamed in float64 (``ridge.GramStats``), never the rows; λ (relative to the mean
   diagonal of HᵀH) is picked on the dev split carved from GLUE train. No gradient step.
 - ``ridge`` (the ridge readout): the same solve on H = [x̂, 1], without the random projection.
+- ``pil_adapter`` (``pillm.lora.adapter``): the seed's in-layer adapter, a closed-form low-rank
+  update inside the last FFN block whose target is the task loss's functional gradient.
 - ``lora``: ``peft`` LoRA adapters on the attention projections plus a trainable linear head on
   the pooled states, trained by AdamW on the cross-entropy (the gradient baseline), its
   learning rate (``lora.lrs``) and its number of steps (early stopping) chosen on the same dev
@@ -39,7 +41,7 @@ from pillm.core.runtime import lr_at, sync
 from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches
 from pillm.settings import LoraConfig
 
-METHODS = ("pil_lora", "ridge", "lora")
+METHODS = ("pil_lora", "ridge", "pil_adapter", "lora")  # pil_adapter: pillm.lora.adapter
 N_CLASSES = 2
 # LoRA targets: BERT's query/value projections; the pillm GPT's fused q/k/v projection (the
 # analogue of GPT-2's c_attn that LoRA adapts); regex = peft's full-name match.

@@ -29,6 +29,7 @@ GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display
 METHODS = {  # method -> (table label, macro infix), display order
     "pil_lora": ("Random-feature head (PIL, closed form)", "PilLora"),
     "ridge": ("Ridge readout (closed form)", "Ridge"),
+    "pil_adapter": ("In-layer PIL adapter (closed form)", "PilAdapter"),
     "lora": ("LoRA (\\texttt{peft}, AdamW, tuned)", "Lora"),
 }
 INDEX = ["model", "method"]
@@ -173,12 +174,14 @@ class LoraReport:
                 reached.append(float(hit["fit_seconds"][0]))
         return mean_std(reached)[0], len(reached), n
 
-    def lrs_chosen(self, group: str) -> str:
-        """The learning rates LoRA's selection chose, each with how many seeds chose it."""
-        lrs = [r["lr"] for r in self.rows_of(group, "lora") if finite(r.get("lr"))]
-        if not lrs:
+    def chosen(self, group: str, method: str, col: str, fmt=None) -> str:
+        """The values a selection chose (LoRA's rate, the adapter's η), each with how many
+        seeds chose it."""
+        vals = [r[col] for r in self.rows_of(group, method) if finite(r.get(col))]
+        if not vals:
             return MISSING
-        return ", ".join(f"{fmt_sci(v)} ({lrs.count(v)}/{len(lrs)})" for v in sorted(set(lrs)))
+        fmt = fmt or (lambda v: f"{v:g}")
+        return ", ".join(f"{fmt(v)} ({vals.count(v)}/{len(vals)})" for v in sorted(set(vals)))
 
     def table_rows(self) -> list[list[str] | str]:
         rows: list[list[str] | str] = []
@@ -253,7 +256,7 @@ class LoraReport:
                 lora = self.stat(g, "lora", col)[0]
                 ratio = lora / pil_fit if finite(lora) and finite(pil_fit) and pil_fit else None
                 macros[f"Lora{gi}{name}"] = fmt_ratio(ratio)
-            for m in ("pil_lora", "ridge"):
+            for m in ("pil_lora", "ridge", "pil_adapter"):
                 mi = METHODS[m][1]
                 t, k, n = self.time_to(g, m)
                 macros[f"Lora{gi}Reach{mi}"] = f"{k}/{n}" if n else MISSING
@@ -266,7 +269,11 @@ class LoraReport:
                 )
                 key = f"Lora{gi}{mi}Lambda"
                 macros[key] = fmt_grid([float(f"{x:.6g}") for x in lams]) if lams else MISSING
-            macros[f"Lora{gi}LrChosen"] = self.lrs_chosen(g)
+            macros[f"Lora{gi}LrChosen"] = self.chosen(g, "lora", "lr", fmt_sci)
+            macros[f"Lora{gi}AdapterEta"] = self.chosen(g, "pil_adapter", "eta")
+            macros[f"Lora{gi}AdapterReadoutDevAcc"] = self.pm(
+                g, "pil_adapter", "readout_dev_accuracy", 1, 100
+            )
             macros[f"Lora{gi}LrEdge"] = self.count(g, "lora", "lr_at_grid_edge")
             macros[f"Lora{gi}StoppedEarly"] = self.count(g, "lora", "stopped_early")
             macros[f"Lora{gi}BestStep"] = self.pm(g, "lora", "best_step", 0)

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from pillm.core.runtime import peak_memory_mb
 from pillm.data.sst2 import Split
+from pillm.lora.adapter import fit_adapter
 from pillm.lora.base import BaseModel, load_base
 from pillm.lora.methods import METHODS, FitResult, choose_lr, fit_closed_form, fit_lora
 from pillm.settings import DataConfig, LoraConfig
@@ -84,7 +85,8 @@ def run_fits(
     """Fit ``method`` and fit it again with the same seed; the second (timed) fit alone is
     scored on ``val`` (scoring draws no random numbers and changes no weight).
 
-    Closed-form heads: a warm-up fit, then the timed one (λ chosen on ``dev`` inside each).
+    Closed-form methods (heads, in-layer adapter): a warm-up fit, then the timed one (λ and the
+    adapter's η chosen on ``dev`` inside each).
     LoRA: one early-stopped run per learning rate of ``cfg.lrs`` (the selection; its training
     time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed rerun of
     that rate for the chosen run's best step count, which must reproduce its weights."""
@@ -123,15 +125,19 @@ def run_fits(
         fits = []
         for _ in range(2):  # same seed twice: are the solved weights bit-identical?
             _reset_peak(device)
-            fits.append(fit_closed_form(
-                base, fit_xy, dev_xy, rank, cfg.lambdas, cfg.kappa_max, seed, cfg.batch_size,
-                device,
-            ))  # fmt: skip
+            if method == "pil_adapter":
+                fits.append(fit_adapter(base, fit_xy, dev_xy, cfg, seed, device))
+            else:
+                fits.append(fit_closed_form(
+                    base, fit_xy, dev_xy, rank, cfg.lambdas, cfg.kappa_max, seed,
+                    cfg.batch_size, device,
+                ))  # fmt: skip
             peak = peak_memory_mb(device)  # before scoring: the fit's peak, not the evaluation's
         first, timed = fits
         dev_acc = accuracy(timed.predict(ids["dev"]), dev.labels)
         curve = [{"step": 0, "fit_seconds": timed.fit_seconds, "dev_accuracy": dev_acc}]
-        metrics = {"tune_seconds": timed.fit_seconds}  # λ's selection is inside the fit
+        # every selection (λ; the adapter's η) is inside the fit
+        metrics = {"tune_seconds": timed.fit_seconds}
     acc = accuracy(timed.predict(ids["val"]), val.labels)
     return JobFits(first, timed, acc, dev_acc, peak, tokenize_seconds, curve, metrics)
 
