@@ -35,6 +35,7 @@ def saffu_figures(summary_dir: str, main_setting: str, out_dir: str) -> None:
     ``saffu_ablation``: test perplexity by train tokens (main setting, the four models) and per
     setting on the full train split (bars: seed mean, ticks: seeds)."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")  # headless: rules run without a display
     import matplotlib.pyplot as plt
@@ -89,7 +90,8 @@ def saffu_figures(summary_dir: str, main_setting: str, out_dir: str) -> None:
         ]
         return pl.concat(frames)
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.5, 2.8), width_ratios=[1, 1.4])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.5, 2.8), width_ratios=[1, 1.4],
+                                   layout="constrained")  # fmt: skip
     palette = dict(zip([k[2] for k in KINDS], ["0.3", "0.65", colors["explicit"], colors["random"]],
                        strict=True))  # fmt: skip
     tokens = runs.filter((pl.col("variant") == main_setting) & (pl.col("metric") == "train_tokens"))
@@ -107,6 +109,9 @@ def saffu_figures(summary_dir: str, main_setting: str, out_dir: str) -> None:
         if g.height:
             ax1.plot(g["tokens"], g["value"], "-o", ms=3, color=color, label=label)
     ax1.set(xscale="log", yscale="log", xlabel="train tokens", ylabel="test perplexity")
+    ticks = sorted(set(sizes["tokens"].to_list()))  # the train sizes run, as ticks
+    ax1.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax1.set_xticks(ticks, [f"{t / 1e3:,.0f}k" for t in ticks])
     ax1.legend(fontsize=6)
     ablation = frame(pl.col("fraction") == 1.0).filter(pl.col("variant") != "kneser_ney")
     df = ablation.to_pandas()

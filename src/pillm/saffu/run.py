@@ -201,10 +201,11 @@ def evaluate(
 
 def cold_start(prior: Tensor, n_in: int, init_std: float, seed: int) -> Tensor:
     """Every row the log of the train unigram (the unigram model: with ||x||_1 = 1 a constant
-    row is an output bias), plus N(0, init_std^2) noise drawn from ``seed``."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    noise = torch.randn(n_in, prior.shape[0], generator=gen) * init_std
-    return (prior.log().float().cpu()[None, :] + noise).to(prior.device)
+    row is an output bias), plus N(0, init_std^2) noise drawn from ``seed`` on the prior's
+    device (so CPU and GPU draw different noise: GPU metrics match CPU within tolerance)."""
+    gen = torch.Generator(device=prior.device).manual_seed(seed)  # drawn where it is used
+    noise = torch.randn(n_in, prior.shape[0], generator=gen, device=prior.device) * init_std
+    return prior.log().float()[None, :] + noise
 
 
 @dataclass
