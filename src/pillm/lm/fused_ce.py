@@ -3,21 +3,21 @@
 ``fused_linear_cross_entropy(h, w, y)`` equals ``F.cross_entropy(h @ w.T, y)`` (mean over rows)
 for a small model width (the paper's d = 256, vocabulary 50,304), where the logits, not the
 FLOPs, cost the time: at d = 256 each bf16 logit carries only 512 FLOPs, so writing it, reading
-it for the softmax and again for its gradient costs about as much as computing it. Three
+it for the softmax and again for its gradient costs about as much as computing it. Two
 kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
-- ``_grad_h_kernel`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
+- ``_softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
   block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with an online
-  maximum ``m`` and sum of exponentials ``s`` and, rescaled as ``m`` grows, the accumulator
+  maximum ``m`` and sum of exponentials ``s`` and (with gradients) the accumulator
   ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``;
   slices (more programs for a small batch) are merged afterwards in float32;
 - ``_grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
   ``G = (softmax - onehot) / N`` recomputed from the saved log-sum-exp (row slices merged
-  afterwards when the vocabulary alone gives too few programs);
-- ``_lse_kernel``: the log-sum-exp pass alone, when no gradient is needed.
+  afterwards when the vocabulary alone gives too few programs).
 
-Four logits-sized matmuls with gradients (the dense head: three, plus the logits and their
-gradient through memory several times), no (tokens x vocab) buffer at all. As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the loss
+The target logits ``h_i · w_{y_i}`` come from the gathered target rows outside the kernels.
+With gradients that is four logits-sized matmuls (the dense head: three, plus the logits and
+their gradient through memory several times) and no (tokens x vocab) buffer at all. As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the loss
 is the step's last operation) and the backward only scales them by the incoming gradient. The
 matmuls run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax statistics are
 float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16 first, these are
@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -48,17 +48,24 @@ except ImportError:  # CPU installs without Triton: the op computes with linear_
 class Blocks:
     """Tile sizes and warps of the three kernels (rows x vocabulary; the width is one tile)."""
 
-    lse_m: int = 128  # _lse_kernel: rows, vocabulary tile, warps
+    lse_m: int = 128  # the softmax pass without gradients: rows, vocabulary tile, warps
     lse_n: int = 128
     lse_warps: int = 8
-    dx_m: int = 128  # _grad_h_kernel
+    dx_m: int = 128  # the softmax pass with dL/dh
     dx_n: int = 64
     dx_warps: int = 8
     dw_m: int = 64  # _grad_w_kernel: rows per step, vocabulary rows per program
     dw_n: int = 128
     dw_warps: int = 8
     stages: int = 2  # software pipelining of the streamed tiles
-    programs_per_sm: int = 2  # slices are added until the grid has this many programs per SM
+    waves: int = 2  # slices are added until the programs fill this many waves of the SMs
+
+    def for_dtype(self, dtype: torch.dtype) -> Blocks:
+        """float32 operands take twice the shared memory: tiles of at most 64 (H100: 227 KiB)."""
+        if dtype.itemsize <= 2:
+            return self
+        small = ("lse_m", "lse_n", "dx_m", "dx_n", "dw_m", "dw_n")
+        return replace(self, **{k: min(64, getattr(self, k)) for k in small})
 
     @classmethod
     def parse(cls, text: str) -> Blocks:
@@ -93,109 +100,107 @@ def uses_kernels(device: torch.device) -> bool:
 if triton is not None:
 
     @triton.jit
-    def _mm(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
-        """a @ b, float32 accumulation; UPCAST (interpreter only: its bf16 dot is wrong) first
-        widens bf16 operands to float32, which multiplies the same bf16 values exactly."""
+    def _mm(a, b, acc, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+        """acc + a @ b in float32; UPCAST (interpreter only: its bf16 dot is wrong) first widens
+        bf16 operands to float32, which multiplies the same bf16 values exactly."""
         if UPCAST:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        return tl.dot(a, b, input_precision=PRECISION)
+        return tl.dot(a, b, acc, input_precision=PRECISION)
 
     @triton.jit
-    def _lse_kernel(x_ptr, w_ptr, t_ptr, m_ptr, s_ptr, tgt_ptr, N, V, D, v_per_split,
-                    BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                    PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
+              MASK_D: tl.constexpr):  # fmt: skip
+        """Rows ``idx`` of a row-major (·, D) matrix; masks only where a tile can be ragged."""
+        ptrs = ptr + idx[:, None] * D + dims[None, :]
+        if MASK_I:
+            if MASK_D:
+                tile = tl.load(ptrs, mask=imask[:, None] & dmask[None, :], other=0.0)
+            else:
+                tile = tl.load(ptrs, mask=imask[:, None], other=0.0)
+        else:  # noqa: PLR5501 - Triton's constexpr branches, one load each
+            if MASK_D:  # noqa: SIM108
+                tile = tl.load(ptrs, mask=dmask[None, :], other=0.0)
+            else:
+                tile = tl.load(ptrs)
+        return tile
+
+    @triton.jit
+    def _softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
+                      D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                      MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
+                      GRAD: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+        """Rows' maximum m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
+
+        The maximum is raised lazily (FlashAttention-4 style): only when a row's maximum grows
+        by more than RESCALE are the sums rescaled, so most tiles skip the (BM, D) rescale;
+        exp(l - m) then stays below e^RESCALE."""
+        RESCALE: tl.constexpr = 8.0
         pid_m, pid_s = tl.program_id(0), tl.program_id(1)
         rows = pid_m * BM + tl.arange(0, BM)
         dims = tl.arange(0, BD)
         rmask, dmask = rows < N, dims < D
-        x = tl.load(x_ptr + rows[:, None] * D + dims[None, :],
-                    mask=rmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
-        t = tl.load(t_ptr + rows, mask=rmask, other=-1)
+        x = _load(x_ptr, rows, dims, rmask, dmask, D, MASK_N, MASK_D)
         m = tl.full([BM], float("-inf"), tl.float32)
         s = tl.zeros([BM], tl.float32)
-        tgt = tl.zeros([BM], tl.float32)
-        v_lo = pid_s * v_per_split
-        v_hi = tl.minimum(v_lo + v_per_split, V)
-        for v0 in range(v_lo, v_hi, BN):
-            cols = v0 + tl.arange(0, BN)
-            cmask = cols < v_hi
-            w = tl.load(w_ptr + cols[:, None] * D + dims[None, :],
-                        mask=cmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
-            logits = _mm(x, tl.trans(w), PRECISION, UPCAST)
-            logits = tl.where(cmask[None, :], logits, float("-inf"))
-            m_new = tl.maximum(m, tl.max(logits, 1))
-            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(logits - m_new[:, None]), 1)
-            m = m_new
-            tgt += tl.sum(tl.where(cols[None, :] == t[:, None], logits, 0.0), 1)
-        out = pid_s * N + rows
-        tl.store(m_ptr + out, m, mask=rmask)
-        tl.store(s_ptr + out, s, mask=rmask)
-        tl.store(tgt_ptr + out, tgt, mask=rmask)
-
-    @triton.jit
-    def _grad_h_kernel(x_ptr, w_ptr, t_ptr, m_ptr, s_ptr, tgt_ptr, acc_ptr, N, V, D, v_per_split,
-                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-        pid_m, pid_s = tl.program_id(0), tl.program_id(1)
-        rows = pid_m * BM + tl.arange(0, BM)
-        dims = tl.arange(0, BD)
-        rmask, dmask = rows < N, dims < D
-        x = tl.load(x_ptr + rows[:, None] * D + dims[None, :],
-                    mask=rmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
-        t = tl.load(t_ptr + rows, mask=rmask, other=-1)
-        m = tl.full([BM], float("-inf"), tl.float32)
-        s = tl.zeros([BM], tl.float32)
-        tgt = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
         v_lo = pid_s * v_per_split
         v_hi = tl.minimum(v_lo + v_per_split, V)
         for v0 in range(v_lo, v_hi, BN):
             cols = v0 + tl.arange(0, BN)
             cmask = cols < v_hi
-            w = tl.load(w_ptr + cols[:, None] * D + dims[None, :],
-                        mask=cmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
-            logits = _mm(x, tl.trans(w), PRECISION, UPCAST)
-            logits = tl.where(cmask[None, :], logits, float("-inf"))
+            w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
+            logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
+            if MASK_V:
+                logits = tl.where(cmask[None, :], logits, float("-inf"))
             m_new = tl.maximum(m, tl.max(logits, 1))
-            alpha = tl.exp(m - m_new)
-            p = tl.exp(logits - m_new[:, None])  # 0 in masked columns
-            s = s * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _mm(p.to(w.dtype), w, PRECISION, UPCAST)
-            m = m_new
-            tgt += tl.sum(tl.where(cols[None, :] == t[:, None], logits, 0.0), 1)
+            if tl.max(m_new - m, 0) > RESCALE:
+                alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
+                s = s * alpha
+                if GRAD:
+                    acc = acc * alpha[:, None]
+                m = m_new
+            p = tl.exp(logits - m[:, None])  # 0 in masked columns
+            s += tl.sum(p, 1)
+            if GRAD:
+                acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
         out = pid_s * N + rows
         tl.store(m_ptr + out, m, mask=rmask)
         tl.store(s_ptr + out, s, mask=rmask)
-        tl.store(tgt_ptr + out, tgt, mask=rmask)
-        tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
-                 mask=rmask[:, None] & dmask[None, :])  # fmt: skip
+        if GRAD:
+            tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
+                     mask=rmask[:, None] & dmask[None, :])  # fmt: skip
 
     @triton.jit
-    def _grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, D, n_per_split, scale,
-                   BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                   PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    def _grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, n_per_split, scale,
+                       D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                       MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
+                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+        """dL/dw of one block of vocabulary rows over one slice of the rows: Σ Gᵀ x with
+        G = exp(l - lse_n) - onehot / N, ``lse_ptr`` holding lse + log N (the mean's 1/N folded
+        in). Rows past N load as zeros and add nothing; vocabulary rows past V are not stored."""
         pid_v, pid_s = tl.program_id(0), tl.program_id(1)
         cols = pid_v * BN + tl.arange(0, BN)
         dims = tl.arange(0, BD)
         cmask, dmask = cols < V, dims < D
-        w = tl.load(w_ptr + cols[:, None] * D + dims[None, :],
-                    mask=cmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
+        w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
         acc = tl.zeros([BN, BD], tl.float32)
         n_lo = pid_s * n_per_split
         n_hi = tl.minimum(n_lo + n_per_split, N)
         for m0 in range(n_lo, n_hi, BM):
             rows = m0 + tl.arange(0, BM)
             rmask = rows < n_hi
-            x = tl.load(x_ptr + rows[:, None] * D + dims[None, :],
-                        mask=rmask[:, None] & dmask[None, :], other=0.0)  # fmt: skip
-            t = tl.load(t_ptr + rows, mask=rmask, other=-1)
-            lse = tl.load(lse_ptr + rows, mask=rmask, other=0.0)
-            logits = _mm(w, tl.trans(x), PRECISION, UPCAST)  # (BN, BM): transposed
-            p = tl.exp(logits - lse[None, :])
-            g = tl.where(cols[:, None] == t[None, :], p - 1.0, p) * scale
-            g = tl.where(cmask[:, None] & rmask[None, :], g, 0.0)
-            acc += _mm(g.to(x.dtype), x, PRECISION, UPCAST)
+            x = _load(x_ptr, rows, dims, rmask, dmask, D, MASK_N, MASK_D)
+            if MASK_N:
+                t = tl.load(t_ptr + rows, mask=rmask, other=-1)
+                lse = tl.load(lse_ptr + rows, mask=rmask, other=0.0)
+            else:
+                t = tl.load(t_ptr + rows)
+                lse = tl.load(lse_ptr + rows)
+            logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
+            p = tl.exp(logits - lse[None, :])  # softmax / N, transposed: (BN, BM)
+            g = tl.where(cols[:, None] == t[None, :], p - scale, p)
+            acc = _mm(g.to(x.dtype), x, acc, PRECISION, UPCAST)
         tl.store(dw_ptr + (pid_s * V + cols[:, None]) * D + dims[None, :], acc,
                  mask=cmask[:, None] & dmask[None, :])  # fmt: skip
 
@@ -211,11 +216,19 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _slices(blocks_along: int, length: int, tile: int, sms: int, per_sm: int) -> tuple[int, int]:
-    """(slices, length per slice): enough programs for ``per_sm`` per SM, whole tiles each."""
-    want = _cdiv(per_sm * sms, blocks_along)
-    slices = max(1, min(want, _cdiv(length, tile)))
-    per = _cdiv(_cdiv(length, slices), tile) * tile
+def _slices(blocks: int, length: int, tile: int, sms: int, waves: int) -> tuple[int, int]:
+    """(slices, length per slice, a whole number of tiles): ``blocks`` programs times slices
+    fill at least ``waves`` waves of one program per SM where the length allows, and among
+    such counts (up to twice the least) the one whose last wave is fullest."""
+    most = _cdiv(length, tile)
+    least = min(most, _cdiv(waves * sms, blocks))
+    best, best_fill = least, 0.0
+    for n in range(least, min(most, 2 * least) + 1):
+        programs = blocks * n
+        fill = programs / (sms * _cdiv(programs, sms))
+        if fill > best_fill + 1e-9:
+            best, best_fill = n, fill
+    per = _cdiv(_cdiv(length, best), tile) * tile
     return _cdiv(length, per), per
 
 
@@ -224,10 +237,13 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     n, d = h.shape
     v = w.shape[0]
     bd = max(16, triton.next_power_of_2(d))
-    precision = "ieee" if h.dtype == torch.float32 else None  # float32: exact, as the tests ask
-    sms = _sm_count(h.device)
-    interp = interpreting()
     f32 = {"dtype": torch.float32, "device": h.device}
+    interp = interpreting()
+    common = {
+        "D": d, "BD": bd, "MASK_D": d != bd, "UPCAST": interp,
+        "PRECISION": "ieee" if h.dtype == torch.float32 else None,  # float32: exact (tests)
+    }  # fmt: skip
+    sms = _sm_count(h.device)
 
     def buffer(*shape: int) -> torch.Tensor:
         if math.prod(shape) >= 2**31 or max(n, v) * d >= 2**31:
@@ -235,34 +251,34 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
                              "kernels' 32-bit offsets: use train.output_layer: chunked")  # fmt: skip
         return torch.empty(shape, **f32)
 
-    def launch(kernel, grid, *args, BM, BN, warps):  # noqa: N803 - Triton's block names
+    def launch(kernel, grid, *args, warps, **constexprs):
         opts = {} if interp else {"num_warps": warps, "num_stages": b.stages}
-        kernel[grid](*args, BM=BM, BN=BN, BD=bd, PRECISION=precision, UPCAST=interp, **opts)
+        kernel[grid](*args, **common, **constexprs, **opts)
 
-    bm, bn = (b.dx_m, b.dx_n) if with_grad else (b.lse_m, b.lse_n)
-    split, per = _slices(_cdiv(n, bm), v, bn, sms, b.programs_per_sm)
-    m, s, tgt = (buffer(split, n) for _ in range(3))
-    if with_grad:
-        acc = buffer(split, n, d)
-        launch(_grad_h_kernel, (_cdiv(n, bm), split), h, w, t, m, s, tgt, acc, n, v, d, per,
-               BM=bm, BN=bn, warps=b.dx_warps)  # fmt: skip
-    else:
-        launch(_lse_kernel, (_cdiv(n, bm), split), h, w, t, m, s, tgt, n, v, d, per,
-               BM=bm, BN=bn, warps=b.lse_warps)  # fmt: skip
+    bm, bn, warps = (b.dx_m, b.dx_n, b.dx_warps) if with_grad else (b.lse_m, b.lse_n, b.lse_warps)
+    blocks = _cdiv(n, bm)
+    split, per = _slices(blocks, v, bn, sms, b.waves)
+    m, s = buffer(split, n), buffer(split, n)
+    acc = buffer(split, n, d) if with_grad else m  # unused without gradients
+    launch(_softmax_pass, (blocks, split), h, w, m, s, acc, n, v, per, warps=warps, BM=bm,
+           BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0, GRAD=with_grad)  # fmt: skip
     top = m.max(0).values
-    scale = torch.exp(m - top)  # (slices, N): each slice's statistics to the common maximum
+    scale = torch.exp(m - top)  # (slices, N): each slice's sums to the common maximum
     total = (s * scale).sum(0)
     lse = top + torch.log(total)
-    loss = (lse - tgt.sum(0)).sum() / n
+    w_y = w[t].float()  # the target rows: their logits, and dL/dh's -w_y / N
+    loss = (lse - (h.float() * w_y).sum(1)).mean()
     if not with_grad:
         return loss, h.new_empty(0, **f32), w.new_empty(0, **f32)
     acc = (acc * scale[..., None]).sum(0) if split > 1 else acc[0]
-    dh = (acc / total[:, None] - w[t].float()) / n  # (softmax w - w_y) / N
+    dh = (acc / total[:, None] - w_y) / n  # (softmax w - w_y) / N
 
-    split, per = _slices(_cdiv(v, b.dw_n), n, b.dw_m, sms, b.programs_per_sm)
+    blocks = _cdiv(v, b.dw_n)
+    split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    launch(_grad_w_kernel, (_cdiv(v, b.dw_n), split), h, w, t, lse, dw, n, v, d, per, 1.0 / n,
-           BM=b.dw_m, BN=b.dw_n, warps=b.dw_warps)  # fmt: skip
+    launch(_grad_w_kernel, (blocks, split), h, w, t, lse + math.log(n), dw, n, v, per, 1.0 / n,
+           warps=b.dw_warps, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
+           MASK_V=v % b.dw_n != 0)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]
 
 
@@ -287,7 +303,7 @@ def _fused_op(
     The matmuls take ``h`` and ``w`` cast to ``dtype``."""
     hc, wc = h.to(dtype).contiguous(), w.to(dtype).contiguous()
     if uses_kernels(h.device):
-        return _kernels(hc, wc, t.contiguous(), with_grad, BLOCKS)
+        return _kernels(hc, wc, t.contiguous(), with_grad, BLOCKS.for_dtype(dtype))
     return _torch(hc, wc, t, with_grad)
 
 
