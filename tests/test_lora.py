@@ -42,7 +42,7 @@ from .conftest import REPO
 LORA_CFG = dict(
     n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
     lambdas=[1e-6, 1e-4, 1e-2, 1.0], kappa_max=1e10, lora_rank=4, lora_alpha=8,
-    lora_dropout=0.0, lrs=[1e-3, 1e-2], max_steps=12, eval_every=4, patience=2,
+    lora_dropout=0.0, lrs=[1e-3, 1e-2], lr_extend=0, max_steps=12, eval_every=4, patience=2,
     train_batch_size=8, weight_decay=0.0, adapter_etas=[0.3, 1.0],
 )  # fmt: skip
 LORA = LoraConfig.from_dict({**LORA_CFG, "methods": ["pil_lora", "ridge", "lora"]}, "lora")
@@ -312,6 +312,31 @@ def test_lr_is_chosen_on_dev_and_validation_labels_change_no_choice():
     assert a.metrics["lr"] == b.metrics["lr"] and a.metrics["best_step"] == b.metrics["best_step"]
     assert weights_digest(a.timed.weights) == weights_digest(b.timed.weights)
     assert a.accuracy + b.accuracy == pytest.approx(1.0)
+
+
+def test_an_edge_pick_extends_the_rate_grid(monkeypatch):
+    """Dev accuracy rising with the rate: the top pick adds 1e-2 x 10 (the grid's ratio), which
+    wins and stays on the edge once ``lr_extend`` = 1 is spent; the rerun uses the winner."""
+    calls = []
+
+    def fake_fit(base, fit, dev, cfg, lr, seed, device, stop_at=None, target=None):
+        calls.append((lr, stop_at))
+        acc = min(0.9, 0.5 + 4 * lr)
+        curve = [{"step": 5, "fit_seconds": 1.0, "dev_accuracy": acc, "train_loss": 0.6}]
+        metrics = {"lr": lr, "best_step": 5.0, "steps_run": 5.0, "warmup_steps": 1.0,
+                   "best_dev_accuracy": acc, "run_seconds": 1.0}  # fmt: skip
+        return FitResult({"w": torch.zeros(1)}, lambda ids: np.zeros(len(ids), np.int64), 1.0,
+                         metrics, [] if stop_at else curve)  # fmt: skip
+
+    monkeypatch.setattr("pillm.lora.run.fit_lora", fake_fit)
+    data = _sentences(60, 9)
+    job = run_fits(_gpt_base(), "lora", data.take(np.arange(40)), data.take(np.arange(40, 60)),
+                   data.take(np.arange(10)), replace(LORA, lr_extend=1), 0, "cpu")  # fmt: skip
+    assert [lr for lr, stop in calls if stop is None] == [1e-3, 1e-2, 0.1]
+    assert calls[-1] == (0.1, 5) and job.metrics["lr"] == 0.1
+    assert job.metrics["lr_at_grid_edge"] == 1.0 and job.metrics["lr_extensions"] == 1.0
+    assert job.metrics["lr_on_edge"] == 1.0 and job.metrics["n_lrs"] == 3.0
+    assert {c["lr"] for c in job.curve if c["chosen"] == 1.0} == {0.1}
 
 
 def _scored(dev_acc: float) -> FitResult:

@@ -339,6 +339,7 @@ class LoraConfig(Section):
     lora_alpha: float
     lora_dropout: float
     lrs: tuple[float, ...]
+    lr_extend: int
     max_steps: int
     eval_every: int
     patience: int

@@ -221,6 +221,7 @@ class LoraReport:
             "LoraWeightDecay": f"{p['weight_decay']:g}",
             "LoraLrGrid": ", ".join(fmt_sci(v) for v in p["lrs"]),
             "LoraNLrs": str(len(p["lrs"])),
+            "LoraLrExtend": str(p.get("lr_extend", 0)),
             "LoraTrainBatch": str(p["train_batch_size"]),
             "LoraBatch": str(p["batch_size"]),
             "LoraEvalEvery": fmt_int(p["eval_every"]),
@@ -275,6 +276,13 @@ class LoraReport:
                 g, "pil_adapter", "readout_dev_accuracy", 1, 100
             )
             macros[f"Lora{gi}LrEdge"] = self.count(g, "lora", "lr_at_grid_edge")
+            macros[f"Lora{gi}LrOnEdge"] = self.count(g, "lora", "lr_on_edge")
+            ext = [r.get("lr_extensions") for r in self.rows_of(g, "lora")]
+            macros[f"Lora{gi}LrExtensions"] = (
+                fmt_int(sum(v for v in ext if finite(v)))
+                if any(finite(v) for v in ext)
+                else MISSING
+            )
             macros[f"Lora{gi}StoppedEarly"] = self.count(g, "lora", "stopped_early")
             macros[f"Lora{gi}BestStep"] = self.pm(g, "lora", "best_step", 0)
             macros[f"Lora{gi}TrainLoss"] = self.pm(g, "lora", "train_loss_at_best", 3)

@@ -22,10 +22,11 @@ from torch import Tensor
 
 from pillm.core.runtime import peak_memory_mb
 from pillm.data.sst2 import Split
+from pillm.lm.pil import search_grid
 from pillm.lora.adapter import fit_adapter
 from pillm.lora.base import BaseModel, load_base
 from pillm.lora.methods import METHODS, FitResult, choose_lr, fit_closed_form, fit_lora
-from pillm.settings import DataConfig, LoraConfig
+from pillm.settings import ConfigError, DataConfig, LoraConfig
 
 # ---------------------------------------------------------------- determinism
 
@@ -87,9 +88,10 @@ def run_fits(
 
     Closed-form methods (heads, in-layer adapter): a warm-up fit, then the timed one (λ and the
     adapter's η chosen on ``dev`` inside each).
-    LoRA: one early-stopped run per learning rate of ``cfg.lrs`` (the selection; its training
-    time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed rerun of
-    that rate for the chosen run's best step count, which must reproduce its weights."""
+    LoRA: one early-stopped run per learning rate of ``cfg.lrs``, the grid extended past an
+    edge pick by ``cfg.lr_extend`` rates per side (``pillm.lm.pil.search_grid``; the selection's
+    training time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed
+    rerun of that rate for the chosen run's best step count, which must reproduce its weights."""
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
     t0 = time.perf_counter()
@@ -98,26 +100,34 @@ def run_fits(
     tokenize_seconds = time.perf_counter() - t0
     fit_xy, dev_xy = (ids["fit"], fit.labels), (ids["dev"], dev.labels)
     if method == "lora":
-        runs = []
-        for lr in cfg.lrs:
-            _reset_peak(device)
-            runs.append(fit_lora(base, fit_xy, dev_xy, cfg, lr, seed, device))
-        k = choose_lr(runs)
-        first = runs[k]
+        runs: dict[float, FitResult] = {}
+
+        def pick(grid: list[float]) -> tuple[FitResult, float, dict[float, float]]:
+            for lr in grid:
+                if lr not in runs:
+                    _reset_peak(device)
+                    runs[lr] = fit_lora(base, fit_xy, dev_xy, cfg, lr, seed, device)
+            best = grid[choose_lr([runs[lr] for lr in grid])]  # ties: the smaller rate
+            return runs[best], best, {lr: -runs[lr].metrics["best_dev_accuracy"] for lr in grid}
+
+        if cfg.lr_extend and len(set(cfg.lrs)) < 2:
+            raise ConfigError("lora.lrs needs two distinct rates to be extended past an edge "
+                              "(its ratio), or set lora.lr_extend: 0")  # fmt: skip
+        first, grid = search_grid(cfg.lrs, cfg.lr_extend, pick, "lora.lrs")
         _reset_peak(device)
-        timed = fit_lora(base, fit_xy, dev_xy, cfg, cfg.lrs[k], seed, device,
+        timed = fit_lora(base, fit_xy, dev_xy, cfg, grid.value, seed, device,
                          stop_at=int(first.metrics["best_step"]))  # fmt: skip
         peak = peak_memory_mb(device)
         dev_acc = first.metrics["best_dev_accuracy"]
         best = next(c for c in first.curve if c["step"] == first.metrics["best_step"])
-        curve = [{**c, "lr": r.metrics["lr"], "chosen": float(i == k)}
-                 for i, r in enumerate(runs) for c in r.curve]  # fmt: skip
-        lrs = sorted(cfg.lrs)
+        curve = [{**c, "lr": lr, "chosen": float(lr == grid.value)}
+                 for lr, r in runs.items() for c in r.curve]  # fmt: skip
         metrics = {
             **{key: first.metrics[key] for key in ("lr", "best_step", "steps_run", "warmup_steps")},
             "train_loss_at_best": best["train_loss"], "n_lrs": float(len(runs)),
-            "lr_at_grid_edge": float(len(lrs) > 1 and cfg.lrs[k] in (lrs[0], lrs[-1])),
-            "tune_seconds": sum(r.metrics["run_seconds"] for r in runs),
+            "lr_at_grid_edge": float(grid.edge_hit), "lr_extensions": float(grid.extensions),
+            "lr_on_edge": float(grid.on_edge),
+            "tune_seconds": sum(r.metrics["run_seconds"] for r in runs.values()),
             "stopped_early": float(first.metrics["steps_run"] < cfg.max_steps),
         }  # fmt: skip
     else:
