@@ -343,6 +343,8 @@ def masks(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None
         return
     cols = ["r2_lin", "r2_lin_all", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi"]
     cols += ["excluded_share", "outlier_share"]
+    ks = sorted({int(v) for v in d["outlier_k"].to_list() if v is not None})
+    k = "/".join(map(str, ks)) or "k"
     c_kept, c_all, c_excl, c_out = sns.color_palette("colorblind", 4)
     for ax, (g, label) in zip(axes, labels.items(), strict=False):
         sub = d.filter(pl.col("model_group") == g)
@@ -390,7 +392,7 @@ def masks(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None
         Line2D([], [], color=c_kept, marker="o", ms=3, label=f"{R2}: kept rows"),
         Line2D([], [], color=c_all, marker="s", ms=3, ls="--", label=f"{R2}: all rows"),
         Patch(color=c_excl, alpha=0.35, label="share: excluded rows"),
-        Patch(color=c_out, alpha=0.35, label="share: top-k coordinates"),
+        Patch(color=c_out, alpha=0.35, label=f"share: top-{k} coordinates"),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.06, 1, 1))
