@@ -287,6 +287,24 @@ def test_rate_chosen_at_the_first_seed_and_runs_stop_on_patience(jobs):
     assert later["lr"].to_list() == [1, 1]  # one rate per init at later seeds
 
 
+def test_other_settings_reuse_the_main_settings_rates(jobs, tokens_dir, tmp_path):
+    cfg = {**CFG, "seeds": [3], "settings": {"sum_b4_r2": dict(agg="sum", block=4, radius=2)}}
+    main = jobs[1.0] / "metrics.json"
+    run_saffu("sum_b4_r2", 1.0, cfg, tokens_dir, tmp_path, "cpu", rates_from=main)
+    r, m = _records(tmp_path / "metrics.json"), _records(main)
+    for init in CFG["inits"]:
+        assert r[(3, init, "lr")] == m[(0, init, "lr")] and r[(3, init, "lr_reused")] == 1
+        assert r[(3, init, "lr_tuned_here")] == 0 and r[(3, init, "tune_time_s")] == 0
+        assert r[(3, init, "lr_edge_hit")] == m[(0, init, "lr_edge_hit")]
+    curve = pl.read_parquet(tmp_path / "curve.parquet")
+    assert curve.group_by("init").agg(pl.col("lr").n_unique())["lr"].to_list() == [1, 1]
+    rows = [r for r in json.loads(main.read_text()) if r["init"] == "explicit"]
+    (tmp_path / "warm_only.json").write_text(json.dumps(rows))
+    with pytest.raises(ValueError, match="no chosen rate of the 'random' start"):
+        run_saffu("sum_b4_r2", 1.0, cfg, tokens_dir, tmp_path, "cpu",
+                  rates_from=tmp_path / "warm_only.json")  # fmt: skip
+
+
 def test_smoothing_grid_is_extended_past_its_edge(jobs):
     r = _records(jobs[1.0] / "metrics.json")
     assert r[(0, "explicit", "alpha_edge_hit")] == 1

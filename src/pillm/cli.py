@@ -270,8 +270,9 @@ COMMANDS: tuple[Command, ...] = (
         "one SAFFU setting at one train fraction: warm and cold start, every seed",
         (req("--setting", "a key of saffu.settings"),
          Arg("--fraction", {"type": float, "required": True, "help": "train fraction (0, 1]"}),
-         req("--tokens-dir"), js(help="pillm.plan.saffu_job_params (JSON)"), OUT_DIR),
-        ("setting", "fraction", "params", "tokens_dir", "out_dir", "device"),
+         req("--tokens-dir"), js(help="pillm.plan.saffu_job_params (JSON)"), OUT_DIR,
+         opt("--rates-from", "metrics.json of the job whose chosen rates to reuse")),
+        ("setting", "fraction", "params", "tokens_dir", "out_dir", "device", "rates_from"),
         device=True, threads=True,
     ),
     Command(

@@ -427,6 +427,15 @@ def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str]]:
     return jobs + [(s, full) for s in saffu_settings(config) if s != saffu["main_setting"]]
 
 
+def saffu_rates_job(config: dict[str, Any], setting: str) -> str | None:
+    """The job (``<setting>/<tag>``) whose chosen rates a setting's job reuses: the main
+    setting's on the full train split for every other setting; None for the main setting."""
+    from pillm.saffu.data import fraction_tag
+
+    main = config["saffu"]["main_setting"]
+    return None if setting == main else f"{main}/{fraction_tag(1.0)}"
+
+
 def saffu_fraction(config: dict[str, Any], tag: str) -> float:
     """The train fraction of a job's tag (``f10`` -> 0.1); ConfigError for an unknown tag."""
     from pillm.saffu.data import fraction_tag

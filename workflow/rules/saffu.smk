@@ -13,6 +13,12 @@ rule saffu:
             "meta.json",
         ),
         code=code("saffu"),
+        # the other settings reuse the rates the main setting chose on the full train split
+        rates=lambda w: [
+            res(f"saffu/{job}/metrics.json")
+            for job in [plan.saffu_rates_job(config, w.setting)]
+            if job
+        ],
     output:
         metrics=res("saffu/{setting}/{frac}/metrics.json"),
         curve=res("saffu/{setting}/{frac}/curve.parquet"),
@@ -34,12 +40,13 @@ rule saffu:
         fraction=lambda w: plan.saffu_fraction(config, w.frac),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
+        rates=lambda w, input: f"--rates-from {input.rates[0]}" if input.rates else "",
         device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm saffu --setting {wildcards.setting} --fraction {params.fraction}"
             " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
-            " --out-dir {params.out_dir}"
+            " --out-dir {params.out_dir} {params.rates}"
         )
 
 

@@ -411,6 +411,25 @@ def score_test(
     }
 
 
+def reused_rates(path: str | Path, inits: Sequence[str]) -> dict[str, tuple[float, GridPick]]:
+    """Each start's chosen rate and its selection, as another job recorded them (its first
+    seed's run); ValueError naming the file when a start is missing."""
+    import json
+
+    rows = json.loads(Path(path).read_text())
+    out = {}
+    for init in inits:
+        mine = [r for r in rows if r["init"] == init and r["metric"].startswith("lr")]
+        if not mine:
+            raise ValueError(f"{path}: no chosen rate of the {init!r} start to reuse")
+        first = min(r["seed"] for r in mine)
+        m = {r["metric"]: r["value"] for r in mine if r["seed"] == first}
+        pick = GridPick(m["lr"], (), bool(m["lr_edge_hit"]), int(m["lr_extensions"]),
+                        bool(m["lr_on_edge"]))  # fmt: skip
+        out[init] = (m["lr"], pick)
+    return out
+
+
 def run_saffu(
     setting_name: str,
     fraction: float,
@@ -418,12 +437,14 @@ def run_saffu(
     tokens_dir: str | Path,
     out_dir: str | Path,
     device: str = "auto",
+    rates_from: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """Every seed and init of one SAFFU setting at one train fraction: the explicit solution
     (warm start) and the log-unigram start (cold), each trained by AdamW at a rate chosen on
     held-out data (at the first seed; later seeds reuse it) until the held-out loss stops
-    improving. Writes ``metrics.json`` (tidy records, one run per seed x init) and
-    ``curve.parquet``.
+    improving. With ``rates_from`` (another job's ``metrics.json``: the ablation settings take
+    the main setting's full-split choice) each start reuses that job's rate and searches none.
+    Writes ``metrics.json`` (tidy records, one run per seed x init) and ``curve.parquet``.
 
     ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
     job = SaffuJobConfig.from_dict(cfg, "saffu")
@@ -441,7 +462,7 @@ def run_saffu(
     tag = fraction_tag(fraction)
     records: list[dict[str, Any]] = []
     curves: list[dict[str, Any]] = []
-    chosen: dict[str, tuple[float, GridPick]] = {}  # init -> (rate, its selection at seed 0)
+    chosen = reused_rates(rates_from, job.inits) if rates_from else {}  # init -> (rate, pick)
     win: Window | None = None
     model: SaffuLM | None = None
     context = {
@@ -480,7 +501,7 @@ def run_saffu(
                                   chosen[init][0], seed, job, label)  # fmt: skip
                 out["lr_tuned_here"], out["tune_time_s"], curve = 0.0, 0.0, fit.curve
             del start
-            out.update(grid_metrics("lr", chosen[init][1]))
+            out.update(grid_metrics("lr", chosen[init][1]), lr_reused=float(bool(rates_from)))
             out.update(score_test(model, win.data["test"], job.eval_chunk, test_bytes))
             out.update(
                 val_loss=fit.best_val, val_ppl=perplexity(fit.best_val),
