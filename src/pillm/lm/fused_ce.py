@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 from dataclasses import dataclass, replace
 
 import torch
@@ -304,7 +305,15 @@ def _fused_op(
     hc, wc = h.to(dtype).contiguous(), w.to(dtype).contiguous()
     if uses_kernels(h.device):
         return _kernels(hc, wc, t.contiguous(), with_grad, BLOCKS.for_dtype(dtype))
+    if h.device.type == "cuda":
+        _warn_no_triton()
     return _torch(hc, wc, t, with_grad)
+
+
+@functools.cache
+def _warn_no_triton() -> None:
+    print("warning: train.output_layer: fused without Triton (pip install triton): the output "
+          "layer runs as chunked torch operations", file=sys.stderr)  # fmt: skip
 
 
 @_fused_op.register_fake
