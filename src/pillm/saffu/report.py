@@ -399,8 +399,9 @@ def captions(rep: SaffuReport, policy: str) -> dict[str, str]:
         "saffu_sizes": (
             f"SAFFU by train size (setting {main}): a seeded contiguous window of the train split "
             "(the same window for every model of one seed), test perplexity of the Kneser-Ney "
-            "model, the explicit solution, the warm and the cold start; $\\alpha$, learning "
-            f"rates and best steps of the first seed's selection. {training.capitalize()}. "
+            "model, the explicit solution, the warm and the cold start; learning rates: the "
+            "first seed's choice; $\\alpha$ and the step of the best held-out loss: mean over "
+            f"seeds. {training[0].upper() + training[1:]}. "
             f"PPL: {spread}."
         ),
         "saffu_ablation": (
