@@ -144,15 +144,17 @@ def test_kernels_compile_for_an_h100():
     memory per block. (float32 operands, the tests' exact mode, build for minutes: not here.)"""
     if not fused_ce.triton_available():
         pytest.skip("Triton is not installed: the kernels cannot be compiled here")
+    from pillm.lm import fused_ce_kernels
+
     b, dtype, precision = fused_ce.BLOCKS.for_dtype(torch.bfloat16), "bf16", None
     for masked in (False, True):
         base = {"D": 200 if masked else 256, "BD": 256, "MASK_N": masked, "MASK_V": masked,
                 "MASK_D": masked, "PRECISION": precision, "UPCAST": False}  # fmt: skip
         builds = [
-            (fused_ce._softmax_pass, {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True}, b.dx_warps),
-            (fused_ce._softmax_pass, {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False},
+            (fused_ce_kernels.softmax_pass, {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True}, b.dx_warps),
+            (fused_ce_kernels.softmax_pass, {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False},
              b.lse_warps),
-            (fused_ce._grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps),
+            (fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps),
         ]  # fmt: skip
         for kernel, constexprs, warps in builds:
             compiled = _compile_for_hopper(kernel, dtype, constexprs, warps, b.stages)

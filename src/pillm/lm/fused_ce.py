@@ -6,12 +6,12 @@ FLOPs, cost the time: at d = 256 each bf16 logit carries only 512 FLOPs, so writ
 it for the softmax and again for its gradient costs about as much as computing it. Two
 kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
-- ``_softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
+- ``softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
   block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with an online
   maximum ``m`` and sum of exponentials ``s`` and (with gradients) the accumulator
   ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``;
   slices (more programs for a small batch) are merged afterwards in float32;
-- ``_grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
+- ``grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
   ``G = (softmax - onehot) / N`` recomputed from the saved log-sum-exp (row slices merged
   afterwards when the vocabulary alone gives too few programs).
 
@@ -29,6 +29,7 @@ tensor outside the Triton interpreter) the op computes the same values with ``li
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import os
 import sys
@@ -38,11 +39,7 @@ import torch
 
 from pillm.lm.linear_ce import loss_and_grads
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU installs without Triton: the op computes with linear_ce
-    triton = None
+HAS_TRITON = importlib.util.find_spec("triton") is not None  # kernels: fused_ce_kernels
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class Blocks:
     dx_m: int = 128  # the softmax pass with dL/dh
     dx_n: int = 64
     dx_warps: int = 8
-    dw_m: int = 64  # _grad_w_kernel: rows per step, vocabulary rows per program
+    dw_m: int = 64  # grad_w_kernel: rows per step, vocabulary rows per program
     dw_n: int = 128
     dw_warps: int = 8
     stages: int = 2  # software pipelining of the streamed tiles
@@ -85,7 +82,7 @@ BLOCKS = Blocks.parse(os.environ.get("PILLM_FUSED_CE_BLOCKS", ""))
 
 
 def triton_available() -> bool:
-    return triton is not None
+    return HAS_TRITON
 
 
 def interpreting() -> bool:
@@ -95,115 +92,7 @@ def interpreting() -> bool:
 
 def uses_kernels(device: torch.device) -> bool:
     """Whether the op runs the Triton kernels on tensors of this device."""
-    return triton is not None and (device.type == "cuda" or interpreting())
-
-
-if triton is not None:
-
-    @triton.jit
-    def _mm(a, b, acc, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
-        """acc + a @ b in float32; UPCAST (interpreter only: its bf16 dot is wrong) first widens
-        bf16 operands to float32, which multiplies the same bf16 values exactly."""
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        return tl.dot(a, b, acc, input_precision=PRECISION)
-
-    @triton.jit
-    def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
-              MASK_D: tl.constexpr):  # fmt: skip
-        """Rows ``idx`` of a row-major (·, D) matrix; masks only where a tile can be ragged."""
-        ptrs = ptr + idx[:, None] * D + dims[None, :]
-        if MASK_I:
-            if MASK_D:
-                tile = tl.load(ptrs, mask=imask[:, None] & dmask[None, :], other=0.0)
-            else:
-                tile = tl.load(ptrs, mask=imask[:, None], other=0.0)
-        else:  # noqa: PLR5501 - Triton's constexpr branches, one load each
-            if MASK_D:  # noqa: SIM108
-                tile = tl.load(ptrs, mask=dmask[None, :], other=0.0)
-            else:
-                tile = tl.load(ptrs)
-        return tile
-
-    @triton.jit
-    def _softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
-                      D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                      MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
-                      GRAD: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-        """Rows' maximum m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
-
-        The maximum is raised lazily (FlashAttention-4 style): only when a row's maximum grows
-        by more than RESCALE are the sums rescaled, so most tiles skip the (BM, D) rescale;
-        exp(l - m) then stays below e^RESCALE."""
-        RESCALE: tl.constexpr = 8.0
-        pid_m, pid_s = tl.program_id(0), tl.program_id(1)
-        rows = pid_m * BM + tl.arange(0, BM)
-        dims = tl.arange(0, BD)
-        rmask, dmask = rows < N, dims < D
-        x = _load(x_ptr, rows, dims, rmask, dmask, D, MASK_N, MASK_D)
-        m = tl.full([BM], float("-inf"), tl.float32)
-        s = tl.zeros([BM], tl.float32)
-        acc = tl.zeros([BM, BD], tl.float32)
-        v_lo = pid_s * v_per_split
-        v_hi = tl.minimum(v_lo + v_per_split, V)
-        for v0 in range(v_lo, v_hi, BN):
-            cols = v0 + tl.arange(0, BN)
-            cmask = cols < v_hi
-            w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
-            logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
-            if MASK_V:
-                logits = tl.where(cmask[None, :], logits, float("-inf"))
-            m_new = tl.maximum(m, tl.max(logits, 1))
-            if tl.max(m_new - m, 0) > RESCALE:
-                alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
-                s = s * alpha
-                if GRAD:
-                    acc = acc * alpha[:, None]
-                m = m_new
-            p = tl.exp(logits - m[:, None])  # 0 in masked columns
-            s += tl.sum(p, 1)
-            if GRAD:
-                acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
-        out = pid_s * N + rows
-        tl.store(m_ptr + out, m, mask=rmask)
-        tl.store(s_ptr + out, s, mask=rmask)
-        if GRAD:
-            tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
-                     mask=rmask[:, None] & dmask[None, :])  # fmt: skip
-
-    @triton.jit
-    def _grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, n_per_split, scale,
-                       D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                       MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
-                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-        """dL/dw of one block of vocabulary rows over one slice of the rows: Σ Gᵀ x with
-        G = exp(l - lse_n) - onehot / N, ``lse_ptr`` holding lse + log N (the mean's 1/N folded
-        in). Rows past N load as zeros and add nothing; vocabulary rows past V are not stored."""
-        pid_v, pid_s = tl.program_id(0), tl.program_id(1)
-        cols = pid_v * BN + tl.arange(0, BN)
-        dims = tl.arange(0, BD)
-        cmask, dmask = cols < V, dims < D
-        w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
-        acc = tl.zeros([BN, BD], tl.float32)
-        n_lo = pid_s * n_per_split
-        n_hi = tl.minimum(n_lo + n_per_split, N)
-        for m0 in range(n_lo, n_hi, BM):
-            rows = m0 + tl.arange(0, BM)
-            rmask = rows < n_hi
-            x = _load(x_ptr, rows, dims, rmask, dmask, D, MASK_N, MASK_D)
-            if MASK_N:
-                t = tl.load(t_ptr + rows, mask=rmask, other=-1)
-                lse = tl.load(lse_ptr + rows, mask=rmask, other=0.0)
-            else:
-                t = tl.load(t_ptr + rows)
-                lse = tl.load(lse_ptr + rows)
-            logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
-            p = tl.exp(logits - lse[None, :])  # softmax / N, transposed: (BN, BM)
-            g = tl.where(cols[:, None] == t[None, :], p - scale, p)
-            acc = _mm(g.to(x.dtype), x, acc, PRECISION, UPCAST)
-        tl.store(dw_ptr + (pid_s * V + cols[:, None]) * D + dims[None, :], acc,
-                 mask=cmask[:, None] & dmask[None, :])  # fmt: skip
+    return HAS_TRITON and (device.type == "cuda" or interpreting())
 
 
 @functools.cache
@@ -235,9 +124,11 @@ def _slices(blocks: int, length: int, tile: int, sms: int, waves: int) -> tuple[
 
 def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool, b: Blocks):
     """(loss, dh, dw) by the kernels; ``h``, ``w`` in the compute dtype, contiguous."""
+    from pillm.lm import fused_ce_kernels as kernels
+
     n, d = h.shape
     v = w.shape[0]
-    bd = max(16, triton.next_power_of_2(d))
+    bd = max(16, 1 << (d - 1).bit_length())
     f32 = {"dtype": torch.float32, "device": h.device}
     interp = interpreting()
     common = {
@@ -261,7 +152,7 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     split, per = _slices(blocks, v, bn, sms, b.waves)
     m, s = buffer(split, n), buffer(split, n)
     acc = buffer(split, n, d) if with_grad else m  # unused without gradients
-    launch(_softmax_pass, (blocks, split), h, w, m, s, acc, n, v, per, warps=warps, BM=bm,
+    launch(kernels.softmax_pass, (blocks, split), h, w, m, s, acc, n, v, per, warps=warps, BM=bm,
            BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0, GRAD=with_grad)  # fmt: skip
     top = m.max(0).values
     scale = torch.exp(m - top)  # (slices, N): each slice's sums to the common maximum
@@ -277,7 +168,7 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     blocks = _cdiv(v, b.dw_n)
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    launch(_grad_w_kernel, (blocks, split), h, w, t, lse + math.log(n), dw, n, v, per, 1.0 / n,
+    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse + math.log(n), dw, n, v, per, 1.0 / n,
            warps=b.dw_warps, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
            MASK_V=v % b.dw_n != 0)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]
