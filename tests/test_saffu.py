@@ -378,6 +378,8 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
         (pl.col("init") == "random") & (pl.col("metric") == "test_ppl") & (pl.col("fraction") == 1)
     )
     assert ppl["n"].to_list() == [2] and ppl["ci95"][0] is not None
+    kn = pl.read_parquet(tmp_path / "kneser_ney.parquet")  # the LM table's row
+    assert set(kn["fraction"]) == {1.0} and "test_ppl" in kn["metric"].to_list()
     frame = pl.read_parquet(claims)
     r = _records(jobs[0.25] / "metrics.json")
     warm = frame.filter((pl.col("a") == arm("warm", 0.25)) & (pl.col("seed") == 1))

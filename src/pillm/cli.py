@@ -278,9 +278,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "saffu-kn", "pillm.saffu.kn_job:run_kneser_ney",
         "interpolated Kneser-Ney n-gram baseline on the SAFFU train windows",
-        (js(help="{kn, fractions, seeds} (JSON)"), req("--tokens-dir"), OUT_DIR,
-         opt("--summary", "summary/kneser_ney.parquet: the full split's row of the LM table")),
-        ("params", "tokens_dir", "out_dir", "summary"),
+        (js(help="{kn, fractions, seeds} (JSON)"), req("--tokens-dir"), OUT_DIR),
+        ("params", "tokens_dir", "out_dir"),
     ),
     Command(
         "saffu-aggregate", "pillm.saffu.report:aggregate_saffu",

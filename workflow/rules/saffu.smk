@@ -50,7 +50,8 @@ rule saffu:
         )
 
 
-# The n-gram baseline: CPU only, seconds; every train window of the SAFFU runs.
+# The n-gram baseline: CPU only (no polars: it also runs on GPU hosts), every train window of
+# the SAFFU runs.
 rule saffu_kn:
     input:
         tokens=multiext(
@@ -63,7 +64,6 @@ rule saffu_kn:
         code=code("saffu-kn"),
     output:
         metrics=res("saffu/kneser_ney/metrics.json"),
-        summary=res("summary/kneser_ney.parquet"),  # the LM table's Kneser-Ney row
     log:
         logfile("saffu_kn"),
     conda:
@@ -74,7 +74,7 @@ rule saffu_kn:
         out_dir=subpath(output.metrics, parent=True),
     shell:
         "python -m pillm saffu-kn --params {params.cfg:q} --tokens-dir {params.tokens_dir}"
-        " --out-dir {params.out_dir} --summary {output.summary} > {log} 2>&1"
+        " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule saffu_aggregate:
@@ -87,6 +87,7 @@ rule saffu_aggregate:
         runs=res("summary/saffu_runs.parquet"),
         summary=res("summary/saffu.parquet"),
         curves=res("summary/saffu_curves.parquet"),
+        kn=res("summary/kneser_ney.parquet"),  # the LM table's Kneser-Ney row
         claims=res("summary/claims/saffu.parquet"),
     log:
         logfile("saffu_aggregate"),

@@ -40,12 +40,10 @@ def fit_window(
     return out
 
 
-def run_kneser_ney(
-    params: dict[str, Any], tokens_dir: str | Path, out_dir: str | Path, summary: str | None = None
-) -> None:
+def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str | Path) -> None:
     """``params``: {kn: the saffu.kn section, fractions, seeds} (the saffu_kn rule).
-    Writes ``metrics.json``: one run per fraction (1.0 always) x seed, variant ``kneser_ney``,
-    and with ``summary`` the full split's summary over seeds (the LM table's row)."""
+    Writes ``metrics.json``: one run per fraction (1.0 always) x seed, variant ``kneser_ney``.
+    No polars here: the job runs on GPU hosts too (pillm.saffu.report summarises it)."""
     import json
 
     cfg = KneserNeyConfig.from_dict(params["kn"], "saffu.kn")
@@ -79,13 +77,3 @@ def run_kneser_ney(
             context = {"discount": str(cfg.discount), "vocab_size": vocab, "device": "cpu"}
             records += tidy_records(identity, out, context)
     write_json(Path(out_dir) / "metrics.json", records)
-    if summary:
-        import polars as pl
-
-        from pillm.paper.tidy import summarise, write_parquet
-
-        full = pl.DataFrame([r for r in records if r["fraction"] == 1.0])
-        grid = {"variant": ["kneser_ney"], "init": ["kn"], "fraction": [1.0]}
-        group = ["variant", "init", "fraction", "corpus", "tokenizer", "data_policy", "metric"]
-        write_parquet(summarise(full, grid, list(params["seeds"]), group=group,
-                                what="Kneser-Ney runs (fraction, seed)"), summary)  # fmt: skip

@@ -4,7 +4,8 @@
 ``curve.parquet``) and the Kneser-Ney job into ``summary/saffu_runs.parquet`` (tidy rows as
 written), ``summary/saffu.parquet`` (mean, std, n and 95 % t half-width over seeds per setting x
 init x train fraction x metric, on the expected grid, so a missing run shows as
-``n < n_expected``), ``summary/saffu_curves.parquet`` and the claim frame
+``n < n_expected``), ``summary/saffu_curves.parquet``, ``summary/kneser_ney.parquet`` (the n-gram
+baseline on the full train split: the LM table's row) and the claim frame
 ``summary/claims/saffu.parquet`` (per seed, the main setting's arms at every fraction:
 ``explicit_f10``, ``warm_f10``, ``cold_f10``, ``kn_f10``, and the warm start's gain over the cold
 start in nats, ``gain_f10``; pillm.saffu.data.arm). The tables, macros and figures read only these
@@ -90,6 +91,7 @@ def aggregate_saffu(
                    group=[*KN_GROUP, "metric"], what="Kneser-Ney runs (fraction, seed)")  # fmt: skip
     parts.append(kn)
     write_parquet(pl.concat(parts, how="diagonal_relaxed"), out / "saffu.parquet")
+    write_parquet(kn.filter(pl.col("fraction") == FULL), out / "kneser_ney.parquet")
     curve = concat_parquet(curves)
     write_parquet(curve.sort("variant", "fraction", "init", "seed", "lr", "step"),
                   out / "saffu_curves.parquet")  # fmt: skip
