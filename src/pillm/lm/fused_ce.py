@@ -17,11 +17,13 @@ kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
 The target logits ``h_i · w_{y_i}`` come from the gathered target rows outside the kernels.
 With gradients that is four logits-sized matmuls (the dense head: three, plus the logits and
-their gradient through memory several times) and no (tokens x vocab) buffer at all. As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the loss
-is the step's last operation) and the backward only scales them by the incoming gradient. The
-matmuls run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax statistics are
-float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16 first, these are
-not). ``pillm::fused_linear_ce`` is a ``torch.library`` custom op, so ``torch.compile`` treats
+their gradient through memory several times) and no (tokens x vocab) buffer at all.
+
+As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the
+loss is the step's last operation) and the backward only scales them by the incoming gradient.
+The matmuls run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax
+statistics are float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16
+first, these are not). ``pillm::fused_linear_ce`` is a ``torch.library`` custom op, so ``torch.compile`` treats
 it as one opaque call and CUDA-graph capture records its launches. Without Triton (or on a CPU
 tensor outside the Triton interpreter) the op computes the same values with ``linear_ce``.
 """
@@ -44,7 +46,8 @@ HAS_TRITON = importlib.util.find_spec("triton") is not None  # kernels: fused_ce
 
 @dataclass(frozen=True)
 class Blocks:
-    """Tile sizes and warps of the three kernels (rows x vocabulary; the width is one tile)."""
+    """Tile sizes and warps of the kernels' three launches (rows x vocabulary; the width is one
+    tile). The defaults build for an H100 without register spills (tests compile them)."""
 
     lse_m: int = 128  # the softmax pass without gradients: rows, vocabulary tile, warps
     lse_n: int = 128
@@ -168,7 +171,8 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     blocks = _cdiv(v, b.dw_n)
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse + math.log(n), dw, n, v, per, 1.0 / n,
+    lse_n = lse + math.log(n)  # exp(l - lse_n) = softmax / N
+    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, n, v, per, 1.0 / n,
            warps=b.dw_warps, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
            MASK_V=v % b.dw_n != 0)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]
@@ -209,13 +213,14 @@ def _warn_no_triton() -> None:
 
 @_fused_op.register_fake
 def _(h, w, t, with_grad, dtype):
-    n, d = h.shape
-    if not with_grad:
-        f32 = torch.float32
-        return h.new_empty((), dtype=f32), h.new_empty(0, dtype=f32), w.new_empty(0, dtype=f32)
     f32 = torch.float32
-    return (h.new_empty((), dtype=f32), h.new_empty((n, d), dtype=f32),
-            w.new_empty(w.shape, dtype=f32))  # fmt: skip
+    if not with_grad:
+        return h.new_empty((), dtype=f32), h.new_empty(0, dtype=f32), w.new_empty(0, dtype=f32)
+    return (
+        h.new_empty((), dtype=f32),
+        h.new_empty(h.shape, dtype=f32),
+        w.new_empty(w.shape, dtype=f32),
+    )
 
 
 def _setup(ctx, inputs, output):

@@ -38,16 +38,42 @@ def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
 
 
 @triton.jit
+def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
+                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
+                  MASK_D: tl.constexpr, GRAD: tl.constexpr, PRECISION: tl.constexpr,
+                  UPCAST: tl.constexpr):  # fmt: skip
+    """One vocabulary tile of ``softmax_pass``: (m, s, acc) updated. The maximum is raised
+    lazily (FlashAttention-4 style): only when a row's maximum grows by more than RESCALE are
+    the sums rescaled, so most tiles skip the (BM, D) rescale; exp(l - m) stays below
+    e^RESCALE. MASKED: the slice's ragged last tile (columns from v_hi on are not classes)."""
+    RESCALE: tl.constexpr = 8.0
+    cols = v0 + tl.arange(0, BN)
+    cmask = cols < v_hi
+    w = _load(w_ptr, cols, dims, cmask, dmask, D, MASKED, MASK_D)
+    logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
+    if MASKED:
+        logits = tl.where(cmask[None, :], logits, float("-inf"))
+    m_new = tl.maximum(m, tl.max(logits, 1))
+    if tl.max(m_new - m, 0) > RESCALE:
+        alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
+        s = s * alpha
+        if GRAD:
+            acc = acc * alpha[:, None]
+        m = m_new
+    p = tl.exp(logits - m[:, None])  # 0 in masked columns
+    s += tl.sum(p, 1)
+    if GRAD:
+        acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
+    return m, s, acc
+
+
+@triton.jit
 def softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                  MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
                  GRAD: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
     """Rows' maximum m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
-
-    The maximum is raised lazily (FlashAttention-4 style): only when a row's maximum grows
-    by more than RESCALE are the sums rescaled, so most tiles skip the (BM, D) rescale;
-    exp(l - m) then stays below e^RESCALE."""
-    RESCALE: tl.constexpr = 8.0
+    Whole tiles run unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them."""
     pid_m, pid_s = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BM + tl.arange(0, BM)
     dims = tl.arange(0, BD)
@@ -58,24 +84,14 @@ def softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
     acc = tl.zeros([BM, BD], tl.float32)
     v_lo = pid_s * v_per_split
     v_hi = tl.minimum(v_lo + v_per_split, V)
-    for v0 in range(v_lo, v_hi, BN):
-        cols = v0 + tl.arange(0, BN)
-        cmask = cols < v_hi
-        w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
-        logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
-        if MASK_V:
-            logits = tl.where(cmask[None, :], logits, float("-inf"))
-        m_new = tl.maximum(m, tl.max(logits, 1))
-        if tl.max(m_new - m, 0) > RESCALE:
-            alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
-            s = s * alpha
-            if GRAD:
-                acc = acc * alpha[:, None]
-            m = m_new
-        p = tl.exp(logits - m[:, None])  # 0 in masked columns
-        s += tl.sum(p, 1)
-        if GRAD:
-            acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
+    v_full = v_lo + (v_hi - v_lo) // BN * BN
+    for v0 in range(v_lo, v_full, BN):
+        m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
+                                  MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
+    if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
+        if v_full < v_hi:
+            m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
+                                      True, MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
     out = pid_s * N + rows
     tl.store(m_ptr + out, m, mask=rmask)
     tl.store(s_ptr + out, s, mask=rmask)
