@@ -1,7 +1,8 @@
 """Benchmark: the output layer + cross-entropy alone, forward and backward, at the paper width.
 
 Rows ``h`` (N, d) float32 (as the final LayerNorm gives them under autocast), a tied output
-layer ``w`` (V, d) float32, bf16 matmuls, d = 256 and V = 50,304 by default; N = 4,096 and
+layer ``w`` (V, d) float32, bf16 matmuls, d = 256 and V = 50,257 by default (GPT-2's vocabulary,
+unpadded, as the pipeline's model has it; ``--vocab 50304`` for nanoGPT's padding); N = 4,096 and
 32,768 are the trainer's batches of 32 and 256 windows of 128 tokens. Each method computes the
 mean loss and both gradients:
 
@@ -95,7 +96,7 @@ def run(fn, h, w, y, iters: int, device: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, action="append", default=None, help="N (repeatable)")
-    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--chunk", type=int, default=4096, help="rows per chunk of 'chunked'")
     ap.add_argument("--blocks", action="append", default=None,
