@@ -212,6 +212,26 @@ def test_fused_step_follows_the_eager_step(compile):
         torch.testing.assert_close(state1[k], v, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (graph capture)")
+def test_fused_step_compiled_and_graphed_on_gpu():
+    """The op inside the compiled step, captured in a CUDA graph and replayed, follows the
+    eager bf16 step (the trainer's own path on a GPU) within bf16 noise."""
+
+    def run(options: StepOptions) -> tuple[list[float], dict]:
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=1000, **{**MODEL, "d_model": 64})).cuda()
+        step = TrainStep(model, TrainConfig.from_dict(TRAIN), "cuda", options)
+        g = torch.Generator().manual_seed(1)
+        chunks = [torch.randint(0, 1000, (8, 17), generator=g).cuda() for _ in range(10)]
+        losses = [step(c, 1e-3) for c in chunks]
+        return torch.stack(losses).float().cpu().tolist(), step.path()
+
+    eager, _ = run(StepOptions())
+    fused, path = run(StepOptions(compile=True, cuda_graphs=True, output_layer="fused"))
+    assert path == {"compiled": 1.0, "cuda_graphs": 1.0}
+    np.testing.assert_allclose(fused, eager, atol=2e-2)
+
+
 def test_output_layer_keys_are_checked():
     with pytest.raises(ConfigError, match="train.output_layer"):
         TrainConfig.from_dict({**TRAIN, "output_layer": "sparse"}, "train")
