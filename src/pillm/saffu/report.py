@@ -270,24 +270,23 @@ class SaffuReport:
     # -- macros
 
     def selection_numbers(self) -> dict[str, str]:
-        """How the grids behaved over every job's selection: how often the configured grid's
-        pick was on its edge, how many points the extensions added, how often the final pick is
-        still on an edge (the extension bound reached)."""
+        """How the grids behaved, over the (setting, train fraction) cells that selected (a
+        reused rate is no selection): in how many the configured grid's pick was on its edge
+        (for at least one seed), the most points an extension added, in how many the final pick
+        is still on an edge (the extension bound reached)."""
         out = {}
         for name, init, metric in (("Alpha", "explicit", "alpha"), ("WarmLR", "explicit", "lr"),
                                    ("ColdLR", "random", "lr")):  # fmt: skip
             cells = [
-                (self.cell(s, init, f"{metric}_edge_hit", f), self.cell(s, init, f"{metric}_extensions", f),
-                 self.cell(s, init, f"{metric}_on_edge", f))
+                [self.value(s, init, f"{metric}_{k}", f) for k in ("edge_hit", "extensions", "on_edge")]
                 for s in self.settings for f in self.fractions
-                if self.cell(s, init, f"{metric}_edge_hit", f) is not None
+                if self.value(s, init, f"{metric}_edge_hit", f) is not None
+                and not (metric == "lr" and self.value(s, init, "lr_reused", f))
             ]  # fmt: skip
             out[f"Saffu{name}Selections"] = str(len(cells))
-            out[f"Saffu{name}EdgeHits"] = str(sum(int(round(c[0]["mean"] > 0)) for c in cells))
-            out[f"Saffu{name}StillOnEdge"] = str(sum(int(round(c[2]["mean"] > 0)) for c in cells))
-            out[f"Saffu{name}MaxExtensions"] = fmt_num(
-                max((c[1]["mean"] for c in cells), default=None), 0
-            )
+            out[f"Saffu{name}EdgeHits"] = str(sum(c[0] > 0 for c in cells))
+            out[f"Saffu{name}StillOnEdge"] = str(sum(c[2] > 0 for c in cells))
+            out[f"Saffu{name}MaxExtensions"] = fmt_num(max((c[1] for c in cells), default=None), 0)
         return out
 
     def numbers(self) -> dict[str, str]:
