@@ -430,3 +430,28 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {
         f"saffu_{n}.{ext}" for n in ("curves", "ablation") for ext in ("pdf", "png")
     }
+
+
+def test_plan_lists_one_job_per_setting_and_train_fraction():
+    import yaml
+
+    from pillm import plan
+    from pillm.plan import ConfigError
+
+    cfg = yaml.safe_load((REPO_TEMPLATES.parents[1] / "config/config.yaml").read_text())
+    saffu = cfg["saffu"]
+    jobs = plan.saffu_jobs(cfg)
+    main = saffu["main_setting"]
+    # the main setting at every fraction (and the full split), the others on the full split
+    fractions = sorted({*saffu["fractions"], 1.0})
+    assert [tag for s, tag in jobs if s == main] == [fraction_tag(f) for f in fractions]
+    assert {s for s, tag in jobs if s != main} == {s["name"] for s in saffu["settings"]} - {main}
+    assert all(tag == "f100" for s, tag in jobs if s != main)
+    assert plan.saffu_fraction(cfg, "f10") == 0.1 and plan.saffu_fraction(cfg, "f100") == 1.0
+    with pytest.raises(ConfigError, match="f55"):
+        plan.saffu_fraction(cfg, "f55")
+    assert plan.saffu_rates_job(cfg, main) is None
+    assert plan.saffu_rates_job(cfg, jobs[-1][0]) == f"{main}/f100"
+    assert plan.saffu_job_params(cfg, main)["seeds"] == saffu["seeds"]
+    assert plan.saffu_job_params(cfg, jobs[-1][0])["seeds"] == saffu["ablation_seeds"]
+    assert fraction_tag(0.025) == "f2.5" and arm("warm", 0.3) == "warm_f30"
