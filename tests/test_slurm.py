@@ -246,7 +246,7 @@ def test_scancel_is_reported_leaves_nothing_finished_and_reruns(local_repo, slur
     repo = slurm_repo[0]
     target = f"{RUN}/metrics.json"
     log = repo / "slow_run.log"
-    train_log = repo / "results/smoke/logs/run_lm/baseline/seed0.log"
+    train_log = repo / "results/smoke/logs/run_lm/baseline.log"
     args = [target, *SLURM_ARGS, "--configfile", "config/slow.yaml"]
     with open(log, "w") as fh:
         proc = subprocess.Popen(

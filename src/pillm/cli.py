@@ -131,12 +131,15 @@ COMMANDS: tuple[Command, ...] = (
     ),
     # -- language models
     Command(
-        "run-lm", "pillm.lm.run:run_variant",
-        "build one LM variant/seed (train and/or solve), evaluate it",
-        (req("--variant"), Arg("--seed", {"type": int, "required": True}), req("--tokens-dir"),
-         Arg("--deps", {"nargs": "*", "default": [], "help": "VARIANT=RUN_DIR of runs it builds on"}),
-         js(help="{model, train, pil} (JSON)"), OUT_DIR),
-        ("variant", "seed", "params", "tokens_dir", deps_map, "out_dir", "device"),
+        "run-lm", "pillm.lm.run:run_many",
+        "build runs of one LM variant (train and/or solve) in one process, evaluate them",
+        (req("--variant"), Arg("--seeds", {"type": int, "nargs": "+", "required": True}),
+         req("--tokens-dir"),
+         Arg("--deps", {"nargs": "*", "default": [],
+                        "help": "VARIANT=DIR: the folder of seed<k> runs it builds on"}),
+         js(help="{model, train, pil} (JSON), or a list of them, one per run"),
+         many("--out-dirs", "one run folder per seed")),
+        ("variant", "seeds", "params", "tokens_dir", deps_map, "out_dirs", "device"),
         device=True,
     ),
     Command(

@@ -134,11 +134,13 @@ def lm_runs(name):
 
 
 def lm_run_inputs(wildcards):
-    """Runs a variant builds on (same seed): their metrics and checkpoints."""
+    """Runs a variant builds on (every seed): their metrics and checkpoints."""
     deps = {}
     for d in dependencies(wildcards.variant):
-        run = res(f"lm/{d}/seed{wildcards.seed}")
-        deps[f"dep_{d}"] = [f"{run}/metrics.json", f"{run}/model.pt"]
+        runs = [res(f"lm/{d}/seed{s}") for s in SEEDS]
+        deps[f"dep_{d}"] = [
+            f"{r}/{f}" for r in runs for f in ("metrics.json", "model.pt")
+        ]
     return deps
 
 
@@ -193,6 +195,20 @@ def lora_jobs(name):
 
 def saffu_runs(name):
     return [res(f"saffu/{s}/{frac}/{name}") for s, frac in plan.saffu_jobs(config)]
+
+
+def sensitivity_grid():
+    """(point, seed) of one sensitivity variant's runs, in the order its job runs them."""
+    seeds = config["sensitivity"]["seeds"]
+    return [(p, s) for p in plan.sensitivity_points(config) for s in seeds]
+
+
+def sensitivity_outputs(name):
+    """One sensitivity variant's run files (the {variant} wildcard left to the rule)."""
+    return [
+        res(f"sensitivity/{{variant}}/{p}/seed{s}/{name}")
+        for p, s in sensitivity_grid()
+    ]
 
 
 def sensitivity_runs(name):

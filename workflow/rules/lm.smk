@@ -1,7 +1,10 @@
-# Language models: one job per (variant, seed), gradient-trained and/or closed-form solved.
+# Language models: one job per variant (all its seeds in one process), gradient-trained and/or
+# closed-form solved.
 # A GPU rule that also runs on CPU (device: auto).
 
 
+# One job per variant trains/solves all its seeds in one process: a process per run paid ~20 s
+# of start-up and compile-cache loading for ~1 s of training (benchmarks/job_overhead.py).
 rule run_lm:
     input:
         unpack(lm_run_inputs),
@@ -14,14 +17,14 @@ rule run_lm:
         ),
         code=code("run-lm"),
     output:
-        metrics=res("lm/{variant}/seed{seed}/metrics.json"),
-        curve=res("lm/{variant}/seed{seed}/curve.parquet"),
-        solve=res("lm/{variant}/seed{seed}/solve.parquet"),
-        checkpoint=res("lm/{variant}/seed{seed}/model.pt"),
+        metrics=expand(res("lm/{{variant}}/seed{seed}/metrics.json"), seed=SEEDS),
+        curve=expand(res("lm/{{variant}}/seed{seed}/curve.parquet"), seed=SEEDS),
+        solve=expand(res("lm/{{variant}}/seed{seed}/solve.parquet"), seed=SEEDS),
+        checkpoint=expand(res("lm/{{variant}}/seed{seed}/model.pt"), seed=SEEDS),
     log:
-        logfile("run_lm/{variant}/seed{seed}"),
+        logfile("run_lm/{variant}"),
     benchmark:
-        benchfile("run_lm/{variant}/seed{seed}")
+        benchfile("run_lm/{variant}")
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
@@ -30,15 +33,16 @@ rule run_lm:
     params:
         cfg=lambda w: as_json(plan.lm_params(config, w.variant)),
         deps=lambda w: " ".join(
-            f"{d}={res(f'lm/{d}/seed{w.seed}')}" for d in dependencies(w.variant)
+            f"{d}={res(f'lm/{d}')}" for d in dependencies(w.variant)
         ),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
-        out_dir=subpath(output.metrics, parent=True),
+        out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
+        seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
     shell:
-        "python -m pillm run-lm --variant {wildcards.variant} --seed {wildcards.seed}"
+        "python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
         " --tokens-dir {params.tokens_dir} --deps {params.deps} --params {params.cfg:q}"
-        " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+        " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
 
 
 # One job per variant evaluates all its seeds: start-up, not evaluation, dominated per-run jobs.

@@ -4,6 +4,7 @@
 # Job list: sensitivity_runs (common.smk).
 
 
+# One job per variant runs its whole grid in one process (run-lm with one params set per run).
 rule sensitivity_run:
     input:
         tokens=multiext(
@@ -15,31 +16,36 @@ rule sensitivity_run:
         ),
         code=code("run-lm"),
     output:
-        metrics=res("sensitivity/{variant}/{point}/seed{seed}/metrics.json"),
-        curve=res("sensitivity/{variant}/{point}/seed{seed}/curve.parquet"),
-        solve=res("sensitivity/{variant}/{point}/seed{seed}/solve.parquet"),
-        checkpoint=temp(res("sensitivity/{variant}/{point}/seed{seed}/model.pt")),
+        metrics=sensitivity_outputs("metrics.json"),
+        curve=sensitivity_outputs("curve.parquet"),
+        solve=sensitivity_outputs("solve.parquet"),
+        checkpoint=temp(sensitivity_outputs("model.pt")),
     log:
-        logfile("sensitivity_run/{variant}/{point}/seed{seed}"),
+        logfile("sensitivity_run/{variant}"),
     benchmark:
-        benchfile("sensitivity_run/{variant}/{point}/seed{seed}")
+        benchfile("sensitivity_run/{variant}")
     wildcard_constraints:
         variant="baseline|attn_only|ffn_only",
-        point="|".join(map(re.escape, plan.sensitivity_points(config))),
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
-        cfg=lambda w: as_json(plan.sensitivity_params(config, w.variant, w.point)),
+        cfg=lambda w: as_json(
+            [
+                plan.sensitivity_params(config, w.variant, p)
+                for p, _ in sensitivity_grid()
+            ]
+        ),
+        seeds=" ".join(str(s) for _, s in sensitivity_grid()),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
-        out_dir=subpath(output.metrics, parent=True),
+        out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
         device=DEVICE,
     shell:
-        "python -m pillm run-lm --variant {wildcards.variant} --seed {wildcards.seed}"
+        "python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
         " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
-        " --device {params.device} --out-dir {params.out_dir} > {log} 2>&1"
+        " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
 
 
 rule sensitivity_report:

@@ -48,8 +48,13 @@ def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
         markers=True,
         ax=ax,
     )
+    positive = df.filter(pl.col("lambda_rel") > 0)["lambda_rel"]
+    if len(positive) < len(df) and len(positive):  # λ = 0 (no ridge) on the axis: linear near 0
+        ax.set_xscale("symlog", linthresh=float(positive.min()))
+        ax.set_xlim(left=0)
+    else:
+        ax.set_xscale("log")
     ax.set(
-        xscale="log",
         yscale="log",
         xlabel=r"$\lambda$ / mean diag$(H^\top H)$",
         ylabel="held-out MSE / best",

@@ -63,6 +63,10 @@ def numbers(
         "LearningRate": f"{train['lr']:g}",
         "NumSeeds": str(b["test_ppl"]["n"]),
         "SeedCount": f"{b['test_ppl']['n']} seed" + ("s" if b["test_ppl"]["n"] != 1 else ""),
+        # counts the prose would otherwise type: from what this build ran
+        "VariantCount": str(summary["variant"].n_unique()),
+        "RefitWidthCount": str(len(set(WIDTH_SWEEP) & set(summary["variant"].to_list()))),
+        "TargetCount": str(len(set(TARGET_VARIANTS) & set(summary["variant"].to_list()))),
         "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["ci95"], 1),
         "BaselineAccPM": fmt_pm(
             100 * b["test_acc"]["mean"], _scale(b["test_acc"]["ci95"], 100), 1

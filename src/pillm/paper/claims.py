@@ -413,6 +413,9 @@ def claim_macros(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
         out[f"{name}Verdict"] = r.verdict
         if r.test == "share_sum":  # the sum itself, next to its distance from 100 %
             out[f"{name}Sum"] = MISSING if r.diff is None else fmt_num(100 * (1 + r.diff), 1)
+    out["ClaimBootstrapMinSeeds"] = str(
+        specs.get("lm", {}).get("bootstrap", BOOTSTRAP)["min_seeds"]
+    )
     for spec in specs.values():
         for g in spec.get("groups") or {}:
             members = [r for r in results if r.study == spec["study"]]
