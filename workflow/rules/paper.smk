@@ -33,6 +33,7 @@ rule tables:
         runs=rules.aggregate.output.runs,
         lm=rules.aggregate.output.lm,
         samples=rules.aggregate.output.samples,
+        kn=res("summary/kneser_ney.parquet"),  # the contribution table's Kneser-Ney row (saffu)
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=TEMPLATES,
         code=code("tables"),
