@@ -34,7 +34,9 @@ from pillm.settings import TrainConfig
 ROOT = Path(__file__).resolve().parents[1]
 # small tiles so a few rows and columns give several blocks, slices to merge and masked edges
 INTERPRETER_BLOCKS = "lse_m=16,lse_n=32,dx_m=16,dx_n=32,dw_m=16,dw_n=32"
-TOL = {torch.float32: (1e-5, 1e-6), torch.bfloat16: (2e-2, 2e-3)}  # (rtol, atol) of gradients
+# largest gradient error over the largest gradient entry (entries are ~1/N: a fixed atol would
+# pass anything at the paper's N)
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
 def _case(n: int, v: int, d: int, seed: int, device: str = "cpu", growing: bool = False):
@@ -65,9 +67,9 @@ def _check(h, w, y, dtype, upstream: float = 2.5) -> None:
     with torch.no_grad():  # the loss-only kernel
         assert fused_linear_cross_entropy(h, w, y, dtype).item() == pytest.approx(loss.item(),
                                                                                   rel=1e-6)  # fmt: skip
-    rtol, atol = TOL[dtype]
-    torch.testing.assert_close(h1.grad, h2.grad, rtol=rtol, atol=atol)
-    torch.testing.assert_close(w1.grad, w2.grad, rtol=rtol, atol=atol)
+    for ours, ref in ((h1.grad, h2.grad), (w1.grad, w2.grad)):
+        err = ((ours - ref).abs().max() / ref.abs().max()).item()
+        assert err <= TOL[dtype], (dtype, tuple(ref.shape), err)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
