@@ -223,15 +223,15 @@ def test_fused_step_compiled_and_graphed_on_gpu():
         torch.manual_seed(0)
         model = GPT(GPTConfig(vocab_size=1000, **{**MODEL, "d_model": 64})).cuda()
         step = TrainStep(model, TrainConfig.from_dict(TRAIN), "cuda", options)
-        g = torch.Generator().manual_seed(1)
-        chunks = [torch.randint(0, 1000, (8, 17), generator=g).cuda() for _ in range(10)]
-        losses = [step(c, 1e-3) for c in chunks]
+        chunk = torch.randint(0, 1000, (8, 17), generator=torch.Generator().manual_seed(1))
+        losses = [step(chunk.cuda(), 1e-2) for _ in range(12)]  # one batch, learnt fast
         return torch.stack(losses).float().cpu().tolist(), step.path()
 
     eager, _ = run(StepOptions())
     fused, path = run(StepOptions(compile=True, cuda_graphs=True, output_layer="fused"))
     assert path == {"compiled": 1.0, "cuda_graphs": 1.0}
-    np.testing.assert_allclose(fused, eager, atol=2e-2)
+    assert eager[0] - eager[-1] > 1.0  # the trajectory moves far more than the tolerance
+    np.testing.assert_allclose(fused, eager, rtol=1e-2, atol=5e-2)  # bf16 differences
 
 
 def test_output_layer_keys_are_checked():
