@@ -195,6 +195,8 @@ class ProbeRowsConfig(Section):
 
     exclude_positions: tuple[int, ...]  # window positions (0: first; -1: last) left out
     exclude_special: bool = True  # BOS/EOS/pad/[CLS]/[SEP] rows of the tokenizer left out
+    exclude_massive: float = 20.0  # per block: rows whose FFN output norm exceeds this x the
+    # batch's median row norm (attention sinks away from position 0); 0: off
 
 
 @dataclass(frozen=True)
