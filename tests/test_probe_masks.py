@@ -29,32 +29,37 @@ from pillm.probe.masks import describe, row_mask
 from pillm.probe.variance import excluded_share, outlier_stats
 from pillm.settings import ProbeRowsConfig
 
-D, V, SPECIAL = 16, 50, 3
+D, V, SPECIAL, SINK = 16, 50, 3, 2
 POLICY = ProbeRowsConfig(exclude_positions=(0,), exclude_special=True)
 
 
 class _SpikyFFN(nn.Module):
-    """Exactly affine on ordinary rows; on special-token and position-0 rows a large nonlinear
+    """Exactly affine on ordinary rows; on special-token and position-0 rows (and, with
+    ``sink``, on rows of token SINK anywhere: a sink away from position 0) a large nonlinear
     output (the attention-sink / [CLS] pattern). The rows' kind comes from the ids the
     embedding saw, as a real block would infer it from its input."""
 
-    def __init__(self, g: torch.Generator):
+    def __init__(self, g: torch.Generator, sink: bool = False):
         super().__init__()
         self.a = torch.randn(D, D, generator=g) / D**0.5
         self.b = torch.randn(D, generator=g)
         self.ids: torch.Tensor | None = None
+        self.sink = sink
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x @ self.a + self.b
         odd = (self.ids == SPECIAL).clone()
         odd[:, 0] = True
-        return torch.where(odd[..., None], 40.0 * torch.tanh(3 * x) ** 2, y)
+        out = torch.where(odd[..., None], 40.0 * torch.tanh(3 * x) ** 2, y)
+        if self.sink:
+            out = torch.where((self.ids == SINK)[..., None], 400.0 * torch.tanh(3 * x) ** 2, out)
+        return out
 
 
-def _spiky_model() -> tuple[GPT, _SpikyFFN]:
+def _spiky_model(sink: bool = False) -> tuple[GPT, _SpikyFFN]:
     torch.manual_seed(0)
     m = GPT(GPTConfig(vocab_size=V, context=32, n_layer=1, d_model=D, n_head=2, dropout=0.0))
-    ffn = _SpikyFFN(torch.Generator().manual_seed(1))
+    ffn = _SpikyFFN(torch.Generator().manual_seed(1), sink)
     m.blocks[0].mlp = ffn
     m.wte.register_forward_pre_hook(lambda _mod, args: setattr(ffn, "ids", args[0]))
     return m.eval(), ffn
@@ -87,6 +92,25 @@ def test_masked_r2_recovers_the_linear_truth_that_special_rows_hide():
     (plain,) = probe_model(model, _batches(10), holdout_every=5, rank=0)
     assert plain["r2_lin"] == pytest.approx(r["r2_lin_all"], abs=1e-9)
     assert plain["r2_lin_all"] == plain["r2_lin"] and plain["excluded_share"] == 0.0
+
+
+def test_massive_rows_away_from_position_0_are_left_out_per_block():
+    model, _ = _spiky_model(sink=True)
+    batches = _batches(10)
+    for b in batches:  # a sink token in some windows, at a position no rule names
+        b[::2, 17] = SINK
+    policy = ProbeRowsConfig((0,), exclude_special=True, exclude_massive=20.0)
+    (r,) = probe_model(
+        model, batches, holdout_every=5, rank=0, row_mask=row_mask(policy, {SPECIAL})
+    )
+    assert r["r2_lin"] == pytest.approx(1.0, abs=1e-6)
+    assert r["n_excluded_rows"] == 10 * 4 * 2 + 10 * 2
+    off = ProbeRowsConfig((0,), exclude_special=True, exclude_massive=0.0)
+    (r0,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=row_mask(off, {SPECIAL}))
+    assert r0["r2_lin"] < 0.9 and r0["n_excluded_rows"] == 10 * 4 * 2
+    sc, _ = score_windows(model, batches, {0: r["W"]}, holdout_every=5,
+                          row_mask=row_mask(policy, {SPECIAL}))[0]  # fmt: skip
+    assert sc.n.sum() == r["n_heldout_rows"] and sc.r2() == pytest.approx(1.0, abs=1e-6)
 
 
 def test_bilinear_probe_and_gradient_rows_follow_the_policy():
@@ -162,12 +186,12 @@ def test_row_mask_positions_special_ids_and_errors():
     assert keep.tolist() == [[False, False, True, True], [False, True, True, False]]
     last = row_mask(ProbeRowsConfig((-1,), exclude_special=False), {3})(ids)
     assert last.tolist() == [[True, True, True, False]] * 2
-    assert row_mask(ProbeRowsConfig((), exclude_special=False), {3}) is None
-    assert row_mask(ProbeRowsConfig((), exclude_special=True), set()) is None
+    assert row_mask(ProbeRowsConfig((), exclude_special=False, exclude_massive=0), {3}) is None
+    assert row_mask(ProbeRowsConfig((), exclude_special=True, exclude_massive=0), set()) is None
     with pytest.raises(ValueError, match="probe.rows.exclude_positions"):
         row_mask(ProbeRowsConfig((4,)), set())(ids)
-    assert describe(POLICY) == "special+pos0"
-    assert describe(ProbeRowsConfig((), exclude_special=False)) == "all rows"
+    assert describe(POLICY) == "special+pos0+massive20"
+    assert describe(ProbeRowsConfig((), exclude_special=False, exclude_massive=0)) == "all rows"
 
 
 def test_a_policy_that_leaves_no_rows_names_the_key():

@@ -37,7 +37,7 @@ PARAMS = {
     "main_corpus": "wikitext2",
     "bilinear_rank": 16,
     "low_rank_factor": 8,
-    "rows": {"exclude_special": True, "exclude_positions": [0]},
+    "rows": {"exclude_special": True, "exclude_positions": [0], "exclude_massive": 20.0},
     "outlier_features": 4,
     "bootstrap_resamples": 200,
 }
@@ -117,7 +117,7 @@ def fake_summaries(
                             "grad_steps": 1000 if probed else None,
                             "grad_rows": 4000 if probed else None,
                             "grad_lr": 1e-3 if probed else None,
-                            "row_policy": "special+pos0",
+                            "row_policy": "special+pos0+massive20",
                             "r2_lin_all": r2_all,
                             "r2_lin_lo": r2 - 0.02,
                             "r2_lin_hi": r2 + 0.01,
@@ -551,7 +551,8 @@ def test_masks_table_and_row_macros(tmp_path):
     assert len(rows) == GROUPS["minilm"][4] and len(rows[0]) == 9
     assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]", rows[0][1])  # value [interval]
     assert "$\\pm$" in texts["probe_masks"].split("\\end{table}")[0]  # pillm: sd over seeds
-    assert macros["ProbeRowPolicy"] == "special-token rows and the rows at window position 0"
+    assert macros["ProbeRowPolicy"].startswith("special-token rows, the rows at window position 0 ")
+    assert "exceeds 20 times the median row" in macros["ProbeRowPolicy"]
     assert macros["ProbeOutlierK"] == "4" and macros["ProbeBootResamples"] == "200"
     assert macros["ProbeHeldoutWindows"] == "32"
     share = float(macros["ProbeMiniLMExcludedShareMax"])

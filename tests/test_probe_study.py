@@ -161,7 +161,7 @@ def test_aggregate_probe_stacks_jobs(tmp_path):
     probe = pl.read_parquet(tmp_path / "summary/probe.parquet")
     assert probe.height == 3 + 2 and set(probe["model_group"]) == {"pillm", "enc"}
     assert {"r2_lin_all", "r2_lin_lo", "excluded_share", "outlier_share"} <= set(probe.columns)
-    assert (probe["row_policy"] == "special+pos0").all()
+    assert (probe["row_policy"] == "special+pos0+massive20").all()
     frame = read_claim_frame(claims)  # 3 and 2 blocks: pillm's interval only (enc: too few)
     assert frame["a"].to_list() == ["pillm_masked"] and frame["b"].to_list() == ["pillm_all"]
     assert frame["metric"][0] == "swap_rho" and frame["n"][0] == 3

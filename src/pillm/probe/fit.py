@@ -230,7 +230,8 @@ def _captured(
     heldout_only: bool = False,
 ) -> Iterator[tuple[bool, dict[int, tuple[Tensor, Tensor]], Tensor | None, Tensor]]:
     """Per batch, in eval mode and without gradients: (held out?, {layer: (X, Y)}, the row
-    policy's keep flags of the captured rows (None: keep all), each row's window in the batch).
+    policy's keep flags of the captured rows by token (None: keep all; each block adds its own
+    massive-activation rows, ``RowMask.rows``), each row's window in the batch).
 
     Batch b is held out when (b + 1) % holdout_every == 0; ``heldout_only`` skips the others
     without running them. Padding rows (attention mask 0) are dropped before anything else.
@@ -288,13 +289,14 @@ def accumulate_ffn_stats(
                 z = [GramStats.zeros(p, k, device) for _ in range(4 if excluded else 2)]
                 stats[i] = BlockStats(*z)
             s = stats[i]
-            if keep is None:
+            if row_mask is None:
                 (s.held if held else s.train).update(h, y)  # rows die here: only sums survive
                 continue
-            (s.held if held else s.train).update(h[keep], y[keep])
+            k = row_mask.rows(keep, y)  # by token, then this block's massive-activation rows
+            (s.held if held else s.train).update(h[k], y[k])
             if excluded:
                 out = s.held_excluded if held else s.train_excluded
-                out.update(h[~keep], y[~keep])  # type: ignore[union-attr]
+                out.update(h[~k], y[~k])  # type: ignore[union-attr]
     for i, s in stats.items():
         if s.train.n == 0 or s.held.n == 0:
             raise ValueError(
@@ -327,10 +329,11 @@ def score_windows(
         for i, (x, y) in rows.items():
             h, y = _with_ones(x.to(device=device, dtype=_F64)), y.to(dtype=_F64)
             w = weights[i].to(device=device, dtype=_F64)
-            if keep is None:
+            if row_mask is None:
                 parts[i][0].append(WindowScores.of(y, h @ w, window, n_win))
             else:
-                parts[i][0].append(WindowScores.of(y[keep], h[keep] @ w, window[keep], n_win))
+                k = row_mask.rows(keep, y)
+                parts[i][0].append(WindowScores.of(y[k], h[k] @ w, window[k], n_win))
             if weights_all is not None:
                 wa = weights_all[i].to(device=device, dtype=_F64)
                 parts[i][1].append(WindowScores.of(y, h @ wa, window, n_win))

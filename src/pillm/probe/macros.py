@@ -43,6 +43,13 @@ def row_policy_words(rows: dict | None) -> str:
     if pos:
         names = join_words([str(p) for p in pos])
         parts.append(f"the rows at window position{'s' if len(pos) > 1 else ''} {names}")
+    massive = float(rows.get("exclude_massive", 0) or 0)
+    if massive > 0:
+        parts.append(
+            "in each block the rows whose FFN output norm exceeds "
+            f"{fmt_num(massive, 0 if massive == int(massive) else 1)} times the median row of "
+            "their batch (massive activations of attention sinks elsewhere in the window)"
+        )
     return join_words(parts, empty="no rows")
 
 

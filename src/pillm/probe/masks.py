@@ -3,7 +3,9 @@
 A block's typical input is an ordinary token in the middle of a window. Two kinds of rows are
 not: the tokenizer's structural tokens (BOS/EOS/padding, BERT's [CLS]/[SEP]), whose FFN outputs
 are often orders of magnitude larger than the rest, and the first position of a window, which
-causal models use as an attention sink whatever token sits there. A handful of such rows can
+causal models use as an attention sink whatever token sits there, and the few later rows that take
+over as sinks in some windows, recognisable by FFN outputs far above the typical row ("massive
+activations": ``exclude_massive`` times the batch's median row norm). A handful of such rows can
 carry most of a block's output variance, so a fit that pools them measures them. The policy
 (``probe.rows`` in the config) leaves them out of the fit and of its held-out score; the probe
 fits all rows beside it, so the effect stays visible.
@@ -11,42 +13,48 @@ fits all rows beside it, so the effect stays visible.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from pillm.settings import ProbeRowsConfig
 
-RowMask = Callable[[Tensor], Tensor]  # token ids (B, T) -> bool (B, T), True: a row of the fit
-
 
 def describe(policy: ProbeRowsConfig) -> str:
-    """A short plain-text name of the policy: 'special+pos0', 'pos0,-1', 'all rows'."""
+    """A short plain-text name of the policy: 'special+pos0+massive20', 'pos0,-1', 'all rows'."""
     parts = ["special"] if policy.exclude_special else []
     if policy.exclude_positions:
         parts.append("pos" + ",".join(str(p) for p in policy.exclude_positions))
+    if policy.exclude_massive > 0:
+        parts.append(f"massive{policy.exclude_massive:g}")
     return "+".join(parts) or "all rows"
 
 
-def row_mask(policy: ProbeRowsConfig, special_ids: Iterable[int]) -> RowMask | None:
-    """The policy as a function of a batch's token ids; None when it keeps every row."""
-    special = sorted(set(special_ids)) if policy.exclude_special else []
-    positions = tuple(policy.exclude_positions)
-    if not special and not positions:
-        return None
-    table = torch.tensor(special, dtype=torch.long)
+def massive_rows(y: Tensor, factor: float) -> Tensor:
+    """Rows whose output norm exceeds ``factor`` times the median row norm of ``y`` (m, k)."""
+    norm = y.detach().float().norm(dim=1)
+    return norm > factor * norm.median()
 
-    def keep(ids: Tensor) -> Tensor:
+
+@dataclass(frozen=True)
+class RowMask:
+    """The row policy applied to a batch: by token (structural ids, window positions), then per
+    block by output norm (massive-activation rows: attention sinks away from position 0)."""
+
+    special: tuple[int, ...]
+    positions: tuple[int, ...]
+    massive: float
+
+    def __call__(self, ids: Tensor) -> Tensor:
+        """Token ids (B, T) -> keep (B, T) by token and position."""
         if ids.ndim != 2:
             raise ValueError(f"row mask: expected token ids (batch, positions), got {ids.shape}")
         t = ids.shape[1]
-        mask = (
-            ~torch.isin(ids, table.to(ids.device))
-            if special
-            else torch.ones_like(ids, dtype=torch.bool)
-        )
-        for p in positions:
+        table = torch.tensor(self.special, dtype=torch.long, device=ids.device)
+        mask = ~torch.isin(ids, table)
+        for p in self.positions:
             if not -t <= p < t:
                 raise ValueError(
                     f"probe.rows.exclude_positions: position {p} lies outside windows of {t} "
@@ -55,4 +63,20 @@ def row_mask(policy: ProbeRowsConfig, special_ids: Iterable[int]) -> RowMask | N
             mask[:, p] = False
         return mask
 
-    return keep
+    def rows(self, keep: Tensor | None, y: Tensor) -> Tensor:
+        """One block's keep flags (m,): the token flags ``keep`` (None: all), less its
+        massive-activation rows when ``massive`` > 0."""
+        out = torch.ones(len(y), dtype=torch.bool, device=y.device) if keep is None else keep
+        if self.massive > 0:
+            out = out & ~massive_rows(y, self.massive)
+        return out
+
+
+def row_mask(policy: ProbeRowsConfig, special_ids: Iterable[int]) -> RowMask | None:
+    """The policy for a model whose tokenizer's structural ids are ``special_ids``; None when it
+    keeps every row."""
+    special = tuple(sorted(set(special_ids))) if policy.exclude_special else ()
+    positions = tuple(policy.exclude_positions)
+    if not special and not positions and policy.exclude_massive <= 0:
+        return None
+    return RowMask(special, positions, float(policy.exclude_massive))

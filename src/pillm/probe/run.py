@@ -143,8 +143,9 @@ def sample_rows(
             _forward(model, x, cap, device)
             keep = None if mask is None else mask(x).reshape(-1).to(device)
             for i, (xi, yi) in cap.pop().items():
-                if keep is not None:
-                    xi, yi = xi[keep], yi[keep]
+                if mask is not None:
+                    k = mask.rows(keep, yi)
+                    xi, yi = xi[k], yi[k]
                 got[i].append((xi.float(), yi.float()))
             n += x.numel() if keep is None else int(keep.sum())
             if n >= rows:
