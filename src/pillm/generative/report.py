@@ -196,18 +196,29 @@ def main_rows(mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame) -
     return rows
 
 
+def in_paper_order(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows by dataset (MNIST first) and arm pair in the order of FAMILY_NAMES."""
+    order = [pl.col("dataset").replace_strict({d: i for i, d in enumerate(DATASETS)}, default=99),
+             pl.col("family").replace_strict({f: i for i, f in enumerate(FAMILY_NAMES)}, default=99)]  # fmt: skip
+    return df.sort(order, maintain_order=True)
+
+
 def speed_summary(speed: pl.DataFrame) -> pl.DataFrame:
     """Per (dataset, family): mean times over seeds, how many seeds reached, AdamW's late gain."""
     if not speed.height:
         return speed
-    return speed.group_by("dataset", "family", maintain_order=True).agg(
-        pl.len().alias("n"),
-        pl.col("pil_seconds").mean(),
-        pl.col("adamw_seconds").mean(),
-        pl.col("adamw_to_pil_seconds").mean().alias("adamw_to_pil_mean"),
-        pl.col("adamw_reaches_pil").sum().alias("adamw_reached"),
-        pl.col("pil_reaches_adamw").sum().alias("pil_reached"),
-        pl.col("adamw_late_gain").mean(),
+    return (
+        in_paper_order(speed)
+        .group_by("dataset", "family", maintain_order=True)
+        .agg(
+            pl.len().alias("n"),
+            pl.col("pil_seconds").mean(),
+            pl.col("adamw_seconds").mean(),
+            pl.col("adamw_to_pil_seconds").mean().alias("adamw_to_pil_mean"),
+            pl.col("adamw_reaches_pil").sum().alias("adamw_reached"),
+            pl.col("pil_reaches_adamw").sum().alias("pil_reached"),
+            pl.col("adamw_late_gain").mean(),
+        )
     )
 
 
@@ -227,7 +238,7 @@ def lr_rows(lr: pl.DataFrame) -> tuple[list[str], list]:
     """The grid table's extra header (one column per rate) and rows (the pick in bold)."""
     rates = sorted(lr["lr"].unique().to_list()) if lr.height else []
     rows: list = []
-    for (ds, fam), sub in lr.group_by("dataset", "family", maintain_order=True):
+    for (ds, fam), sub in in_paper_order(lr).group_by("dataset", "family", maintain_order=True):
         cells = []
         for rate in rates:
             hit = sub.filter(pl.col("lr") == rate)
