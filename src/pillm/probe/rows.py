@@ -68,6 +68,7 @@ class ProbeReport:
     ):
         self.probe, self.gradient, self.jobs, self.params = probe, gradient, jobs, params
         self.resamples = int(params.get("bootstrap_resamples", 1000))
+        self._stats: dict[str, dict[str, Any]] = {}
         self.main = main_corpus(probe, params.get("main_corpus", "wikitext2"))
         self.corpora = order_corpora(probe["corpus"].to_list(), params.get("corpora", []))
         self.groups = order_groups(probe["model_group"].to_list())
@@ -120,7 +121,13 @@ class ProbeReport:
     # -- per-group statistics
 
     def group_stats(self, group: str) -> dict[str, Any]:
-        """Main-corpus statistics of one group (seed means per block, then over blocks)."""
+        """Main-corpus statistics of one group (seed means per block, then over blocks); computed
+        once per group (the bootstraps are the slow part)."""
+        if group not in self._stats:
+            self._stats[group] = self._group_stats(group)
+        return self._stats[group]
+
+    def _group_stats(self, group: str) -> dict[str, Any]:
         raw, blocks = self.raw(group, self.main), self.block_rows(group, self.main)
         first = blocks[0] if blocks else {}
         per_model = [
