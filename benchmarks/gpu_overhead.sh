@@ -4,16 +4,7 @@
 set -eu
 . benchmarks/gpu_env.sh
 printf 'data:\n  local_dir: .gpu/data\n' >/tmp/gpu_data.yaml
-python - <<'PY'
-import json, subprocess, yaml
-c = yaml.safe_load(open("config/config.yaml"))
-data = {**c["data"], "local_dir": ".gpu/data"}
-run = lambda *a: subprocess.run(["python", "-m", "pillm", *a], check=True)
-run("prepare-corpus", "--corpus", data["corpus"], "--params", json.dumps(data),
-    "--out-dir", "results/paper/data/wikitext2")
-run("tokenize", "--corpus-dir", "results/paper/data/wikitext2", "--params",
-    json.dumps({"data": data, "tokenizer": c["tokenizer"]}), "--out-dir", "results/paper/tokens/wikitext2")
-PY
+. benchmarks/gpu_tokens.sh
 python benchmarks/job_overhead.py --tokens-dir results/paper/tokens/wikitext2 \
   --configfile config/config.yaml /tmp/gpu_data.yaml --device cuda ${VARIANTS:+--variants $VARIANTS} \
   --out "$OUT/job_overhead.json" 2>&1 | tee "$OUT/job_overhead.txt"
