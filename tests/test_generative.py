@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -272,6 +273,22 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     assert "\\textbf" in (tmp_path / "tables/gen_lr.tex").read_text()  # the pick
     gen_figures(str(summary), str(root), str(tmp_path / "fig"))
     assert {p.name for p in (tmp_path / "fig").iterdir()} >= {"gen_samples.pdf", "gen_budget.png"}
+    # A dataset without the bucketed pair (not an ablation dataset) leaves its panel empty: a
+    # copy of the MNIST summaries named CIFAR-10, less the bucketed pair, beside the original.
+    shutil.copytree(summary, tmp_path / "partial")
+    for path in (tmp_path / "partial").glob("generative*.parquet"):
+        df = pl.read_parquet(path)
+        if "dataset" not in df.columns:
+            continue
+        keep = pl.lit(True)
+        if "setting" in df.columns:
+            keep = ~pl.col("setting").str.starts_with("diff_bucketed")
+        elif "family" in df.columns:
+            keep = pl.col("family") != "diff_bucketed"
+        twin = df.filter(keep).with_columns(pl.lit("cifar10").alias("dataset"))
+        pl.concat([df, twin]).write_parquet(path)
+    gen_figures(str(tmp_path / "partial"), str(root), str(tmp_path / "fig2"))
+    assert (tmp_path / "fig2/gen_budget.pdf").stat().st_size > 1000
 
 
 def test_claims_file_declares_directions_on_arms_the_frame_names():
