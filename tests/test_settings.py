@@ -91,7 +91,7 @@ def test_every_config_file_builds(config):
     gen = cfg["generative"]
     ClassifierJobConfig.from_dict({k: gen[k] for k in CLASSIFIER_KEYS}, "generative")
     lm = LMParams.from_dict({k: cfg[k] for k in ("model", "train", "pil")})
-    assert lm.train.betas == tuple(cfg["train"]["betas"]) and lm.pil.lambdas[0] > 0
+    assert lm.train.betas == tuple(cfg["train"]["betas"]) and lm.pil.lambdas[-1] > 0
     assert LMParams.from_dict({k: cfg[k] for k in ("model", "train")}).pil is None
     ExtrasParams.from_dict({k: cfg[k] for k in ("data", "lambada", "samples")})
     name = cfg["saffu"]["main_setting"]
