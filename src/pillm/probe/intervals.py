@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy import stats
-from torch import Tensor
+
+if TYPE_CHECKING:  # torch only where windows are scored (probe jobs), not in the tables rule
+    from torch import Tensor
 
 LEVEL = 0.95
 
@@ -37,6 +39,8 @@ class WindowScores:
     def of(cls, y: Tensor, pred: Tensor, window: Tensor, n_windows: int) -> WindowScores:
         """Scores of one batch: rows y (m, k), predictions (m, k), each row's window (m,)."""
         k = y.shape[1]
+        import torch
+
         z = dict(dtype=torch.float64, device=y.device)
         n, s, q, e = (torch.zeros(n_windows, **z), *(torch.zeros(n_windows, k, **z) for _ in "sqe"))
         y = y.to(torch.float64)
