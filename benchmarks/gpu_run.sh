@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU part of the paper config on a GPU host without network access.
-# Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and .gpu/data/ (the
-# mirror files the GPU rules read). Writes results (no checkpoints) to $OUT.
+# Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and a mirror copy with
+# the files the GPU rules read (LOCAL_DIR, default .gpu/data; both folders are git-ignored, so
+# name them in the call's carry). Writes results (no checkpoints) to $OUT/results.tgz, also when
+# Snakemake runs out of time: SNAKE_TIMEOUT (default 400 s) interrupts it (SIGINT: running jobs
+# are killed and their outputs removed) and the packing still happens.
 # Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
 # only what those rules need; GPU_JOBS jobs share the GPU (default 6).
@@ -13,7 +16,7 @@ if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's c
 fi
 # Probe only the pipeline's own models here: MiniLM and SmolLM2 (>64 MiB) stay on the CPU side.
 # Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data; peft comes with the host's torch).
-printf 'data:\n  local_dir: .gpu/data\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >/tmp/gpu_data.yaml
+printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
 # The GPU host has no polars: every rule that reads summaries (and all below it) is omitted.
 # UNTIL="rule ..." builds only what those rules need (e.g. UNTIL="lm_extras sensitivity_run");
@@ -21,7 +24,7 @@ t0=$(date +%s.%N)
 OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
 OMIT="$OMIT claims provenance timing_macros"
 if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
-timeout "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT --cores 16 \
+timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT --cores "${CORES:-16}" \
   --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"

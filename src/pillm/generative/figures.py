@@ -33,7 +33,7 @@ def gen_figures(summary_dir: str, results_dir: str, out_dir: str) -> None:
             ax = axes[i][j]
             ax.set_axis_off()
             path = Path(results_dir) / ds / setting / f"seed{first}" / "samples.png"
-            if path.exists():
+            if path.exists() and path.stat().st_size:  # empty: a grid the GPU host did not send
                 ax.imshow(mpimg.imread(path))
             ax.set_title(f"{DATASETS[ds]}: {title}", fontsize=7)
     save(fig, out / "gen_samples.pdf", out / "gen_samples.png")
