@@ -31,7 +31,7 @@ def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.Com
         capture_output=True,
         text=True,
         env=env,
-        timeout=1500,
+        timeout=2400,  # the smoke run on 2 shared cores (about 15 min alone)
     )
     if check and proc.returncode != 0:
         raise AssertionError(
