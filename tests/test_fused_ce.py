@@ -174,21 +174,10 @@ def test_triton_kernels_on_gpu_at_the_paper_width():
 
 
 # ----------------------------------------------------------------------------- the train step
-MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.0}
-TRAIN = {
-    "epochs": 1,
-    "batch_size": 8,
-    "lr": 3e-3,
-    "betas": [0.9, 0.95],
-    "weight_decay": 0.1,
-    "warmup_frac": 0.1,
-    "min_lr_frac": 0.1,
-    "grad_clip": 1.0,
-    "max_steps": 25,
-    "eval_every": 10,
-    "eval_batch_size": 16,
-    "warmup_steps_timing": 2,
-}
+from .test_trainer_speed import MODEL as _MODEL  # noqa: E402
+from .test_trainer_speed import TRAIN  # noqa: E402
+
+MODEL = {**_MODEL, "dropout": 0.0}
 
 
 def _steps(options: StepOptions, n: int = 4):

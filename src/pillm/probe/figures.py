@@ -80,10 +80,9 @@ def _seed_mean(df: pl.DataFrame, keys: list[str], cols: list[str]) -> pl.DataFra
     return df.group_by(keys).agg(aggs).sort(keys)
 
 
-def r2_depth(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
-    """Per model group: R²_lin per block (line, left axis) and the change of the swap metric when
-    that block is replaced by its linear fit (bars) or its low-rank truncation (crosses, right
-    axis), on the main corpus."""
+def _per_model_blocks(df: pl.DataFrame, main: str | None, pdf: str, png: str):
+    """The main corpus's fitted blocks, the model labels and one panel per model; with no
+    blocks, an empty figure is saved and the labels are empty."""
     main = main_corpus(df, main or "wikitext2")
     d = _on(df, main).filter(pl.col("r2_lin").is_not_null())
     labels = _labels(d) if d.height else {}
@@ -92,6 +91,15 @@ def r2_depth(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> N
     if not labels:
         _empty(axes[0], "probe results")
         save(fig, pdf, png)
+    return d, labels, fig, axes
+
+
+def r2_depth(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
+    """Per model group: R²_lin per block (line, left axis) and the change of the swap metric when
+    that block is replaced by its linear fit (bars) or its low-rank truncation (crosses, right
+    axis), on the main corpus."""
+    d, labels, fig, axes = _per_model_blocks(df, main, pdf, png)
+    if not labels:
         return
     cols = ["r2_lin", "delta_linear", "delta_lowrank"]
     c_r2, c_lin, c_lr = sns.color_palette("colorblind", 3)
@@ -332,14 +340,8 @@ def masks(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None
     axis; error bars: 95 % bootstrap interval over held-out windows for one model, ±1 sd over
     seeds for several), and the share of the held-out output variance carried by the excluded
     rows and by the top-k output coordinates (bars, right axis), on the main corpus."""
-    main = main_corpus(df, main or "wikitext2")
-    d = _on(df, main).filter(pl.col("r2_lin").is_not_null())
-    labels = _labels(d) if d.height else {}
-    _theme()
-    fig, axes = _grid(len(labels) or 1, 2.6, 2.3)
+    d, labels, fig, axes = _per_model_blocks(df, main, pdf, png)
     if not labels:
-        _empty(axes[0], "probe results")
-        save(fig, pdf, png)
         return
     cols = ["r2_lin", "r2_lin_all", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi"]
     cols += ["excluded_share", "outlier_share"]
