@@ -46,4 +46,6 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
     --ours output_layer=chunked,ce_chunk=1024 --ours output_layer=fused \
     --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
 fi
-tar czf "$OUT/results.tgz" --exclude='*.pt' results/paper
+# No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them, and a call
+# returns a few MB at most.
+tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper

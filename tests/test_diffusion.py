@@ -71,6 +71,22 @@ def test_bucket_edges_and_routing_by_timestep():
     assert [model(torch.randn(1, 2), i)[0, 0].item() for i in range(10)] == out.tolist()
 
 
+def test_per_bucket_forward_matches_each_row_through_its_own_map_in_values_and_gradients():
+    net = RandomFeatureNet(4, 3, FeatureConfig(width=8), seed=0, trainable=True)
+    model = EpsModel(net, timesteps=20, n_buckets=4, trainable=True)
+    torch.nn.init.normal_(model.w_buckets)
+    x, t = torch.randn(32, 4), torch.randint(20, (32,))
+    out = model(x, t)
+    h = model.features(x, t)
+    ref = torch.stack([h[i] @ model.w_buckets[b] for i, b in enumerate(model.bucket_of(t))])
+    torch.testing.assert_close(out, ref)
+    weights = torch.randn_like(out)
+    (grad,) = torch.autograd.grad((out * weights).sum(), model.w_buckets)
+    (grad_ref,) = torch.autograd.grad((ref * weights).sum(), model.w_buckets)
+    torch.testing.assert_close(grad, grad_ref)
+    assert grad[model.bucket_of(t).unique()].abs().sum() > 0
+
+
 @pytest.mark.parametrize("timesteps", [50, 200])
 def test_ddpm_sampling_with_the_exact_eps_recovers_the_data_distribution(timesteps):
     sched = linear_beta_schedule(timesteps)

@@ -21,6 +21,8 @@ from pillm.saffu.run import (
     SaffuLM,
     context_features,
     cooccurrence,
+    early_stop_rows,
+    evaluate,
     explicit_solution,
     n_inputs,
     run_saffu,
@@ -345,6 +347,30 @@ def test_early_stopping_keeps_the_best_point(tokens_dir):
     # evaluation without improvement and keeps the start
     assert fit.best_step == 0 and fit.steps == 2 and not fit.hit_cap
     torch.testing.assert_close(model.weight.data, start)
+
+
+def test_early_stopping_on_a_subset_of_held_out_rows_scores_the_pick_on_all_of_them():
+    job = SaffuJobConfig.from_dict({**CFG, "early_stop_rows": 50, "max_steps": 20}, "saffu")
+    torch.manual_seed(0)
+
+    def rows(n):  # the first input's type sets the target most of the time: there is a signal
+        idx = torch.randint(0, 8, (n, 3))
+        noise = torch.randint(0, 5, (n,))
+        y = torch.where(torch.rand(n) < 0.7, idx[:, 0] % 5, noise)
+        return idx, torch.full((n, 3), 1 / 3), y
+
+    train, valid = rows(300), rows(200)
+    watched = early_stop_rows(valid, 50)
+    assert watched[0].shape[0] == 50 and torch.equal(watched[2], valid[2][::4])
+    assert early_stop_rows(valid, 0) is valid and early_stop_rows(valid, 200) is valid
+    model = SaffuLM(8, 5)
+    fit = train_adamw(model, torch.zeros(8, 5), train, valid, lr=0.1, seed=0, job=job, label="t")
+    assert fit.best_step > 0
+    # the curve watched the subset; the run's score is every held-out row at its best point
+    best_row = next(r for r in fit.curve if r["step"] == fit.best_step)
+    assert best_row["val_loss"] == pytest.approx(evaluate(model, *watched, 64)["loss"])
+    assert fit.best_val == pytest.approx(evaluate(model, *valid, 64)["loss"])
+    assert fit.best_val != pytest.approx(best_row["val_loss"])
 
 
 def test_same_config_gives_identical_metrics_on_cpu(jobs, tokens_dir, tmp_path):

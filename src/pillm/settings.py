@@ -381,6 +381,7 @@ class SaffuJobConfig(Section):
     eval_chunk: int
     alpha_extend: int = 2
     lr_extend: int = 1
+    early_stop_rows: int = 0  # held-out rows early stopping watches (0: all)
 
     def setting(self, name: str) -> SaffuSetting:
         """The named setting; ConfigError naming the configured ones otherwise."""

@@ -42,7 +42,7 @@ def generated(path):
 # them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
 if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
-# CPU threads of a GPU rule: on CPU they do the work (up to 4); with a GPU the work is on the
+# CPU threads of every GPU rule: on CPU they do the work (up to 4); with a GPU the work is on the
 # device, and 4 threads a job let only cores/4 jobs share it however large --resources gpu=N is.
 GPU_THREADS = min(4 if estimate.device_kind() == "cpu" else 2, workflow.cores)
 

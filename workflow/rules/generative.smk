@@ -31,7 +31,7 @@ rule gen_classifier:
         benchfile("generative/{dataset}/classifier")
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
@@ -72,7 +72,7 @@ rule gen_lr_grid:
         family="|".join(plan.FAMILIES),
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:
@@ -105,7 +105,7 @@ rule generative:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:

@@ -16,7 +16,7 @@ rule probe:
         benchfile("probe/{model}/{corpus}")
     conda:
         "../envs/pillm.yaml"
-    threads: min(4, workflow.cores)
+    threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
     params:

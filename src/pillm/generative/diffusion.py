@@ -145,12 +145,11 @@ class EpsModel(nn.Module):
         if self.w_buckets is None:
             return self.net(x, t.float() / self.timesteps)
         h = self.features(x, t)
-        buckets = self.bucket_of(t)
-        out = h.new_empty(x.shape[0], self.w_buckets.shape[2])
-        for b in buckets.unique().tolist():
-            rows = buckets == b
-            out[rows] = h[rows] @ self.w_buckets[b]
-        return out
+        # Every row through every map, then each row keeps its own bucket's: K times one map's
+        # FLOPs, but no host sync and no per-bucket kernels (looping over the buckets present
+        # synced every training step and made the per-bucket AdamW arm 3x slower per step).
+        every = torch.einsum("np,kpd->knd", h, self.w_buckets)
+        return every[self.bucket_of(t), torch.arange(x.shape[0], device=x.device)]
 
 
 def diffusion_pairs(

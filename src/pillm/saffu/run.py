@@ -37,7 +37,8 @@ row ``log u`` (the unigram model: with ||x||_1 = 1 a constant row is an output b
 N(0, init_std^2). Each start is trained by AdamW at every rate of ``lrs`` (extended past an
 edge pick), each run stopped when the held-out loss has not set a new minimum for ``patience``
 evaluations (at most ``max_steps``) and rolled back to its minimum; the rate with the lowest
-held-out loss wins. The first seed of a job picks the rate of each start; later seeds reuse it.
+held-out loss wins. Early stopping may watch a strided subset of the held-out rows
+(``early_stop_rows``); the rates are then compared on all of them. The first seed of a job picks the rate of each start; later seeds reuse it.
 One job is one setting at one train fraction (pillm.saffu.data: a seeded window of the train
 split, shared by both starts of a seed). Perplexity is the LM table's: exp of the mean
 next-token NLL over every test token after the first (here each with up to
@@ -236,11 +237,12 @@ def train_adamw(
         fused=device.type == "cuda",
     )  # fmt: skip
     tr_idx, tr_wts, tr_y = train
+    watched = early_stop_rows(valid, job.early_stop_rows)
     n_train = tr_idx.shape[0]
     bs = min(job.batch_size, n_train)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     order, pos = torch.randperm(n_train, generator=gen).to(device), 0
-    best_val = evaluate(model, *valid, job.eval_chunk)["loss"]
+    best_val = evaluate(model, *watched, job.eval_chunk)["loss"]
     best_step, best_w, bad = 0, model.weight.detach().clone(), 0
     curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": best_val, "lr": lr}]
     sync(str(device))
@@ -260,7 +262,7 @@ def train_adamw(
         row = {"step": step, "tokens": step * bs, "train_loss": None, "val_loss": None, "lr": lr}
         if step % job.eval_every == 0 or step == job.max_steps:
             row["train_loss"] = loss.item()
-            row["val_loss"] = val = evaluate(model, *valid, job.eval_chunk)["loss"]
+            row["val_loss"] = val = evaluate(model, *watched, job.eval_chunk)["loss"]
             if val < best_val:
                 best_val, best_step, bad = val, step, 0
                 best_w.copy_(model.weight.detach())
@@ -272,8 +274,21 @@ def train_adamw(
     sync(str(device))
     seconds = time.perf_counter() - t0
     model.weight.data.copy_(best_w)
+    if watched is not valid:  # rates are compared on every held-out row, at each run's best
+        best_val = evaluate(model, *valid, job.eval_chunk)["loss"]
     hit_cap = step == job.max_steps and best_step == step
     return Fit(lr, best_val, best_step, step, hit_cap, seconds, curve, best_w)
+
+
+def early_stop_rows(valid: tuple, rows: int) -> tuple:
+    """About ``rows`` held-out rows, every k-th (so they span the split), that early stopping
+    watches; all of them when ``rows`` is 0 or not smaller. A full held-out pass costs some
+    eight times the rows of ``eval_every`` training steps at the paper scale."""
+    n = valid[0].shape[0]
+    if rows <= 0 or rows >= n:
+        return valid
+    stride = -(-n // rows)
+    return tuple(t[::stride] for t in valid)
 
 
 def tune_lr(
