@@ -25,7 +25,7 @@ OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sen
 OMIT="$OMIT claims provenance timing_macros"
 if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
 timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT --cores "${CORES:-16}" \
-  --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
+  --rerun-incomplete --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 tail -4 "$OUT/snakemake.log"
@@ -47,5 +47,6 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
     --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
 fi
 # No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them, and a call
-# returns a few MB at most.
-tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper
+# returns a few MB at most. Parts of 15 MB (a call returns files of up to 16 MiB): cat them back.
+tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |
+  split -b 15M - "$OUT/results.tgz.part-"
