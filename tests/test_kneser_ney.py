@@ -106,6 +106,36 @@ def test_job_writes_one_run_per_fraction_and_seed(tmp_path):
     assert get[(1.0, 0, "test_loss")] == pytest.approx(math.log(20), rel=0.05)
 
 
+def test_an_edge_order_pick_extends_the_grid_one_order_at_a_time():
+    from pillm.saffu.kn_job import fit_window
+    from pillm.settings import KneserNeyConfig
+
+    # a second-order Markov chain: the trigram (order 3) is the true model
+    rng = np.random.default_rng(0)
+    v = 6
+    trans = rng.dirichlet(np.full(v, 0.2), size=(v, v))
+    seq = [0, 1]
+    for _ in range(12000):
+        seq.append(int(rng.choice(v, p=trans[seq[-2], seq[-1]])))
+    train, held = seq[:10000], seq[10000:]
+
+    def fit(orders, extend):
+        return fit_window(train, held, held, v, KneserNeyConfig(orders=orders, order_extend=extend))
+
+    up, down = fit((1, 2), 3), fit((5, 6), 3)
+    for out in (up, down):  # from either side the walk stops at the true order, off the edge
+        assert (out["order"], out["order_edge_hit"], out["order_on_edge"]) == (3, 1, 0)
+    assert up["order_extensions"] == 2 and "val_loss_order4" in up  # 3, then 4 is worse
+    assert down["order_extensions"] == 3 and "val_loss_order2" in down
+    capped = fit((1, 2), 0)
+    assert (capped["order"], capped["order_on_edge"], capped["order_extensions"]) == (2, 1, 0)
+    # order 1 is no edge: the unigram has nothing below it
+    noise = rng.integers(0, 20, 3000).tolist()
+    low = fit_window(noise[:2500], noise[2500:], noise[2500:], 20,
+                     KneserNeyConfig(orders=(1, 2), order_extend=2))  # fmt: skip
+    assert (low["order"], low["order_edge_hit"], low["order_extensions"]) == (1, 0, 0)
+
+
 def test_lm_contribution_table_gets_the_kneser_ney_row():
     import polars as pl
 

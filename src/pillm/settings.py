@@ -399,3 +399,4 @@ class KneserNeyConfig(Section):
 
     orders: tuple[int, ...]
     discount: float | str = "modified"
+    order_extend: int = 0  # orders added past an edge pick, per side

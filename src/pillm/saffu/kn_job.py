@@ -21,20 +21,33 @@ from pillm.settings import KneserNeyConfig
 def fit_window(
     train: list[int], valid: list[int], test: list[int], vocab: int, cfg: KneserNeyConfig
 ) -> dict[str, float]:
-    """Fit every order on ``train``, pick the lowest held-out loss, score the test tokens."""
+    """Fit every order on ``train``, pick the lowest held-out loss (the grid extended by one
+    order past an edge pick, up to ``order_extend`` times per side, never below 1), score the
+    test tokens."""
     t0 = time.perf_counter()
-    val = {}
-    for order in cfg.orders:
-        nll, n = KneserNey(train, order, vocab, cfg.discount).nll(valid)
-        val[order] = nll / n
-    best = min(cfg.orders, key=lambda k: val[k])
+    val: dict[int, float] = {}
+    orders, added = sorted(cfg.orders), 0
+    while True:
+        for order in orders:
+            if order not in val:
+                nll, n = KneserNey(train, order, vocab, cfg.discount).nll(valid)
+                val[order] = nll / n
+        best = min(orders, key=lambda k: (val[k], k))
+        # order 1 (unigram) is no edge: nothing lies below it
+        edge = len(orders) > 1 and (best == orders[-1] or best == orders[0] > 1)
+        if added == 0:
+            edge_hit = edge
+        if not edge or added >= cfg.order_extend:
+            break
+        beyond = best + 1 if best == orders[-1] else best - 1
+        orders, added = sorted([*orders, beyond]), added + 1
     model = KneserNey(train, best, vocab, cfg.discount)
     nll, n = model.nll(test)
     out = {
         "order": float(best), "val_loss": val[best], "test_loss": nll / n,
         "test_ppl": math.exp(nll / n), "test_nll": nll, "test_predicted": float(n),
-        "order_edge_hit": float(len(cfg.orders) > 1 and best == max(cfg.orders)),
-        "fit_time_s": time.perf_counter() - t0,
+        "order_edge_hit": float(edge_hit), "order_extensions": float(added),
+        "order_on_edge": float(edge), "fit_time_s": time.perf_counter() - t0,
     }  # fmt: skip
     out.update({f"val_loss_order{k}": v for k, v in val.items()})
     return out

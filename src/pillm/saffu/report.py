@@ -309,6 +309,7 @@ class SaffuReport:
             "SaffuNumSettings": str(len(self.settings)),
             "SaffuMainSetting": self.describe(s),
             "SaffuKNOrders": ", ".join(str(k) for k in p["kn"]["orders"]),
+            "SaffuKNOrderExtend": str(p["kn"].get("order_extend", 0)),
         }
         ex = lambda metric: self.value(s, "explicit", metric)  # noqa: E731
         rnd = lambda metric: self.value(s, "random", metric)  # noqa: E731
@@ -325,6 +326,10 @@ class SaffuReport:
             out[f"Saffu{name}PPL"] = fmt_num(_get(c), 1)
             out[f"Saffu{name}PPLPM"] = _pm(c, 1)
         out["SaffuKNOrder"] = fmt_num(self.value(KN, "kn", "order"), 0)
+        on_edge = self.value(KN, "kn", "order_on_edge")
+        out["SaffuKNOrderEdge"] = {None: MISSING, 0.0: "inside", 1.0: "on an edge of"}.get(
+            on_edge, MISSING
+        )
         out["SaffuKNFitTime"] = fmt_num(self.value(KN, "kn", "fit_time_s"), 1)
         out["SaffuColdStartPPL"] = fmt_num(rnd("unigram_test_ppl"), 1)  # the unigram model
         out["SaffuWarmStepZeroVal"] = fmt_num(ex("init_val_loss"), 3)
