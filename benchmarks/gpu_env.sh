@@ -10,3 +10,8 @@ for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# Runs record "<rev>-dirty" when this copy differs from HEAD: say how, so a build record can tell
+# a real edit from an artefact of the copy (file modes, say).
+git status --porcelain --untracked-files=no | head -20 >"$OUT/git_status.txt"
+[ -s "$OUT/git_status.txt" ] && echo "tree differs from HEAD in $(wc -l <"$OUT/git_status.txt") files: see git_status.txt"
+true

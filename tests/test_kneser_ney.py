@@ -103,6 +103,7 @@ def test_job_writes_one_run_per_fraction_and_seed(tmp_path):
     assert get[(0.25, 0, "window_offset")] != get[(0.25, 1, "window_offset")]
     # uniform random tokens: the unigram order wins on held-out data, near log(20) nats
     assert get[(1.0, 0, "order")] == 1
+    assert all(r["git_rev"] and r["device"] == "cpu" for r in rows)  # provenance of every run
     assert get[(1.0, 0, "test_loss")] == pytest.approx(math.log(20), rel=0.05)
 
 

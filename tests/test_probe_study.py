@@ -168,6 +168,7 @@ def test_aggregate_probe_stacks_jobs(tmp_path):
     assert probe.filter(pl.col("model") == "pillm-s0")["seed"].to_list() == [0, 0, 0]
     jobs = pl.read_parquet(tmp_path / "summary/probe_jobs.parquet")
     assert jobs.height == 2 and {"rows_per_s", "peak_mem_mb", "device"} <= set(jobs.columns)
+    assert jobs["git_rev"].null_count() == 0  # the paper's provenance counts every job
 
 
 def test_llama_family_probe_runs(tmp_path):

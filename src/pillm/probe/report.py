@@ -235,6 +235,6 @@ def aggregate_probe(
     write_claim_frame(claims, interval_rows=rows)
     grads = concat_parquet(gradient_paths)
     write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")
-    index = ["variant", "corpus", "model_group", "model_label", "device", "device_name"]
+    index = ["variant", "corpus", "model_group", "model_label", "device", "device_name", "git_rev"]
     jobs = pivot_records(metrics_paths, index).rename({"variant": "model"})
     write_parquet(jobs.sort("model", "corpus"), out / "probe_jobs.parquet")

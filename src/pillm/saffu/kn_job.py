@@ -5,13 +5,14 @@ same predicted test tokens, the order chosen on the held-out split. CPU only, to
 from __future__ import annotations
 
 import math
+import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pillm.core.records import tidy_records, write_json
+from pillm.core.records import git_revision, tidy_records, write_json
 from pillm.models.evaluate import bits_per_byte
 from pillm.saffu.data import train_window
 from pillm.saffu.kneser_ney import KneserNey
@@ -69,6 +70,8 @@ def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str 
     valid, test = arrays["valid"].tolist(), arrays["test"].tolist()
     fractions = sorted({float(f) for f in params["fractions"]} | {1.0})
     cache: dict[tuple[int, int], dict[str, float]] = {}
+    where = {"device": "cpu", "device_name": f"CPU ({platform.machine()}, 1 thread)",
+             "git_rev": git_revision()}  # fmt: skip
     records: list[dict[str, Any]] = []
     for fraction in fractions:
         for seed in params["seeds"]:
@@ -87,6 +90,6 @@ def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str 
                 "seed": seed, "corpus": meta["corpus"], "tokenizer": meta["tokenizer"],
                 "data_policy": meta["policy"],
             }  # fmt: skip
-            context = {"discount": str(cfg.discount), "vocab_size": vocab, "device": "cpu"}
+            context = {"discount": str(cfg.discount), "vocab_size": vocab, **where}
             records += tidy_records(identity, out, context)
     write_json(Path(out_dir) / "metrics.json", records)
