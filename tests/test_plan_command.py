@@ -53,6 +53,30 @@ def test_previous_run_benchmarks_take_precedence(tmp_path, monkeypatch):
     assert f"about {estimate._hms(1800 / rec['parallel'])}" in text
 
 
+def test_benchmark_files_are_filed_under_their_rules(tmp_path):
+    for rel in ("generative/mnist/classifier", "generative/mnist/lr_diff",
+                "generative/mnist/flow_pil/seed0", "sensitivity_run/baseline", "run_lm/baseline"):  # fmt: skip
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{rel}.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n")
+    assert set(estimate.read_benchmarks(tmp_path)) == {
+        "gen_classifier",
+        "gen_lr_grid",
+        "generative",
+        "sensitivity_run",
+        "run_lm",
+    }
+
+
+def test_gpu_rules_are_the_rules_that_take_a_gpu_slot():
+    text = "\n".join(p.read_text() for p in sorted((REPO / "workflow/rules").glob("*.smk")))
+    gpu = set()
+    for block in re.split(r"\n(?=rule )", text):
+        name = re.match(r"rule (\w+):", block)
+        if name and re.search(r"^\s+gpu=1", block, re.M):
+            gpu.add(name.group(1))
+    assert gpu == set(estimate.GPU_RULES)
+
+
 def test_missing_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no latexmk

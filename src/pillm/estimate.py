@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ESTIMATES = ROOT / "benchmarks" / "estimates.json"
 SMOKE = "config/smoke.yaml"
 
-# Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk).
-GPU_RULES = ("run_lm", "lm_extras", "probe", "generative", "gen_classifier", "lora", "saffu")
+# Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk; a test checks).
+GPU_RULES = ("run_lm", "lm_extras", "sensitivity_run", "probe", "generative", "gen_classifier",
+             "gen_lr_grid", "lora", "saffu")  # fmt: skip
 
 
 def device_kind() -> str:
@@ -76,8 +77,11 @@ def parse_log(text: str) -> dict[str, list[float]]:
 
 def _bench_rule(rel: Path) -> str:
     """The rule of a benchmark file from its path (workflow/rules/*.smk ``benchfile(...)``)."""
-    if rel.parts[0] == "generative" and rel.stem == "classifier":
-        return "gen_classifier"
+    if rel.parts[0] == "generative" and len(rel.parts) == 3:  # generative/<dataset>/<file>
+        if rel.stem == "classifier":
+            return "gen_classifier"
+        if rel.stem.startswith("lr_"):
+            return "gen_lr_grid"
     return rel.parts[0]
 
 
