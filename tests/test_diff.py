@@ -356,3 +356,17 @@ def test_rows_and_macros_one_build_lacks_are_one_line_each(tmp_path):
     assert kinds(d, "tables") == [("lora.tex [tab:lora]", "row New / LoRA (4 cells)", "only_b")]
     assert kinds(d, "macros") == [("numbers.tex", "5 macros", "only_b")]
     assert d.section("tables")[0].b == "present"
+
+
+def test_every_summary_of_the_paper_build_has_known_item_keys():
+    """No summary falls back to guessed keys (a bool or a count taken for a name)."""
+    from pillm.paper.diff import ITEM_KEYS, NOT_COMPARED
+
+    record = Path(__file__).resolve().parents[1] / "benchmarks/gpu_runs"
+    summaries = sorted((record / "2026-11-26_h100_paper_build_2/summary").glob("*.parquet"))
+    assert summaries
+    for path in summaries:
+        columns = set(pl.read_parquet_schema(path))
+        aggregated = {"metric", "mean", "std", "n"} <= columns
+        assert aggregated or path.name in ITEM_KEYS or path.name in NOT_COMPARED, path.name
+        assert set(ITEM_KEYS.get(path.name, [])) <= columns, path.name

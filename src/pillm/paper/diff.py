@@ -48,6 +48,9 @@ ITEM_KEYS: dict[str, list[str]] = {
     "generative_samplers.parquet": ["dataset", "setting", "sampler", "steps"],
     "generative_classifiers.parquet": ["dataset"],
     "lora.parquet": ["model_group", "method"],
+    "generative_lr.parquet": ["dataset", "family", "lr"],  # one row per grid rate
+    "generative_speed.parquet": ["dataset", "family"],
+    "sensitivity.parquet": ["point", "lr", "dropout"],
 }
 # Per-seed records and curves: their aggregates are the summaries above.
 NOT_COMPARED = {
@@ -57,6 +60,8 @@ NOT_COMPARED = {
     "saffu_curves.parquet": "training curves",
     "generative_curves.parquet": "curves",
     "lora_curves.parquet": "curves",
+    "generative_lr_curves.parquet": "curves",
+    "sensitivity_runs.parquet": "per-seed records (sensitivity.parquet holds their means)",
     "samples.parquet": "generated text",
     "solves.parquet": "λ-sweep records",
     "claims.parquet": "compared as claims",
