@@ -1,0 +1,124 @@
+"""Where a SAFFU training step spends its time, at the paper shape, on one device.
+
+The paper's main setting trains W (4,098 inputs x 50,257 output types, 206 M weights) by AdamW
+on sparse non-negative rows (16 + 4 non-zeros each). This times, each alone and repeated
+(CUDA-synchronised, first repeats dropped): the forward (``embedding_bag``), forward + backward,
+the optimizer step, the whole step, one held-out evaluation chunk; and the same step with the
+rows scattered into a dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off).
+Prints one table per batch size and writes JSON with ``--out``.
+
+    python benchmarks/saffu_step.py --device cuda --batch 1024 --batch 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from pillm.saffu.run import SaffuLM  # noqa: E402
+
+
+def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return sorted(out)[len(out) // 2]
+
+
+def rows(n: int, n_in: int, nnz: int, vocab: int, device: str):
+    g = torch.Generator(device="cpu").manual_seed(0)
+    idx = torch.randint(0, n_in, (n, nnz), generator=g).to(device)
+    wts = torch.full((n, nnz), 1.0 / nnz, device=device)
+    y = torch.randint(0, vocab, (n,), generator=g).to(device)
+    return idx, wts, y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--n-in", type=int, default=4098)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--nnz", type=int, default=20)
+    ap.add_argument("--batch", type=int, action="append")
+    ap.add_argument("--eval-chunk", type=int, default=4096)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    dev = args.device
+    name = torch.cuda.get_device_name() if dev.startswith("cuda") else "CPU"
+    model = SaffuLM(args.n_in, args.vocab).to(dev)
+    torch.nn.init.normal_(model.weight, std=0.02)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=dev.startswith("cuda"))
+    results = {"device": name, "n_in": args.n_in, "vocab": args.vocab, "nnz": args.nnz, "rows": []}
+    for bs in args.batch or [1024]:
+        idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
+
+        def forward():
+            return F.cross_entropy(model(idx, wts).float(), y)
+
+        def fwd_bwd():
+            opt.zero_grad(set_to_none=True)
+            forward().backward()
+
+        def step():
+            fwd_bwd()
+            opt.step()
+
+        def dense_logits():
+            x = torch.zeros(bs, args.n_in, device=dev)
+            x.scatter_add_(1, idx, wts)
+            return x @ model.weight
+
+        def dense_step():
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(dense_logits(), y).backward()
+            opt.step()
+
+        fwd_bwd()
+        r = {
+            "batch": bs,
+            "forward_ms": timed(forward, dev, args.repeats),
+            "forward_backward_ms": timed(fwd_bwd, dev, args.repeats),
+            "optimizer_ms": timed(opt.step, dev, args.repeats),
+            "step_ms": timed(step, dev, args.repeats),
+        }
+        if dev.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            r["dense_tf32_step_ms"] = timed(dense_step, dev, args.repeats)
+            with torch.no_grad():
+                err = (dense_logits() - model(idx, wts)).abs().max().item()
+            r["dense_tf32_max_logit_error"] = err
+            torch.backends.cuda.matmul.allow_tf32 = False
+        results["rows"].append(r)
+        print(f"batch {bs}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "batch"))
+    e_idx, e_wts, e_y = rows(args.eval_chunk, args.n_in, args.nnz, args.vocab, dev)
+    with torch.no_grad():
+        results["eval_chunk_ms"] = timed(
+            lambda: F.cross_entropy(model(e_idx, e_wts).float(), e_y, reduction="sum"),
+            dev,
+            args.repeats,
+        )
+    print(f"{name}: held-out chunk of {args.eval_chunk} rows {results['eval_chunk_ms']:.3g} ms")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
