@@ -10,8 +10,14 @@ for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-# Runs record "<rev>-dirty" when this copy differs from HEAD: say how, so a build record can tell
-# a real edit from an artefact of the copy (file modes, say).
-git status --porcelain --untracked-files=no | head -20 >"$OUT/git_status.txt"
-[ -s "$OUT/git_status.txt" ] && echo "tree differs from HEAD in $(wc -l <"$OUT/git_status.txt") files: see git_status.txt"
-true
+# The host gets the current tree beside a stale git directory (every file edited since looks
+# modified there), so runs take their revision from .gpu_rev, written here before the call:
+#   r=$(git rev-parse --short=12 HEAD); git diff --quiet HEAD || r=$r-dirty; echo $r >.gpu_rev
+# and carried (it is git-ignored). Without it runs record the stale "<rev>-dirty".
+if [ -s .gpu_rev ]; then
+  export PILLM_GIT_REV=$(cat .gpu_rev)
+  echo "runs record revision $PILLM_GIT_REV (.gpu_rev)"
+else
+  git status --porcelain --untracked-files=no | head -20 >"$OUT/git_status.txt"
+  echo "no .gpu_rev: runs record this copy's git state (see git_status.txt)"
+fi

@@ -157,3 +157,12 @@ def test_committed_records_render():
     m = timing_macros(newest_record([str(p) for p in paths]))
     assert m["TimingSolveS"] != "--" and m["TimingGradS"] != "--" and m["TimingDevice"]
     assert build.RUN_KEYS  # the summaries' run columns are declared in one place
+
+
+def test_a_revision_sent_with_the_tree_overrides_the_local_git(monkeypatch):
+    from pillm.core.records import git_revision
+
+    monkeypatch.setenv("PILLM_GIT_REV", "76689b7aa1b2")
+    assert git_revision() == "76689b7aa1b2"
+    monkeypatch.delenv("PILLM_GIT_REV")
+    assert git_revision() != "76689b7aa1b2"  # read from git again

@@ -51,7 +51,13 @@ def config_hash(cfg: Mapping[str, Any]) -> str:
 
 
 def git_revision() -> str:
-    """HEAD of the repository this package runs from, with ``-dirty`` if the tree has edits."""
+    """HEAD of the repository this package runs from, with ``-dirty`` if the tree has edits.
+
+    ``PILLM_GIT_REV`` overrides it: a GPU host receives the current working tree beside a stale
+    git directory, so there every file edited since looks modified; the revision of the tree as
+    sent comes along instead (benchmarks/gpu_env.sh reads it from ``.gpu_rev``)."""
+    if os.environ.get("PILLM_GIT_REV"):
+        return os.environ["PILLM_GIT_REV"]
     root = Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(
