@@ -120,7 +120,7 @@ def run(args) -> dict:
     adam = adamw_to_target(model, flow_batch, flow_val, pil["mse"], args, device)
     out["flow"] = {"pil": pil, "pil_1x": rows[1], "adamw": adam}
 
-    # ---- diffusion (shared weights for AdamW; PIL bucketed)
+    # ---- diffusion: PIL and AdamW with the same --buckets ε maps (equal capacity)
     dcfg = DiffusionConfig(features=feats, timesteps=1000, n_buckets=args.buckets,
                            chunk_size=args.chunk)  # fmt: skip
     sched = dcfg.schedule()
@@ -135,7 +135,7 @@ def run(args) -> dict:
              "pairs": sum(f.n_train for f in fits)}  # fmt: skip
     reset_peak(device)
     net = RandomFeatureNet(dim, dim, feats, 0, trainable=True).to(device)
-    model = EpsModel(net, 1000).to(device)
+    model = EpsModel(net, 1000, args.buckets, trainable=True).to(device)  # as many maps as PIL
     ab = sched.alpha_bars.to(device).float()
 
     def eps_batch():

@@ -50,6 +50,49 @@ def rows(n: int, n_in: int, nnz: int, vocab: int, device: str):
     return idx, wts, y
 
 
+def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:
+    """Milliseconds of each part of a step at batch ``bs`` (see the module docstring)."""
+    dev = args.device
+    idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
+
+    def forward():
+        return F.cross_entropy(model(idx, wts).float(), y)
+
+    def fwd_bwd():
+        opt.zero_grad(set_to_none=True)
+        forward().backward()
+
+    def step():
+        fwd_bwd()
+        opt.step()
+
+    def dense_logits():
+        x = torch.zeros(bs, args.n_in, device=dev)
+        x.scatter_add_(1, idx, wts)
+        return x @ model.weight
+
+    def dense_step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(dense_logits(), y).backward()
+        opt.step()
+
+    fwd_bwd()
+    r = {
+        "batch": bs,
+        "forward_ms": timed(forward, dev, args.repeats),
+        "forward_backward_ms": timed(fwd_bwd, dev, args.repeats),
+        "optimizer_ms": timed(opt.step, dev, args.repeats),
+        "step_ms": timed(step, dev, args.repeats),
+    }
+    if dev.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        r["dense_tf32_step_ms"] = timed(dense_step, dev, args.repeats)
+        with torch.no_grad():
+            r["dense_tf32_max_logit_error"] = (dense_logits() - model(idx, wts)).abs().max().item()
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return r
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -68,44 +111,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=dev.startswith("cuda"))
     results = {"device": name, "n_in": args.n_in, "vocab": args.vocab, "nnz": args.nnz, "rows": []}
     for bs in args.batch or [1024]:
-        idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
-
-        def forward():
-            return F.cross_entropy(model(idx, wts).float(), y)
-
-        def fwd_bwd():
-            opt.zero_grad(set_to_none=True)
-            forward().backward()
-
-        def step():
-            fwd_bwd()
-            opt.step()
-
-        def dense_logits():
-            x = torch.zeros(bs, args.n_in, device=dev)
-            x.scatter_add_(1, idx, wts)
-            return x @ model.weight
-
-        def dense_step():
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(dense_logits(), y).backward()
-            opt.step()
-
-        fwd_bwd()
-        r = {
-            "batch": bs,
-            "forward_ms": timed(forward, dev, args.repeats),
-            "forward_backward_ms": timed(fwd_bwd, dev, args.repeats),
-            "optimizer_ms": timed(opt.step, dev, args.repeats),
-            "step_ms": timed(step, dev, args.repeats),
-        }
-        if dev.startswith("cuda"):
-            torch.backends.cuda.matmul.allow_tf32 = True
-            r["dense_tf32_step_ms"] = timed(dense_step, dev, args.repeats)
-            with torch.no_grad():
-                err = (dense_logits() - model(idx, wts)).abs().max().item()
-            r["dense_tf32_max_logit_error"] = err
-            torch.backends.cuda.matmul.allow_tf32 = False
+        r = time_batch(model, opt, bs, args)
         results["rows"].append(r)
         print(f"batch {bs}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "batch"))
     e_idx, e_wts, e_y = rows(args.eval_chunk, args.n_in, args.nnz, args.vocab, dev)
