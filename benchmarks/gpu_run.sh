@@ -24,8 +24,13 @@ t0=$(date +%s.%N)
 OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
 OMIT="$OMIT claims provenance timing_macros"
 if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
-timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT --cores "${CORES:-16}" \
-  --rerun-incomplete --resources gpu="${GPU_JOBS:-6}" --configfile config/config.yaml /tmp/gpu_data.yaml \
+# Every GPU job takes 2 CPU threads (GPU_THREADS) and waits on the device, so --cores defaults to
+# 2 x GPU_JOBS + 2: with CORES=32 and GPU_JOBS=24 on two H100s at most 16 jobs ran at once and
+# the SST-2 jobs, ready at 77 s, waited until 166 s (logs of 2026-11-26_h100_paper_build_2).
+GPU_JOBS=${GPU_JOBS:-6}
+timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT \
+  --cores "${CORES:-$((2 * GPU_JOBS + 2))}" \
+  --rerun-incomplete --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 tail -4 "$OUT/snakemake.log"
