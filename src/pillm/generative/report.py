@@ -445,4 +445,4 @@ def render_gen_tables(
         LR_CAPTION, "tab:gen-lr", "lll" + "r" * len(extra), ["Data", "Pair", "Steps", *extra], grid
     )
     render_report(tables, numbers(tabs, mean, params), template_dir, numbers_path,
-                  "pillm.gen_report from the generative summaries", prefix="Gen")  # fmt: skip
+                  "pillm.generative.report from the generative summaries", prefix="Gen")  # fmt: skip

@@ -237,7 +237,9 @@ def render_tables(
         for name, (label, colspec, header) in LM_TABLES.items()
     }
     macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
-    render_report(tables, macros, template_dir, numbers_path, "pillm.tables from results/summary")
+    render_report(
+        tables, macros, template_dir, numbers_path, "pillm.lm.report from results/<name>/summary"
+    )
 
 
 def lm_table(

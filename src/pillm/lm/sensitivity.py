@@ -34,7 +34,7 @@ from pillm.settings import SensitivityConfig
 
 METRICS = ("val_loss", "test_loss", "test_ppl")
 ARMS = {"attn": "attn_only", "ffn": "ffn_only"}  # measure prefix -> the variant it compares
-ORIGIN = "pillm sensitivity from results/<name>/sensitivity"
+ORIGIN = "pillm.lm.sensitivity from results/<name>/sensitivity"
 
 
 def _config(params: dict[str, Any]) -> tuple[SensitivityConfig, dict[str, tuple[float, float]]]:

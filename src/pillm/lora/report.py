@@ -332,4 +332,4 @@ def render_lora_tables(
     )
     table = Table(caption, "tab:lora", "llrrrrrrrr", header, rep.table_rows())
     render_report({table_path: table}, rep.numbers(), template_dir, numbers_path,
-                  "pillm.lora_report from the lora summaries", prefix="Lora")  # fmt: skip
+                  "pillm.lora.report from the SST-2 summaries", prefix="Lora")  # fmt: skip

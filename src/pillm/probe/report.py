@@ -183,7 +183,7 @@ def render_probe_tables(
     ]
     tables[Path(tables_dir) / "probe_blocks.tex"] = LongTable(
         blocks,
-        "pillm.probe_report from the probe summaries",
+        "pillm.probe.report from the probe summaries",
         "No per-block probe results in this build.",
     )
     k = rep.params.get("outlier_features", "k")
@@ -204,11 +204,11 @@ def render_probe_tables(
     ]
     tables[Path(tables_dir) / "probe_masks.tex"] = LongTable(
         masks,
-        "pillm.probe_report from the probe summaries",
+        "pillm.probe.report from the probe summaries",
         "No per-block probe results in this build.",
     )
     render_report(tables, probe_macros(rep), template_dir, numbers_path,
-                  "pillm.probe_report from the probe summaries", prefix="Probe")  # fmt: skip
+                  "pillm.probe.report from the probe summaries", prefix="Probe")  # fmt: skip
 
 
 def aggregate_probe(

@@ -438,4 +438,4 @@ def render_saffu_tables(
         for name, (label, colspec, header) in SAFFU_TABLES.items()
     }
     render_report(tables, rep.numbers(), template_dir, numbers_path,
-                  "pillm.saffu_report from the SAFFU and LM summaries", prefix="Saffu")  # fmt: skip
+                  "pillm.saffu.report from the SAFFU and LM summaries", prefix="Saffu")  # fmt: skip
