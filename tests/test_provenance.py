@@ -166,3 +166,14 @@ def test_a_revision_sent_with_the_tree_overrides_the_local_git(monkeypatch):
     assert git_revision() == "76689b7aa1b2"
     monkeypatch.delenv("PILLM_GIT_REV")
     assert git_revision() != "76689b7aa1b2"  # read from git again
+
+
+def test_one_spelling_per_cpu_device():
+    from pillm.core.records import cpu_name
+
+    assert cpu_name(1).endswith(", 1 thread)") and cpu_name(2).endswith(", 2 threads)")
+    runs = [{"git_rev": "abc", "device_name": d} for d in
+            ("CPU (x86_64, 1 threads)", "CPU (x86_64, 1 thread)", "CPU (x86_64, 2 threads)")]  # fmt: skip
+    assert provenance_macros("abc", runs)["BuildDevices"] == (
+        "CPU (x86\\_64, 1 thread), CPU (x86\\_64, 2 threads)"  # TeX-escaped
+    )

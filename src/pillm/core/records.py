@@ -79,6 +79,11 @@ def git_revision() -> str:
     return f"{rev}-dirty" if dirty else rev
 
 
+def cpu_name(threads: int) -> str:
+    """How a CPU run names its device: 'CPU (<processor>, <n> thread(s))'."""
+    return f"CPU ({platform.processor() or platform.machine()}, {threads} thread{'s' * (threads != 1)})"
+
+
 def provenance(device: str) -> dict[str, str]:
     """Where and with what a run was made."""
     import numpy
@@ -87,9 +92,7 @@ def provenance(device: str) -> dict[str, str]:
     if device.startswith("cuda"):
         device_name = torch.cuda.get_device_name(torch.device(device))
     else:
-        device_name = (
-            f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-        )
+        device_name = cpu_name(torch.get_num_threads())
     return {
         "git_rev": git_revision(),
         "device": device,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -158,7 +159,9 @@ def provenance_macros(build_rev: str, runs: list[dict[str, str]]) -> dict[str, s
         sentences.append(f"{unknown} of {n} runs recorded no code revision.")
     clean = sorted(rev for rev in revs if rev != UNKNOWN and not rev.endswith("-dirty"))
     listed = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in clean)
-    devices = sorted({r["device_name"] for r in runs} - {UNKNOWN, "None"})
+    # older CPU records say "1 threads": one spelling per device
+    names = {re.sub(r"\b1 threads\)", "1 thread)", r["device_name"]) for r in runs}
+    devices = sorted(names - {UNKNOWN, "None"})
     return {
         "BuildRevision": f"\\texttt{{{tex_escape(build_rev)}}}",
         "BuildDirty": " ".join(sentences),

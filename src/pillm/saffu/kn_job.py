@@ -5,14 +5,13 @@ same predicted test tokens, the order chosen on the held-out split. CPU only, to
 from __future__ import annotations
 
 import math
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pillm.core.records import git_revision, tidy_records, write_json
+from pillm.core.records import cpu_name, git_revision, tidy_records, write_json
 from pillm.models.evaluate import bits_per_byte
 from pillm.saffu.data import train_window
 from pillm.saffu.kneser_ney import KneserNey
@@ -70,8 +69,7 @@ def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str 
     valid, test = arrays["valid"].tolist(), arrays["test"].tolist()
     fractions = sorted({float(f) for f in params["fractions"]} | {1.0})
     cache: dict[tuple[int, int], dict[str, float]] = {}
-    where = {"device": "cpu", "device_name": f"CPU ({platform.machine()}, 1 thread)",
-             "git_rev": git_revision()}  # fmt: skip
+    where = {"device": "cpu", "device_name": cpu_name(1), "git_rev": git_revision()}
     records: list[dict[str, Any]] = []
     for fraction in fractions:
         for seed in params["seeds"]:
