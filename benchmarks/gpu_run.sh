@@ -7,7 +7,9 @@
 # are killed and their outputs removed) and the packing still happens.
 # Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
-# only what those rules need; GPU_JOBS jobs share the GPU (default 6).
+# only what those rules need (with saffu in UNTIL, Snakemake 9.27 stopped with "Out of jobs ready"
+# before the SAFFU ablation settings, which read the main setting's chosen rates: build those with
+# TARGETS afterwards); GPU_JOBS jobs share the GPU (default 6).
 set -u
 . benchmarks/gpu_env.sh
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
