@@ -12,6 +12,8 @@ import polars as pl
 import pytest
 import yaml
 
+from pillm.paper import claim_report as report
+from pillm.paper import claim_text as text
 from pillm.paper import claims as cl
 from pillm.paper.claim_frame import claim_frame
 
@@ -126,7 +128,7 @@ def test_bootstrap_from_min_seeds_must_agree_too(tmp_path):
               ("attn_only", "test_ppl"): [260.0, 262.5, 257.0, 259.0, 261.0]}  # fmt: skip
     r = evaluate(tmp_path, values)["ffn_vs_attn"]
     assert r.ci_method == "t+bootstrap" and r.boot_lo <= r.diff <= r.boot_hi
-    assert r.verdict == cl.HOLDS and "bootstrap [" in cl.fmt_ci(r, SPEC)
+    assert r.verdict == cl.HOLDS and "bootstrap [" in text.fmt_ci(r, SPEC)
     again = evaluate(tmp_path, values)["ffn_vs_attn"]  # seeded: the same interval every build
     assert (again.boot_lo, again.boot_hi) == (r.boot_lo, r.boot_hi)
     # the t interval excludes zero but the bootstrap does not: no direction is stated
@@ -140,7 +142,7 @@ def test_arm_not_run_is_reported_not_dropped(tmp_path):
     r = res["control"]
     assert r.verdict == cl.NOT_RUN and r.missing == "frozen_ffn_attn"
     assert "not run in this build" in r.sentence
-    group = cl.group_sentence("g", list(res.values()), dict(SPEC, study="lm"))
+    group = text.group_sentence("g", list(res.values()), dict(SPEC, study="lm"))
     assert group.startswith("1 of the 1 things reach a lower test perplexity than attention-only")
 
 
@@ -215,8 +217,8 @@ def test_share_sum_per_seed(tmp_path):
     ]
     assert r.diff == pytest.approx(sum(sums) / 3) and r.verdict == cl.HOLDS
     assert "not additive" in r.sentence
-    macros = cl.claim_macros([r], {"lm": dict(SPEC, study="lm")})
-    assert macros["ClaimSharesSum"] == cl.fmt_num(100 * (1 + r.diff), 1)
+    macros = text.claim_macros([r], {"lm": dict(SPEC, study="lm")})
+    assert macros["ClaimSharesSum"] == text.fmt_num(100 * (1 + r.diff), 1)
     with pytest.raises(cl.ClaimsError, match="unigram"):
         evaluate(tmp_path, values, unigram=None)
 
@@ -239,7 +241,7 @@ def job(tmp_path: Path, values: dict, build: str) -> tuple[Path, str]:
     (out / "frames").mkdir()
     runs(values).write_parquet(out / "frames" / "lm.parquet")
     (out / "meta.json").write_text(json.dumps({"unigram_test_loss": 6.0}))
-    cl.claims_job(
+    report.claims_job(
         [str(out / "frames" / "lm.parquet")], str(out / "meta.json"), [str(claims_file(tmp_path))],
         {"name": "t"}, str(TEMPLATES), str(out / "claims.parquet"),
         str(out / "claims.tex"), str(out / "claims_numbers.tex"), str(out / "flips.tex"),

@@ -438,7 +438,8 @@ def write_probe_claim_macros(summary: Path, path: Path) -> None:
     """The \\Claim macros of paper/claims/probe.yaml from the summary, as the claims rule makes
     them (the other studies' claims are not used by the probe section)."""
     from pillm.paper.claim_frame import claim_frame
-    from pillm.paper.claims import claim_macros, evaluate, load_claims
+    from pillm.paper.claim_text import claim_macros
+    from pillm.paper.claims import evaluate, load_claims
     from pillm.probe.correlations import claim_interval_rows
 
     probe = pl.read_parquet(summary / "probe.parquet")

@@ -340,7 +340,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     # -- paper
     Command(
-        "claims", "pillm.paper.claims:claims_job",
+        "claims", "pillm.paper.claim_report:claims_job",
         "evaluate paper/claims/*.yaml: claims parquet, macros, appendix table, flip report",
         (many("--frames"), req("--tokens-meta"), many("--claims"),
          js(help="{name} (JSON)"), TEMPLATES, req("--out"), req("--table"), NUMBERS,
