@@ -163,27 +163,38 @@ def search_grid(
     max_extend: int,
     pick: Callable[[list[float]], tuple[Any, float, dict[float, float]]],
     key: str = "grid",
+    step: float | None = None,
+    floor: float | None = None,
 ) -> tuple[Any, GridPick]:
     """``pick(grid) -> (result, chosen value, {value: score})``; while the choice is on an edge
-    (``edge_side``), add one point beyond it (largest × ratio, or smallest positive / ratio) and
-    pick again, at most
-    ``max_extend`` points per side. Returns the last result and its ``GridPick``; ``key`` names
-    the grid's config key in errors."""
+    (``edge_side``), add one point beyond it and pick again, at most ``max_extend`` points per
+    side: largest x ratio or smallest positive / ratio (a geometric grid), or largest + ``step``
+    or smallest - ``step`` (an arithmetic one, as n-gram orders). A pick at ``floor``, the
+    smallest value the domain has, is no edge. Returns the last result and its ``GridPick``;
+    ``key`` names the grid's config key in errors."""
     values = sorted(float(x) for x in grid)
     try:
-        ratio = grid_ratio(values) if max_extend else 1.0
+        ratio = grid_ratio(values) if max_extend and step is None else 1.0
     except ValueError as err:
         raise ConfigError(f"{key}: {err} (or set pil.grid_extend: 0)") from None
+
+    def side_of(chosen: float, scores: dict[float, float]) -> int:
+        side = edge_side(values, chosen, scores)
+        return 0 if side < 0 and floor is not None and chosen <= floor else side
+
     result, chosen, scores = pick(values)
-    first = edge_side(values, chosen, scores)
+    first = side_of(chosen, scores)
     added = {-1: 0, 1: 0}
-    while (side := edge_side(values, chosen, scores)) and added[side] < max_extend:
-        pos = [x for x in values if x > 0]
-        new = pos[-1] * ratio if side > 0 else pos[0] / ratio
+    while (side := side_of(chosen, scores)) and added[side] < max_extend:
+        if step is not None:
+            new = values[-1] + step if side > 0 else values[0] - step
+        else:
+            pos = [x for x in values if x > 0]
+            new = pos[-1] * ratio if side > 0 else pos[0] / ratio
         values = sorted([*values, float(f"{new:.12g}")])  # 1e-08, not 1.0000000000000002e-08
         added[side] += 1
         result, chosen, scores = pick(values)
-    last = edge_side(values, chosen, scores) != 0 and chosen != 0
+    last = side_of(chosen, scores) != 0 and chosen != 0
     return result, GridPick(chosen, tuple(values), first != 0, sum(added.values()), last)
 
 

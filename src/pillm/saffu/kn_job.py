@@ -1,6 +1,6 @@
 """The n-gram baseline job of the SAFFU study: interpolated Kneser-Ney (pillm.saffu.kneser_ney)
 on the same train windows as the SAFFU runs (every fraction x seed, pillm.saffu.data) and the
-same predicted test tokens, the order chosen on the held-out split. CPU only, torch-free."""
+same predicted test tokens, the order chosen on the held-out split. CPU only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from pillm.core.records import cpu_name, git_revision, tidy_records, write_json
+from pillm.lm.pil import search_grid
 from pillm.models.evaluate import bits_per_byte
 from pillm.saffu.data import train_window
 from pillm.saffu.kneser_ney import KneserNey
@@ -22,34 +23,31 @@ def fit_window(
     train: list[int], valid: list[int], test: list[int], vocab: int, cfg: KneserNeyConfig
 ) -> dict[str, float]:
     """Fit every order on ``train``, pick the lowest held-out loss (the grid extended by one
-    order past an edge pick, up to ``order_extend`` times per side, never below 1), score the
-    test tokens."""
+    order past an edge pick, up to ``order_extend`` times per side, never below 1:
+    ``pillm.lm.pil.search_grid``), score the test tokens."""
     t0 = time.perf_counter()
     val: dict[int, float] = {}
-    orders, added = sorted(cfg.orders), 0
-    while True:
-        for order in orders:
+
+    def pick(grid: list[float]) -> tuple[None, float, dict[float, float]]:
+        for order in grid:
             if order not in val:
-                nll, n = KneserNey(train, order, vocab, cfg.discount).nll(valid)
+                nll, n = KneserNey(train, int(order), vocab, cfg.discount).nll(valid)
                 val[order] = nll / n
-        best = min(orders, key=lambda k: (val[k], k))
-        # order 1 (unigram) is no edge: nothing lies below it
-        edge = len(orders) > 1 and (best == orders[-1] or best == orders[0] > 1)
-        if added == 0:
-            edge_hit = edge
-        if not edge or added >= cfg.order_extend:
-            break
-        beyond = best + 1 if best == orders[-1] else best - 1
-        orders, added = sorted([*orders, beyond]), added + 1
+        return None, min(grid, key=lambda k: (val[k], k)), {k: val[k] for k in grid}
+
+    # one configured order is the user's choice: nothing to extend; order 1 has none below it
+    extend = cfg.order_extend if len(cfg.orders) > 1 else 0
+    _, chosen = search_grid(cfg.orders, extend, pick, "saffu.kn.orders", step=1, floor=1)
+    best = int(chosen.value)
     model = KneserNey(train, best, vocab, cfg.discount)
     nll, n = model.nll(test)
     out = {
         "order": float(best), "val_loss": val[best], "test_loss": nll / n,
         "test_ppl": math.exp(nll / n), "test_nll": nll, "test_predicted": float(n),
-        "order_edge_hit": float(edge_hit), "order_extensions": float(added),
-        "order_on_edge": float(edge), "fit_time_s": time.perf_counter() - t0,
+        "order_edge_hit": float(chosen.edge_hit), "order_extensions": float(chosen.extensions),
+        "order_on_edge": float(chosen.on_edge), "fit_time_s": time.perf_counter() - t0,
     }  # fmt: skip
-    out.update({f"val_loss_order{k}": v for k, v in val.items()})
+    out.update({f"val_loss_order{int(k)}": v for k, v in val.items()})
     return out
 
 

@@ -327,8 +327,8 @@ class SaffuReport:
             out[f"Saffu{name}PPLPM"] = _pm(c, 1)
         out["SaffuKNOrder"] = fmt_num(self.value(KN, "kn", "order"), 0)
         on_edge = self.value(KN, "kn", "order_on_edge")
-        out["SaffuKNOrderEdge"] = {None: MISSING, 0.0: "inside", 1.0: "on an edge of"}.get(
-            on_edge, MISSING
+        out["SaffuKNOrderEdge"] = (
+            MISSING if on_edge is None else "on an edge of" if on_edge else "inside"
         )
         out["SaffuKNFitTime"] = fmt_num(self.value(KN, "kn", "fit_time_s"), 1)
         out["SaffuColdStartPPL"] = fmt_num(rnd("unigram_test_ppl"), 1)  # the unigram model

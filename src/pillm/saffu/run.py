@@ -38,7 +38,8 @@ N(0, init_std^2). Each start is trained by AdamW at every rate of ``lrs`` (exten
 edge pick), each run stopped when the held-out loss has not set a new minimum for ``patience``
 evaluations (at most ``max_steps``) and rolled back to its minimum; the rate with the lowest
 held-out loss wins. Early stopping may watch a strided subset of the held-out rows
-(``early_stop_rows``); the rates are then compared on all of them. The first seed of a job picks the rate of each start; later seeds reuse it.
+(``early_stop_rows``); the rates are then compared on all of them. The first seed of a job
+picks the rate of each start; later seeds reuse it.
 One job is one setting at one train fraction (pillm.saffu.data: a seeded window of the train
 split, shared by both starts of a seed). Perplexity is the LM table's: exp of the mean
 next-token NLL over every test token after the first (here each with up to
@@ -282,8 +283,8 @@ def train_adamw(
 
 def early_stop_rows(valid: tuple, rows: int) -> tuple:
     """About ``rows`` held-out rows, every k-th (so they span the split), that early stopping
-    watches; all of them when ``rows`` is 0 or not smaller. A full held-out pass costs some
-    eight times the rows of ``eval_every`` training steps at the paper scale."""
+    watches; all of them when ``rows`` is 0 or not smaller. At the paper scale a full held-out
+    pass reads about ten times the rows of the ``eval_every`` training steps between passes."""
     n = valid[0].shape[0]
     if rows <= 0 or rows >= n:
         return valid
