@@ -2,7 +2,8 @@
 # The GPU part of the paper config on a GPU host without network access.
 # Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and a mirror copy with
 # the files the GPU rules read (LOCAL_DIR, default .gpu/data; both folders are git-ignored, so
-# name them in the call's carry). Writes results (no checkpoints) to $OUT/results.tgz, also when
+# name them in the call's carry). Writes results (no checkpoints or arrays) to
+# $OUT/results.tgz.part-* (cat them into one archive), also when
 # Snakemake runs out of time: SNAKE_TIMEOUT (default 400 s) interrupts it (SIGINT: running jobs
 # are killed and their outputs removed) and the packing still happens.
 # Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
@@ -53,7 +54,7 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
     --ours output_layer=chunked,ce_chunk=1024 --ours output_layer=fused \
     --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
 fi
-# No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them, and a call
-# returns a few MB at most. Parts of 15 MB (a call returns files of up to 16 MiB): cat them back.
+# No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them. Parts of
+# 15 MB, since a call returns files of up to 16 MiB (the generative part's archive was 25 MB).
 tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |
   split -b 15M - "$OUT/results.tgz.part-"
