@@ -70,6 +70,7 @@ rule gen_lr_grid:
         benchfile("generative/{dataset}/lr_{family}")
     wildcard_constraints:
         family="|".join(plan.FAMILIES),
+    priority: 5  # each grid gates its family's seeds
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

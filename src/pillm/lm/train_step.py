@@ -8,7 +8,8 @@ metrics stay bit-identical whatever the keys say):
 - ``compile``: ``torch.compile`` of forward + loss (Inductor fuses the elementwise ops);
 - ``cuda_graphs``: after ``GRAPH_WARMUP`` eager steps, the whole step (forward, backward,
   gradient clip, fused AdamW with ``capturable=True`` and the learning rate as a device tensor)
-  is captured once into a CUDA graph and replayed: one launch per step, no host sync;
+  is captured once into a CUDA graph (pillm.core.cuda_graph) and replayed: one launch per
+  step, no host sync;
 - ``output_layer``: how the output layer and cross-entropy run: ``dense`` (the model's own
   logits, then ``F.cross_entropy``), ``chunked`` (``linear_ce``, ``ce_chunk`` rows at a time, so
   the (tokens x vocab) logits never exist at once) or ``fused`` (``fused_ce``: Triton kernels
@@ -23,16 +24,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
+from pillm.core.cuda_graph import GraphedStep
 from pillm.lm.fused_ce import fused_linear_cross_entropy
 from pillm.lm.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
 from pillm.settings import TrainConfig, check_output_layer
 
-GRAPH_WARMUP = 3  # eager steps on a side stream before capture (optimizer state, cuBLAS handles)
+GRAPH_WARMUP = 3  # eager steps before capture (pillm.core.cuda_graph)
 
 
 @dataclass(frozen=True)
@@ -109,14 +111,15 @@ class TrainStep:
             if options.compile
             else self._loss
         )
-        self.compiled, self.graphed = options.compile, False
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.n_calls = 0
-        self.side = torch.cuda.Stream() if options.cuda_graphs else None
+        self.compiled = options.compile
+        self.runner = GraphedStep(
+            self._guarded, options.cuda_graphs, lambda: self.opt.zero_grad(set_to_none=True),
+            GRAPH_WARMUP, "this run (metric cuda_graphs = 0)",
+        )  # fmt: skip
 
     def path(self) -> dict[str, float]:
         """What ran (1/0), for the run's metrics."""
-        return {"compiled": float(self.compiled), "cuda_graphs": float(self.graphed)}
+        return {"compiled": float(self.compiled), "cuda_graphs": float(self.runner.graphed)}
 
     # -------------------------------------------------------------------- the step itself
     def _autocast(self) -> torch.autocast:
@@ -158,7 +161,6 @@ class TrainStep:
         return loss.detach()
 
     def __call__(self, chunk: torch.Tensor, lr: float) -> torch.Tensor:
-        self.n_calls += 1
         if not self.options.fast:
             return self._eager(chunk, lr)
         if self.lr is not None:
@@ -166,29 +168,10 @@ class TrainStep:
         else:
             for g in self.opt.param_groups:
                 g["lr"] = lr
-        if self.graph is not None:
-            self.static_chunk.copy_(chunk)
-            self.graph.replay()
-            return self.static_loss.clone()
-        if self.options.cuda_graphs and self.n_calls > GRAPH_WARMUP:
-            loss = self._capture(chunk)
-            if loss is not None:
-                return loss
-        return self._warmup_step(chunk)
-
-    def _warmup_step(self, chunk: torch.Tensor) -> torch.Tensor:
-        """A fast step run directly (before capture, or for good without graphs)."""
-        self.opt.zero_grad(set_to_none=True)
-        if self.side is None:
-            return self._guarded(chunk)
-        self.side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.side):  # warm-up off the capture-to-be stream (CUDA docs)
-            loss = self._guarded(chunk)
-        torch.cuda.current_stream().wait_stream(self.side)
-        return loss.clone()
+        return self.runner(chunk)
 
     def _guarded(self, chunk: torch.Tensor) -> torch.Tensor:
-        if not self.compiled or self.n_calls > 1:
+        if not self.compiled or self.runner.n_calls > 1:
             return self._fast(chunk)
         try:  # the first call compiles: a variant Dynamo/Inductor cannot handle runs eagerly
             return self._fast(chunk)
@@ -198,23 +181,3 @@ class TrainStep:
             self.compiled, self.loss_fn = False, self._loss
             self.opt.zero_grad(set_to_none=True)
             return self._fast(chunk)
-
-    def _capture(self, chunk: torch.Tensor) -> torch.Tensor | None:
-        """Capture the whole step into a CUDA graph and run it once; None if capture failed."""
-        self.static_chunk = chunk.clone()
-        self.opt.zero_grad(set_to_none=True)  # backward inside the graph allocates the grads
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph):  # records only: nothing runs until replay
-                self.static_loss = self._fast(self.static_chunk)
-        except Exception as err:  # noqa: BLE001 - any capture failure means: run without graphs
-            print(f"warning: CUDA graph capture failed ({type(err).__name__}: {err}); "
-                  "this run trains without graphs (metric cuda_graphs = 0)", file=sys.stderr)  # fmt: skip
-            self.options = replace(self.options, cuda_graphs=False)
-            self.side = None
-            torch.cuda.synchronize()
-            return None
-        self.graph, self.graphed = graph, True
-        graph.replay()
-        return self.static_loss.clone()
