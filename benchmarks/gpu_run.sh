@@ -10,7 +10,9 @@
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
 # only what those rules need (with saffu in UNTIL, Snakemake 9.27 stopped with "Out of jobs ready"
 # before the SAFFU ablation settings, which read the main setting's chosen rates: build those with
-# TARGETS afterwards); GPU_JOBS jobs share the GPU (default 6).
+# TARGETS afterwards); GPU_JOBS jobs share the GPU (default 6), as many as fit its memory (each
+# GPU rule declares gpu_mem_mb; workflow/rules/common.smk). --keep-going: one failed job does not
+# stop the others from being scheduled.
 set -u
 . benchmarks/gpu_env.sh
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
@@ -33,7 +35,7 @@ if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $
 GPU_JOBS=${GPU_JOBS:-6}
 timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT \
   --cores "${CORES:-$((2 * GPU_JOBS + 2))}" \
-  --rerun-incomplete --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
+  --rerun-incomplete --keep-going --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 tail -4 "$OUT/snakemake.log"

@@ -77,6 +77,31 @@ def test_gpu_rules_are_the_rules_that_take_a_gpu_slot():
     assert gpu == set(estimate.GPU_RULES)
 
 
+def test_gpu_rules_declare_the_gpu_memory_they_reserve():
+    """Every GPU rule also takes gpu_mem_mb (common.smk's budget): twelve jobs sharing one H100
+    without it ran out of memory."""
+    rules = sorted((REPO / "workflow/rules").glob("*.smk"))
+    text = "\n".join(p.read_text() for p in rules)
+    for block in text.split("\nrule ")[1:]:
+        if "gpu=1," in block:
+            assert "gpu_mem_mb=" in block, block.split(":", 1)[0]
+
+
+def test_gpu_memory_is_read_from_nvidia_smi(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, 81559\\n1, 40960\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert estimate.gpu_memory_mb() == 81559 + 40960
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert estimate.gpu_memory_mb() == 40960
+    smi.write_text("#!/bin/sh\nexit 9\n")
+    assert estimate.gpu_memory_mb() is None
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert estimate.gpu_memory_mb() is None
+
+
 def test_missing_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no latexmk

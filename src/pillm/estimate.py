@@ -44,6 +44,26 @@ def device_kind() -> str:
     return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
 
 
+def gpu_memory_mb() -> int | None:
+    """Memory of the GPUs this process may use (MiB, summed over them) from ``nvidia-smi``;
+    None when it is missing or fails. Honours a numeric ``CUDA_VISIBLE_DEVICES`` list."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        sizes = {int(i): int(float(mb)) for i, mb in (line.split(",") for line in out.splitlines())}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", visible):
+        sizes = {i: mb for i, mb in sizes.items() if i in {int(v) for v in visible.split(",")}}
+    return sum(sizes.values()) or None
+
+
 # -- recorded figures --------------------------------------------------------------------------
 
 

@@ -42,6 +42,28 @@ def generated(path):
 # them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
 if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
+# GPU memory (MiB) one job of each GPU rule may take at the paper scale: the peak_memory_mb the
+# H100 paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve
+# 26.9 GB, SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB), rounded up for the CUDA
+# context and the allocator's cache. Jobs that would not fit beside each other wait instead of
+# failing with "CUDA out of memory" (sharing one H100 twelve ways did); the budget is the visible
+# GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits nothing.
+GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
+              "probe": 6000, "generative": 8000, "gen_classifier": 3000, "gen_lr_grid": 5000,
+              "lora": 5000, "saffu": 12000}  # fmt: skip
+if "gpu_mem_mb" not in workflow.global_resources:
+    _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
+    workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
+
+
+def gpu_mem(key):
+    """GPU memory one job of ``key`` (a GPU_MEM_MB entry) reserves, at most the whole budget."""
+    budget = workflow.global_resources["gpu_mem_mb"]
+    return min(
+        GPU_MEM_MB[key], getattr(budget, "value", budget)
+    )  # Snakemake 9: a Resource
+
+
 # CPU threads of every GPU rule: on CPU they do the work (up to 4); with a GPU the work is on the
 # device, and 4 threads a job let only cores/4 jobs share it however large --resources gpu=N is.
 GPU_THREADS = min(4 if estimate.device_kind() == "cpu" else 2, workflow.cores)

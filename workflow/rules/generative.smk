@@ -34,6 +34,7 @@ rule gen_classifier:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("gen_classifier"),
     params:
         # Only what the classifier and its floor depend on: other generative keys keep it.
         cfg=as_json(
@@ -76,6 +77,7 @@ rule gen_lr_grid:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("gen_lr_grid"),
     params:
         cfg=as_json(
             {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
@@ -109,6 +111,7 @@ rule generative:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("generative"),
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).
         cfg=as_json(

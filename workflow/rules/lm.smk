@@ -30,6 +30,9 @@ rule run_lm:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=lambda w: gpu_mem(
+            "run_lm_fgrad" if VARIANTS[w.variant].target == "fgrad" else "run_lm"
+        ),
     params:
         cfg=lambda w: as_json(plan.lm_params(config, w.variant)),
         deps=lambda w: " ".join(
@@ -62,6 +65,7 @@ rule lm_extras:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("lm_extras"),
     params:
         cfg=as_json(
             {

@@ -38,6 +38,7 @@ rule saffu:
     threads: 1
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("saffu"),
     params:
         cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting)),
         fraction=lambda w: plan.saffu_fraction(config, w.frac),

@@ -31,6 +31,7 @@ rule sensitivity_run:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("sensitivity_run"),
     params:
         cfg=lambda w: as_json(
             [
