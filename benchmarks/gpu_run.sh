@@ -33,11 +33,18 @@ if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $
 # 2 x GPU_JOBS + 2: with CORES=32 and GPU_JOBS=24 on two H100s at most 16 jobs ran at once and
 # the SST-2 jobs, ready at 77 s, waited until 166 s (logs of 2026-11-26_h100_paper_build_2).
 GPU_JOBS=${GPU_JOBS:-6}
+# Where the time goes: the GPU's busy share and memory each second, the host's load every 5 s.
+nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader \
+  -l 1 >>"$OUT/gpu_util.csv" 2>/dev/null &
+SAMPLER=$!
+(while sleep 5; do echo "$(date +%T) $(cut -d' ' -f1-4 /proc/loadavg)"; done >>"$OUT/loadavg.txt") &
+LOADS=$!
 timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT \
   --cores "${CORES:-$((2 * GPU_JOBS + 2))}" \
   --rerun-incomplete --keep-going --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
+kill $SAMPLER $LOADS 2>/dev/null
 tail -4 "$OUT/snakemake.log"
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
