@@ -88,3 +88,27 @@ def test_generative_adamw_graphed_matches_eager():
     eager, graphed = run(False), run(True)
     assert eager[0] - eager[-1] > 0.05
     torch.testing.assert_close(graphed, eager, rtol=1e-4, atol=1e-5)
+
+
+def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
+    """benchmarks/gen_step.py on CPU (both runs eager there): one row per shape and batch, and
+    identical loss curves."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "gen_step.json"
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
+           "--batch", "4", "--batch", "8", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["model"], r["batch"]) for r in runs] == [
+        ("flow", 4),
+        ("flow", 8),
+        ("bucketed", 4),
+        ("bucketed", 8),
+    ]
+    assert all(r["max_loss_diff"] == 0.0 and not r["graphed"] for r in runs)

@@ -1,0 +1,99 @@
+"""The generative AdamW arms' training step, eager against replayed from a CUDA graph.
+
+    python benchmarks/gen_step.py --device cuda --batch 256 --batch 512 --batch 2048 --out x.json
+
+For each image size (MNIST 784, CIFAR-10 3,072 values), model (flow: one output map; bucketed
+diffusion: ten maps on one random layer) and batch, the same network trains ``--steps`` steps of
+``pillm.generative.flow.train_regression`` twice in one process, eagerly and with the step
+replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
+prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
+difference between the two loss curves. ``--tiny``: small shapes, for a CPU smoke test (there
+both runs are eager).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from pillm.core.runtime import resolve_device  # noqa: E402
+from pillm.generative.diffusion import EpsModel  # noqa: E402
+from pillm.generative.flow import (  # noqa: E402
+    FeatureConfig,
+    RandomFeatureNet,
+    TrainConfig,
+    train_regression,
+)
+
+
+def one_run(dim, width, buckets, batch, steps, device, graphs):
+    feats = FeatureConfig(width=width, direct_link=True)
+    net = RandomFeatureNet(dim, dim, feats, seed=0, trainable=True).to(device)
+    model = net if buckets == 1 else EpsModel(net, 1000, buckets, trainable=True).to(device)
+    g = torch.Generator(device=device).manual_seed(1)
+    data = torch.rand(4096, dim, generator=g, device=device) * 2 - 1
+
+    def draw(step):
+        x1 = data[torch.randint(4096, (batch,), generator=g, device=device)]
+        x0 = torch.randn(batch, dim, generator=g, device=device)
+        if buckets == 1:
+            t = torch.rand(batch, generator=g, device=device)
+            return (1 - t[:, None]) * x0 + t[:, None] * x1, t, x1 - x0
+        t = torch.randint(1000, (batch,), generator=g, device=device)
+        return 0.7 * x1 + 0.7 * x0, t, x0
+
+    cfg = TrainConfig(steps=steps, batch_size=batch, lr=1e-3, warmup=10, log_every=10)
+    rep = train_regression(model, draw, cfg, device, "bench", cuda_graphs=graphs)
+    timed = steps - (3 if device.startswith("cuda") else 0) - 1  # steps after the clock started
+    return 1e3 * rep.seconds / timed, [loss for _, loss in rep.curve], rep.cuda_graphs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--batch", type=int, action="append", help="repeatable (default 256, 512)")
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--width", type=int, default=4096)
+    ap.add_argument("--tiny", action="store_true", help="small shapes (CPU smoke test)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the pipeline's AdamW arms (run.tf32)
+    dims = {"mnist": 784, "cifar10": 3072} if not args.tiny else {"tiny": 16}
+    width = 32 if args.tiny else args.width
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    print(f"{name}: AdamW step of the generative arms, width {width}, {args.steps} steps")
+    print(f"{'images':8s} {'model':10s} {'batch':>6s} {'eager ms':>9s} {'graph ms':>9s} "
+          f"{'speed-up':>8s} {'max |dloss|':>11s}")  # fmt: skip
+    rows = []
+    for ds, dim in dims.items():
+        for model, buckets in (("flow", 1), ("bucketed", 10)):
+            for batch in args.batch or [256, 512]:
+                eager_ms, eager_curve, _ = one_run(
+                    dim, width, buckets, batch, args.steps, device, False
+                )
+                graph_ms, graph_curve, graphed = one_run(
+                    dim, width, buckets, batch, args.steps, device, True
+                )
+                diff = max(abs(a - b) for a, b in zip(eager_curve, graph_curve, strict=True))
+                row = {
+                    "images": ds, "dim": dim, "model": model, "buckets": buckets, "batch": batch,
+                    "eager_ms": eager_ms, "graph_ms": graph_ms, "graphed": graphed,
+                    "speedup": eager_ms / graph_ms, "max_loss_diff": diff,
+                }  # fmt: skip
+                rows.append(row)
+                print(f"{ds:8s} {model:10s} {batch:6d} {eager_ms:9.3f} {graph_ms:9.3f} "
+                      f"{eager_ms / graph_ms:7.2f}x {diff:11.2e}", flush=True)  # fmt: skip
+    if args.out:
+        meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width}
+        args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
