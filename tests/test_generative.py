@@ -241,14 +241,14 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
                          [str(d / "curves.parquet") for d in grids], str(summary), str(claims))  # fmt: skip
     runs = pl.read_parquet(summary / "generative.parquet")
     assert runs.height == len(runs_of) and set(runs["seed"]) == {0, 1}
-    # The claim frame: every arm at both seeds, in fd, kid, mse and time.
+    # The claim frame: every arm at both seeds, in fd, kid and mse (no time: shared-GPU clocks).
     frame = read_claim_frame(claims)
     arms = set(frame["a"])
     assert {"mnist_pil_flow", "mnist_adamw_flow", "mnist_pil_diff_bucketed"} <= arms
     fd = frame.filter((pl.col("a") == "mnist_pil_flow") & (pl.col("metric") == "fd"))
     pil0 = runs.filter((pl.col("setting") == "flow_pil") & (pl.col("seed") == 0))
     assert sorted(fd["seed"]) == [0, 1] and pil0["fd_self"][0] in fd["value"].to_list()
-    assert set(frame["metric"]) == {"fd", "kid", "mse", "time"}
+    assert set(frame["metric"]) == {"fd", "kid", "mse"}
     speed = pl.read_parquet(summary / "generative_speed.parquet")
     assert speed.height == 3 * 2  # three pairs, two seeds
     numbers = tmp_path / "gen_numbers.tex"
@@ -302,7 +302,7 @@ def test_claims_file_declares_directions_on_arms_the_frame_names():
         if s.is_arm
     }
     assert claims and all(c.a in arms and c.b in arms for c in claims)
-    assert {c.metric for c in claims} == {"fd", "kid", "mse", "time"}
+    assert {c.metric for c in claims} == {"fd", "kid", "mse"}
 
 
 def test_macro_names_are_letters_only():

@@ -42,10 +42,10 @@ def generated(path):
 # them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
 if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
-# GPU memory (MiB) one job of each GPU rule may take at the paper scale: the peak_memory_mb the
-# H100 paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve
-# 26.9 GB, SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB), rounded up for the CUDA
-# context and the allocator's cache. Jobs that would not fit beside each other wait instead of
+# GPU memory (MiB) one job may take at the paper scale, per GPU rule: the peak_memory_mb the H100
+# paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve 26.9 GB,
+# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB), rounded up for the CUDA context
+# and the allocator's cache. Jobs that would not fit beside each other wait instead of
 # failing with "CUDA out of memory" (sharing one H100 twelve ways did); the budget is the visible
 # GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits nothing.
 GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
