@@ -1,7 +1,9 @@
-"""Runtime helpers every study uses: device choice, seeding, CUDA sync, lr schedule, peak memory."""
+"""Runtime helpers every study uses: device choice, seeding, CUDA sync, TF32, lr schedule, peak
+memory."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -24,6 +26,21 @@ def sync(device: str | torch.device) -> None:
     """Wait for queued CUDA work on ``device`` (a no-op elsewhere): call before reading a clock."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """TF32 matmuls and convolutions on CUDA inside the block (a no-op elsewhere), restored after.
+
+    Off wherever float32 features feed float64 Grams or an eigh cutoff (PIL solves, the probe's
+    fits, SST-2 heads): TF32's 10-bit mantissa would blur them. On for gradient training and
+    sampling of the generative AdamW arms: the speed a practitioner would use."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
 def seed_everything(seed: int) -> None:

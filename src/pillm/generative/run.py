@@ -17,7 +17,6 @@ per ODE solver and step count) and a sample grid.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import asdict
@@ -35,7 +34,7 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.ridge import split_heldout
-from pillm.core.runtime import peak_memory_mb, resolve_device, sync
+from pillm.core.runtime import peak_memory_mb, resolve_device, sync, tf32
 from pillm.data.images import (
     IMAGE_DATASETS,
     ImageData,
@@ -167,18 +166,6 @@ def quality(
     return sample_quality(
         feats_real, features(classifier, fake, device), kid_subsets, kid_subset_size, seed=seed
     )
-
-
-@contextlib.contextmanager
-def tf32(enabled: bool):
-    """TF32 matmuls on CUDA for AdamW training and sampling (not for the PIL Gram/solve): the
-    gradient baseline gets the speed trick a practitioner would use."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def run_identity(dataset: str, setting: str, seed: int, policy: str) -> dict:

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from pillm.core.records import write_json, write_rows_parquet
-from pillm.core.runtime import resolve_device
+from pillm.core.runtime import resolve_device, tf32
 from pillm.generative.flow import FeatureConfig
-from pillm.generative.run import fit_data, fit_setting, known_setting, tf32
+from pillm.generative.run import fit_data, fit_setting, known_setting
 from pillm.settings import GenerativeConfig
 
 

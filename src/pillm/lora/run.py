@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pillm.core.runtime import peak_memory_mb
+from pillm.core.runtime import peak_memory_mb, tf32
 from pillm.data.sst2 import Split
 from pillm.lm.pil import search_grid
 from pillm.lora.adapter import fit_adapter
@@ -189,10 +189,8 @@ def lora_job(
             "model.context in the config): lower lora.max_len"
         )
     base.model.to(device)
-    if device.startswith("cuda"):  # float32 features into float64 Grams: no TF32 rounding
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    job = run_fits(base, method, fit, dev, splits["validation"], lora, seed, device)
+    with tf32(False):  # float32 features into float64 Grams: no TF32 rounding
+        job = run_fits(base, method, fit, dev, splits["validation"], lora, seed, device)
     first, timed = job.first, job.timed
     digests = [weights_digest(f.weights) for f in (first, timed)]
     metrics = {

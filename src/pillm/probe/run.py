@@ -31,7 +31,7 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.ridge import GramStats, r2_score_from_stats
-from pillm.core.runtime import peak_memory_mb, sync
+from pillm.core.runtime import peak_memory_mb, sync, tf32
 from pillm.models.pretrained import ProbeModel, own_seed
 from pillm.probe.fit import (
     _forward,
@@ -182,6 +182,7 @@ def gradient_fit(
     return curve
 
 
+@tf32(False)  # float32 rows: TF32 would blur the LayerNorm null direction
 def run_probe(
     pm: ProbeModel,
     corpus: str,
@@ -195,9 +196,7 @@ def run_probe(
     load_seconds: float,
 ) -> None:
     """Probe every FFN block of ``pm`` on one corpus; write blocks/gradient parquet + metrics."""
-    if device.startswith("cuda"):  # float32 rows: TF32 would blur the LayerNorm null direction
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     model = pm.model.to(device)
     hold = cfg.holdout_every
