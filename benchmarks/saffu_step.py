@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.saffu.run import SaffuLM  # noqa: E402
+from pillm.saffu.model import SaffuLM  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:

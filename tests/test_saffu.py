@@ -16,20 +16,18 @@ import torch.nn.functional as F
 from pillm.saffu.data import arm, fraction_tag, train_window
 from pillm.saffu.figures import saffu_figures
 from pillm.saffu.kn_job import run_kneser_ney
-from pillm.saffu.report import aggregate_saffu, render_saffu_tables
-from pillm.saffu.run import (
+from pillm.saffu.model import (
     SaffuLM,
     context_features,
     cooccurrence,
-    early_stop_rows,
     evaluate,
     explicit_solution,
     n_inputs,
-    run_saffu,
-    train_adamw,
     type_index,
     unigram,
 )
+from pillm.saffu.report import aggregate_saffu, render_saffu_tables
+from pillm.saffu.run import early_stop_rows, run_saffu, train_adamw
 from pillm.settings import SaffuJobConfig
 
 REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[1] / "paper/templates"
