@@ -3,8 +3,9 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+import torch
 
-from pillm.core.runtime import lr_at
+from pillm.core.runtime import lr_at, tf32
 from pillm.lm.run import run_variant
 
 from .conftest import write_toy_tokens
@@ -41,6 +42,24 @@ def test_lr_schedule_warmup_then_cosine():
     assert lr_at(0, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
     assert lr_at(9, 100, 1.0, 10, 0.1) == pytest.approx(1.0)
     assert lr_at(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
+
+
+def test_tf32_switch_is_scoped_and_restored():
+    """Training turns TF32 on for itself only (lm.train.fit): a PIL solve of the next seed in the
+    same process must see the switches as they were."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    with tf32(not before[0]):
+        assert torch.backends.cuda.matmul.allow_tf32 is (not before[0])
+        assert torch.backends.cudnn.allow_tf32 is (not before[0])
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+    @tf32(True)
+    def inside():
+        raise RuntimeError("restored even so")
+
+    with pytest.raises(RuntimeError):
+        inside()
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
 
 
 def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):

@@ -14,7 +14,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from pillm.core.runtime import lr_at, peak_memory_mb, sync
+from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.evaluate import evaluate_lm
 from pillm.models.gpt import GPT
@@ -29,12 +29,25 @@ def fit(
     seed: int,
     device: str,
 ) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed)."""
+    """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed).
+
+    TF32 matmuls on CUDA for the training only: the switch is restored afterwards, so a PIL
+    solve later in the same process (the next seed of a job) captures full-float32 features."""
+    with tf32(device.startswith("cuda")):
+        return _fit(model, arrays, meta, train_cfg, seed, device)
+
+
+def _fit(
+    model: GPT,
+    arrays: dict[str, torch.Tensor],
+    meta: dict,
+    train_cfg: TrainConfig,
+    seed: int,
+    device: str,
+) -> tuple[dict[str, float], list[dict[str, float]]]:
     T, B = model.cfg.context, train_cfg.batch_size
     on_cuda = device.startswith("cuda")
     amp = torch.bfloat16 if on_cuda else None
-    if on_cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True  # gradient training only; solves use float64
     data = arrays["train"].to(device)
     n_windows = (len(data) - 1) // T
     if n_windows < B:
