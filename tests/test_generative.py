@@ -165,6 +165,8 @@ def test_jobs_write_metrics_samples_and_heldout_curves(jobs):
     for m in (pil, adam):
         assert {"fd_self", "kid_self", "nn1_acc", "heldout_mse", "fit_seconds"} <= set(m)
         assert 0 <= m["nn1_acc"] <= 1 and m["fd_self"] >= 0
+        # the job's fixed cost beside its work (issue #18), start-up inside the whole job
+        assert 0 < m["startup_time_s"] < m["job_time_s"]
     assert pil["train_pairs"] == cfg["flow"]["pairs_per_image"] * pil["n_fit"]
     assert adam["train_pairs"] == cfg["gradient"]["flow_steps"] * cfg["gradient"]["batch_size"]
     assert (run_dir(root, "flow_pil") / "samples.png").stat().st_size > 0

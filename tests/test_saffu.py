@@ -377,6 +377,9 @@ def test_same_config_gives_identical_metrics_on_cpu(jobs, tokens_dir, tmp_path):
     for key, value in a.items():
         if not key[2].endswith(("time_s", "tokens_per_s", "peak_memory_mb")):
             assert b[key] == value, key
+    # every run carries its job's fixed cost beside the whole job (issue #18)
+    starts = {k: v for k, v in b.items() if k[2] == "startup_time_s"}
+    assert starts and all(0 < v < b[(*k[:2], "job_time_s")] for k, v in starts.items())
 
 
 def test_unknown_setting_or_init_names_the_key(tokens_dir, tmp_path):

@@ -34,7 +34,7 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.ridge import split_heldout
-from pillm.core.runtime import peak_memory_mb, resolve_device, sync, tf32
+from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, sync, tf32
 from pillm.data.images import (
     IMAGE_DATASETS,
     ImageData,
@@ -334,6 +334,7 @@ def generative_job(
     ``cfg``: the generative section less datasets and classifier (a dict, checked here once
     into GenerativeConfig); the setting list and each setting's features come from pillm.plan,
     which reads the same dict."""
+    startup = process_seconds()  # interpreter and imports, before any work
     gen = GenerativeConfig.from_dict(cfg, "generative")
     device = resolve_device(device)
     setting = known_setting(cfg, dataset, setting_name)
@@ -383,6 +384,9 @@ def generative_job(
     metrics.update({k: v for k, v in main.items() if k not in ("sampler",)})
     metrics.update(load_seconds=load_seconds, n_fit=len(x), n_val=len(x_val))
     metrics["peak_memory_mb_job"] = peak_memory_mb(device)
+    # The job's fixed cost beside its work: interpreter and imports before this function ran,
+    # and the whole process up to here (issue #18: per-job start-up, reported per job).
+    metrics.update(startup_time_s=startup, job_time_s=process_seconds())
     out = Path(out_dir)
     spec = IMAGE_DATASETS[dataset]
     save_image_grid(grid, spec.shape, out / "samples.png")
