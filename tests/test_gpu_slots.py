@@ -68,3 +68,24 @@ def test_claim_slot_levels(tmp_path):
     assert claim_slot(2, tmp_path) == (0, 0)
     assert claim_slot(2, tmp_path) == (1, 0)
     assert claim_slot(2, tmp_path) == (0, 1)
+
+
+def test_declared_memory_steers_jobs_to_the_emptier_gpu(tmp_path):
+    """A job goes where the running jobs declared the least memory (then the fewest jobs): two
+    small jobs beside one large one, not a small one on top of it."""
+    assert claim_slot(2, tmp_path, 30000) == (0, 0)
+    assert claim_slot(2, tmp_path, 5000) == (1, 0)
+    assert claim_slot(2, tmp_path, 5000) == (1, 1)  # by count alone it would be GPU 0
+    assert (tmp_path / "gpu1.1").read_text() == "5000"
+
+
+def test_declared_memory_reaches_the_slot_through_the_environment(env, tmp_path):
+    big = start(2, 60.0, {**env, "PILLM_GPU_MEM_MB": "30000"})
+    assert big.stdout.readline().strip() == "0"
+    small = [start(2, 3.0, {**env, "PILLM_GPU_MEM_MB": "4000"}) for _ in range(2)]
+    try:
+        assert [p.stdout.readline().strip() for p in small] == ["1", "1"]
+    finally:
+        big.kill()
+        for p in (big, *small):
+            p.wait()

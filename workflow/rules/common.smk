@@ -130,8 +130,13 @@ DEVICE = config["device"]
 
 
 def gpu_shell(command):
-    """The shell of a GPU job: its pillm command, then the device and thread flags and the log."""
-    return f"{command} --device {{params.device}} --threads {{threads}} > {{log}} 2>&1"
+    """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
+    PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.core.gpu_slots) the memory it declared.
+    """
+    return (
+        f"PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command} --device {{params.device}}"
+        " --threads {threads} > {log} 2>&1"
+    )
 
 
 # Every tables rule renders through the same shared templates (pillm.paper.report).

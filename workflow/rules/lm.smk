@@ -43,7 +43,8 @@ rule run_lm:
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
     shell:
-        "python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
+        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
+        " python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
         " --tokens-dir {params.tokens_dir} --deps {params.deps} --params {params.cfg:q}"
         " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
 
@@ -78,5 +79,6 @@ rule lm_extras:
         tokens_dir=lambda w, input: parent(input.tokens),
         device=DEVICE,
     shell:
-        "python -m pillm lm-extras --run-dirs {params.run_dirs} --tokens-dir {params.tokens_dir}"
+        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
+        " python -m pillm lm-extras --run-dirs {params.run_dirs} --tokens-dir {params.tokens_dir}"
         " --params {params.cfg:q} --device {params.device} > {log} 2>&1"

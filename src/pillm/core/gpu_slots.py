@@ -2,11 +2,16 @@
 
 Snakemake's ``--resources gpu=N`` caps how many GPU jobs run at once but does not say which
 device each one gets, so every job would land on GPU 0. Before CUDA is initialised, a GPU job
-takes an exclusive ``flock`` on one slot file ``gpu<i>.<k>`` and exports
-``CUDA_VISIBLE_DEVICES=i``. Slots are tried level by level (k = 0 on every GPU, then k = 1, ...)
-so jobs spread over the GPUs first and share them evenly when N exceeds the GPU count (several
-small jobs per GPU is how the paper DAG fills one GPU). The kernel drops the lock when the
-process exits, however it exits, so a killed job never leaks its slot.
+takes an exclusive ``flock`` on one slot file ``gpu<i>.<k>``, writes into it the GPU memory it
+declared (``PILLM_GPU_MEM_MB``, the rule's ``gpu_mem_mb``; 0 when unset) and exports
+``CUDA_VISIBLE_DEVICES=i``. It picks the GPU whose running jobs declared the least memory, then
+the one with the fewest jobs, then the lowest index: with equal declarations jobs spread over
+the GPUs first and share them evenly when N exceeds the GPU count (several small jobs per GPU is
+how the paper DAG fills one GPU), and a 30 GB job does not land beside three 12 GB ones when
+another card holds less (Snakemake's gpu_mem_mb budget is one sum over all cards). Picking is
+serialised by a lock on ``pick.lock``, so jobs that start together see each other's claims. The
+kernel drops the locks when the process exits, however it exits, so a killed job never leaks
+its slot.
 
 Left alone: CPU jobs, an explicit ``cuda:<i>``, and jobs whose CUDA_VISIBLE_DEVICES a scheduler
 (SLURM, Kubernetes) already set.
@@ -32,30 +37,60 @@ def lock_dir() -> Path:
     return Path(os.environ.get("PILLM_GPU_LOCK_DIR", f"/tmp/pillm-gpu-slots-{os.getuid()}"))
 
 
-def claim_slot(n_gpus: int, locks: Path) -> tuple[int, int] | None:
-    """Lock the first free slot (gpu, level), least-loaded GPU first; None if all are taken."""
+def _held_slots(locks: Path, n_gpus: int) -> dict[int, list[int]]:
+    """Per GPU, the MiB each running job declared (slot files locked by another process)."""
+    held: dict[int, list[int]] = {g: [] for g in range(n_gpus)}
+    for f in locks.glob("gpu*.*"):
+        gpu = int(f.name[3:].split(".")[0])
+        if gpu >= n_gpus:
+            continue
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # succeeds only on a free slot
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="ignore").strip()
+            held[gpu].append(int(text) if text.isdigit() else 0)
+        finally:
+            os.close(fd)
+    return held
+
+
+def claim_slot(n_gpus: int, locks: Path, mem_mb: int = 0) -> tuple[int, int] | None:
+    """Lock a free slot (gpu, level) on the GPU with the least declared memory, then the fewest
+    jobs, then the lowest index, and write ``mem_mb`` into it; None if all slots are taken."""
     locks.mkdir(parents=True, exist_ok=True)
-    for level in range(MAX_SHARE):
-        for gpu in range(n_gpus):
-            fd = os.open(locks / f"gpu{gpu}.{level}", os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            _held.append(fd)
-            return gpu, level
-    return None
+    pick = os.open(locks / "pick.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(pick, fcntl.LOCK_EX)  # one pick at a time: each sees the previous claims
+        held = _held_slots(locks, n_gpus)
+        for gpu in sorted(held, key=lambda g: (sum(held[g]), len(held[g]), g)):
+            for level in range(MAX_SHARE):
+                fd = os.open(locks / f"gpu{gpu}.{level}", os.O_CREAT | os.O_RDWR, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(int(mem_mb)).encode(), 0)
+                _held.append(fd)
+                return gpu, level
+        return None
+    finally:
+        os.close(pick)  # closing drops the pick lock
 
 
 def assign_gpu(device: str, n_gpus: int | None = None) -> str | None:
-    """Pin this process to one GPU before CUDA starts; returns the CUDA_VISIBLE_DEVICES it set."""
+    """Pin this process to one GPU before CUDA starts; returns the CUDA_VISIBLE_DEVICES it set.
+    The memory it declares comes from ``PILLM_GPU_MEM_MB`` (set by the GPU rules' shell)."""
     if device == "cpu" or device.startswith("cuda:") or "CUDA_VISIBLE_DEVICES" in os.environ:
         return None
     n = gpu_count() if n_gpus is None else n_gpus
     if n <= 1:
         return None  # nothing to choose
-    slot = claim_slot(n, lock_dir())
+    declared = os.environ.get("PILLM_GPU_MEM_MB", "")
+    slot = claim_slot(n, lock_dir(), int(declared) if declared.isdigit() else 0)
     if slot is None:
         return None
     os.environ["CUDA_VISIBLE_DEVICES"] = str(slot[0])
