@@ -6,7 +6,7 @@
 # $OUT/results.tgz.part-* (cat them into one archive), also when
 # Snakemake runs out of time: SNAKE_TIMEOUT (default 400 s) interrupts it (SIGINT: running jobs
 # are killed and their outputs removed) and the packing still happens.
-# Env: SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
+# Env: GPU_TESTS=1 first runs the GPU-only tests, SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
 # only what those rules need (with saffu in UNTIL, Snakemake 9.27 stopped with "Out of jobs ready"
 # before the SAFFU ablation settings, which read the main setting's chosen rates: build those with
@@ -15,6 +15,10 @@
 # stop the others from being scheduled.
 set -u
 . benchmarks/gpu_env.sh
+if [ -n "${GPU_TESTS:-}" ]; then  # GPU_TESTS=1: the tests that need a GPU (pytest is in .whl/)
+  timeout 240 python -m pytest -q -p no:cacheprovider tests/test_cuda_graph.py \
+    tests/test_fused_ce.py 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
+fi
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
   timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"
   timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"

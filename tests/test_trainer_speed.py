@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 import torch
 import torch.nn.functional as F
@@ -60,6 +59,9 @@ def tokens_dir(tmp_path):
 
 def _baseline(tokens_dir, out: Path, train: dict) -> tuple[GPT, dict, list[dict]]:
     """The pipeline's baseline run (run_variant): its model, metrics and curve as written."""
+    import polars as pl  # here, not at the top: GPU hosts (no polars) collect this module for
+    # the MODEL/TRAIN constants that test_fused_ce.py's GPU tests share
+
     metrics = run_variant(
         "baseline", 0, {"model": MODEL, "train": train}, str(tokens_dir), {}, str(out), "cpu"
     )
