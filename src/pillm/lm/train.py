@@ -21,6 +21,7 @@ from pillm.models.gpt import GPT
 from pillm.settings import TrainConfig
 
 
+@tf32(True)  # the training only: a PIL solve later in the process sees the switch restored
 def fit(
     model: GPT,
     arrays: dict[str, torch.Tensor],
@@ -31,20 +32,8 @@ def fit(
 ) -> tuple[dict[str, float], list[dict[str, float]]]:
     """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed).
 
-    TF32 matmuls on CUDA for the training only: the switch is restored afterwards, so a PIL
-    solve later in the same process (the next seed of a job) captures full-float32 features."""
-    with tf32(device.startswith("cuda")):
-        return _fit(model, arrays, meta, train_cfg, seed, device)
-
-
-def _fit(
-    model: GPT,
-    arrays: dict[str, torch.Tensor],
-    meta: dict,
-    train_cfg: TrainConfig,
-    seed: int,
-    device: str,
-) -> tuple[dict[str, float], list[dict[str, float]]]:
+    TF32 matmuls on CUDA (the switch does nothing on CPU) for the training only, restored
+    afterwards: the next seed of a job captures its PIL solve's features in full float32."""
     T, B = model.cfg.context, train_cfg.batch_size
     on_cuda = device.startswith("cuda")
     amp = torch.bfloat16 if on_cuda else None
