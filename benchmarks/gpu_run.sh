@@ -6,7 +6,7 @@
 # $OUT/results.tgz.part-* (cat them into one archive), also when
 # Snakemake runs out of time: SNAKE_TIMEOUT (default 400 s) interrupts it (SIGINT: running jobs
 # are killed and their outputs removed) and the packing still happens.
-# Env: GPU_TESTS=1 first runs the GPU-only tests, SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
+# Env: MPS=1 shares the GPU through MPS (below), GPU_TESTS=1 first runs the GPU-only tests, SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
 # only what those rules need (with saffu in UNTIL, Snakemake 9.27 stopped with "Out of jobs ready"
 # before the SAFFU ablation settings, which read the main setting's chosen rates: build those with
@@ -15,6 +15,20 @@
 # stop the others from being scheduled.
 set -u
 . benchmarks/gpu_env.sh
+# MPS=1: the jobs' kernels share the GPU through the CUDA Multi-Process Service (a user-level
+# daemon started here and quit on exit; no card setting changes). Without it the GPU
+# time-slices between the job processes: one process's kernels at a time.
+if [ -n "${MPS:-}" ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/pillm_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pillm_mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    trap 'echo quit | nvidia-cuda-mps-control; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$OUT/mps_log"' EXIT
+    echo "MPS daemon started"
+  else
+    echo "MPS: nvidia-cuda-mps-control could not start; jobs time-slice the GPU"
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  fi
+fi
 if [ -n "${GPU_TESTS:-}" ]; then  # GPU_TESTS=1: the tests that need a GPU (pytest is in .whl/)
   timeout 240 python -m pytest -q -p no:cacheprovider tests/test_cuda_graph.py \
     tests/test_fused_ce.py 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
