@@ -87,6 +87,28 @@ def test_gpu_rules_declare_the_gpu_memory_they_reserve():
             assert "gpu_mem_mb=" in block, block.split(":", 1)[0]
 
 
+def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
+    """Every GPU job's shell tells the slot picker its memory; the jobs whose kernels fill the
+    GPU (generative fits, SAFFU) run at MPS's below-normal client priority, the latency-bound
+    ones (LM training, probes, SST-2) at the normal one."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile",
+         "config/smoke.yaml"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-grid", "gen-classifier")
+    bulk = {"saffu", "generative", "gen-lr-grid", "gen-classifier"}
+    seen = set()
+    for prefix, command in re.findall(r"^(.*?)python -m pillm ([a-z-]+) ", out.stdout, re.M):
+        if command not in gpu:
+            continue
+        seen.add(command)
+        assert "PILLM_GPU_MEM_MB=" in prefix, (command, prefix)
+        assert ("CUDA_MPS_CLIENT_PRIORITY=1" in prefix) == (command in bulk), (command, prefix)
+    assert seen == set(gpu)
+
+
 def test_gpu_memory_is_read_from_nvidia_smi(tmp_path, monkeypatch):
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nprintf '0, 81559\\n1, 40960\\n'\n")

@@ -129,13 +129,19 @@ def benchfile(path):
 DEVICE = config["device"]
 
 
-def gpu_shell(command):
+def gpu_shell(command, bulk=False):
     """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
     PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.core.gpu_slots) the memory it declared.
+
+    bulk: the job's kernels are large and fill the GPU (generative fits, SAFFU). Where jobs
+    share a GPU through CUDA MPS, such a job runs at MPS's below-normal client priority, so the
+    small kernels of the latency-bound jobs (LM training, whose steps are chains of tiny kernels)
+    are not queued behind its blocks; without MPS the variable does nothing.
     """
+    priority = "CUDA_MPS_CLIENT_PRIORITY=1 " if bulk else ""
     return (
-        f"PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command} --device {{params.device}}"
-        " --threads {threads} > {log} 2>&1"
+        f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
+        " --device {params.device} --threads {threads} > {log} 2>&1"
     )
 
 

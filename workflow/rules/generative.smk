@@ -54,7 +54,8 @@ rule gen_classifier:
     shell:
         gpu_shell(
             "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
-            " --images {input.images} --out-dir {params.out_dir}"
+            " --images {input.images} --out-dir {params.out_dir}",
+            bulk=True,
         )
 
 
@@ -87,7 +88,8 @@ rule gen_lr_grid:
     shell:
         gpu_shell(
             "python -m pillm gen-lr-grid --dataset {wildcards.dataset} --family {wildcards.family}"
-            " --params {params.cfg:q} --images {input.images} --out-dir {params.out_dir}"
+            " --params {params.cfg:q} --images {input.images} --out-dir {params.out_dir}",
+            bulk=True,
         )
 
 
@@ -124,7 +126,8 @@ rule generative:
         gpu_shell(
             "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
             " --seed {wildcards.seed} --params {params.cfg:q} --images {input.images}"
-            " --classifier {input.classifier} {params.lr} --out-dir {params.out_dir}"
+            " --classifier {input.classifier} {params.lr} --out-dir {params.out_dir}",
+            bulk=True,
         )
 
 

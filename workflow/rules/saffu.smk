@@ -50,7 +50,8 @@ rule saffu:
         gpu_shell(
             "python -m pillm saffu --setting {wildcards.setting} --fraction {params.fraction}"
             " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
-            " --out-dir {params.out_dir} {params.rates}"
+            " --out-dir {params.out_dir} {params.rates}",
+            bulk=True,
         )
 
 

@@ -44,7 +44,8 @@ rule sensitivity_run:
         out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
         device=DEVICE,
     shell:
-        "python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
+        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
+        " python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
         " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
         " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
 
