@@ -28,8 +28,10 @@ from pillm.data.images import load_images  # noqa: E402
 from pillm.generative.diffusion import (
     DiffusionConfig,
     EpsModel,
+    bucket_edges,
     eps_heldout_mse,
     fit_pil_diffusion,
+    stratified_timesteps,
 )
 from pillm.generative.flow import (
     FeatureConfig,
@@ -47,9 +49,11 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def adamw_to_target(model, batch, heldout, target, args, device) -> dict:
+def adamw_to_target(model, batch, heldout, target, args, device, forward=None) -> dict:
     """AdamW (fused, TF32 on CUDA, constant lr) until held-out MSE <= target; the clock
-    excludes evaluation."""
+    excludes evaluation. ``forward``: the training forward in place of ``model`` (the per-bucket
+    arm's stratified batches)."""
+    forward = forward or model
     params = [p for p in model.parameters() if p.requires_grad]
     cuda = device.startswith("cuda")
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, fused=cuda)
@@ -60,7 +64,7 @@ def adamw_to_target(model, batch, heldout, target, args, device) -> dict:
         t0 = time.perf_counter()
         for _ in range(args.eval_every):
             x, t, y = batch()
-            loss = torch.nn.functional.mse_loss(model(x, t), y)
+            loss = torch.nn.functional.mse_loss(forward(x, t), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -137,19 +141,24 @@ def run(args) -> dict:
     net = RandomFeatureNet(dim, dim, feats, 0, trainable=True).to(device)
     model = EpsModel(net, 1000, args.buckets, trainable=True).to(device)  # as many maps as PIL
     ab = sched.alpha_bars.to(device).float()
+    # As the pipeline's per-bucket arm: bs // buckets rows per bucket, each through its own map.
+    rows = bs // args.buckets * args.buckets
+    draw_t = stratified_timesteps(bucket_edges(1000, args.buckets), rows // args.buckets, device)
 
     def eps_batch():
-        x1 = data_dev[torch.randint(n, (bs,), generator=g, device=device)]
-        eps = torch.randn(bs, dim, generator=g, device=device)
-        t = torch.randint(1000, (bs,), generator=g, device=device)
+        x1 = data_dev[torch.randint(n, (rows,), generator=g, device=device)]
+        eps = torch.randn(rows, dim, generator=g, device=device)
+        t = draw_t(g)
         a = ab[t][:, None]
         return a.sqrt() * x1 + (1 - a).sqrt() * eps, t, eps
 
     def eps_val(m):
         return eps_heldout_mse(m, x_val, sched, 0, 1, args.chunk, device)
 
+    forward = model.forward_stratified if args.buckets > 1 else model
     out["diffusion"] = {"pil": pil_d, "adamw": adamw_to_target(model, eps_batch, eps_val,
-                                                               pil_d["mse"], args, device)}  # fmt: skip
+                                                               pil_d["mse"], args, device,
+                                                               forward)}  # fmt: skip
     return out
 
 

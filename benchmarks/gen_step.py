@@ -3,7 +3,8 @@
     python benchmarks/gen_step.py --device cuda --batch 256 --batch 512 --batch 2048 --out x.json
 
 For each image size (MNIST 784, CIFAR-10 3,072 values), model (flow: one output map; bucketed
-diffusion: ten maps on one random layer) and batch, the same network trains ``--steps`` steps of
+diffusion: ten maps on one random layer, each row through its own bucket's map as the pipeline
+draws them, ``batch // 10`` rows per bucket) and batch, the same network trains ``--steps`` steps of
 ``pillm.generative.flow.train_regression`` twice in one process, eagerly and with the step
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
@@ -23,7 +24,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import resolve_device  # noqa: E402
-from pillm.generative.diffusion import EpsModel  # noqa: E402
+from pillm.generative.diffusion import (  # noqa: E402
+    EpsModel,
+    bucket_edges,
+    stratified_timesteps,
+)
 from pillm.generative.flow import (  # noqa: E402
     FeatureConfig,
     RandomFeatureNet,
@@ -45,11 +50,14 @@ def one_run(dim, width, buckets, batch, steps, device, graphs):
         if buckets == 1:
             t = torch.rand(batch, generator=g, device=device)
             return (1 - t[:, None]) * x0 + t[:, None] * x1, t, x1 - x0
-        t = torch.randint(1000, (batch,), generator=g, device=device)
-        return 0.7 * x1 + 0.7 * x0, t, x0
+        return 0.7 * x1 + 0.7 * x0, stratified(g), x0  # the pipeline's per-bucket layout
 
+    if buckets > 1:  # as train_gradient_diffusion: batch // buckets rows per bucket
+        batch = max(1, batch // buckets) * buckets
+        stratified = stratified_timesteps(bucket_edges(1000, buckets), batch // buckets, device)
     cfg = TrainConfig(steps=steps, batch_size=batch, lr=1e-3, warmup=10, log_every=10)
-    rep = train_regression(model, draw, cfg, device, "bench", cuda_graphs=graphs)
+    forward = model.forward_stratified if buckets > 1 else None
+    rep = train_regression(model, draw, cfg, device, "bench", cuda_graphs=graphs, forward=forward)
     timed = steps - (3 if device.startswith("cuda") else 0) - 1  # steps after the clock started
     return 1e3 * rep.seconds / timed, [loss for _, loss in rep.curve], rep.cuda_graphs
 

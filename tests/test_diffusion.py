@@ -11,6 +11,7 @@ from pillm.generative.diffusion import (
     fit_pil_diffusion,
     linear_beta_schedule,
     sample_ddpm,
+    stratified_timesteps,
     train_gradient_diffusion,
 )
 from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig
@@ -174,3 +175,42 @@ def test_per_bucket_adamw_trains_one_map_per_bucket_on_its_rows():
     # Same parameter count as the bucketed PIL solve's maps, plus the shared random layer.
     pil, _ = fit_pil_diffusion(x, cfg, seed=0)
     assert model.w_buckets.shape == pil.w_buckets.shape
+
+
+def test_stratified_timesteps_give_each_bucket_its_rows_uniform_over_its_timesteps():
+    edges = bucket_edges(10, 3)  # [0, 3, 7, 10]: widths 3, 4, 3
+    draw = stratified_timesteps(edges, 2000, torch.device("cpu"))
+    t = draw(torch.Generator().manual_seed(0))
+    assert t.shape == (6000,)
+    for b in range(3):
+        rows = t[b * 2000 : (b + 1) * 2000]
+        assert set(rows.tolist()) == set(range(edges[b], edges[b + 1]))  # every step, no other
+        counts = torch.bincount(rows - edges[b]).float()
+        assert counts.min() > 0.8 * counts.mean()  # near uniform within the bucket
+
+
+def test_stratified_forward_equals_each_row_through_its_own_map_in_values_and_gradients():
+    net = RandomFeatureNet(4, 3, FeatureConfig(width=8), seed=0, trainable=True)
+    model = EpsModel(net, timesteps=20, n_buckets=4, trainable=True)
+    torch.nn.init.normal_(model.w_buckets)
+    t = stratified_timesteps(bucket_edges(20, 4), 5, torch.device("cpu"))(
+        torch.Generator().manual_seed(1)
+    )
+    x = torch.randn(20, 4)
+    fast, ref = model.forward_stratified(x, t), model(x, t)
+    torch.testing.assert_close(fast, ref)
+    weights = torch.randn_like(ref)
+    (grad,) = torch.autograd.grad((fast * weights).sum(), model.w_buckets)
+    (grad_ref,) = torch.autograd.grad((ref * weights).sum(), model.w_buckets)
+    torch.testing.assert_close(grad, grad_ref)
+
+
+def test_per_bucket_adamw_draws_equal_rows_per_bucket_and_reports_them():
+    x = gaussian_data(300, 0)
+    cfg = DiffusionConfig(FeatureConfig(width=16), timesteps=40, n_buckets=3)
+    _, report = train_gradient_diffusion(
+        x, cfg, TrainConfig(steps=5, batch_size=64, lr=1e-3, warmup=1), seed=0
+    )
+    assert report.batch_rows == 63  # 21 rows in each of the 3 buckets
+    with pytest.raises(ValueError, match="batch_size 2 < n_buckets 3"):
+        train_gradient_diffusion(x, cfg, TrainConfig(steps=1, batch_size=2, lr=1e-3), seed=0)

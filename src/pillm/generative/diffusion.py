@@ -23,7 +23,8 @@ reproduced). ``clip_x0`` offers Ho et al.'s clipped-x̂ variant of the same step
 ``direct_link`` the random features approximate the near-identity ε̂ ≈ x_t of large t poorly
 and unclipped MNIST chains diverge; see FeatureConfig. The gradient baseline is the same network
 (same init, the same number of ε weight sets: shared, or one per bucket) with every weight trained
-by AdamW on the ε-MSE.
+by AdamW on the ε-MSE; with buckets, each batch holds equal rows per bucket (as the solve), so a
+step multiplies each row by its own bucket's map only.
 """
 
 from __future__ import annotations
@@ -145,11 +146,37 @@ class EpsModel(nn.Module):
         if self.w_buckets is None:
             return self.net(x, t.float() / self.timesteps)
         h = self.features(x, t)
-        # Every row through every map, then each row keeps its own bucket's: K times one map's
-        # FLOPs, but no host sync and no per-bucket kernels (looping over the buckets present
-        # synced every training step and made the per-bucket AdamW arm 3x slower per step).
+        # Any t (held-out batches): every row through every map, then each row keeps its own
+        # bucket's: K times one map's FLOPs, but no host sync and no per-bucket kernels. Training
+        # batches drawn stratified take forward_stratified: one map per row.
         every = torch.einsum("np,kpd->knd", h, self.w_buckets)
         return every[self.bucket_of(t), torch.arange(x.shape[0], device=x.device)]
+
+    def forward_stratified(self, x: Tensor, t: Tensor) -> Tensor:
+        """ε̂ of rows grouped by bucket, the same number in each, bucket 0's first (as
+        ``stratified_timesteps`` draws them): one batched matmul, each row through its own map."""
+        h = self.features(x, t)
+        out = torch.bmm(h.view(self.n_buckets, -1, h.shape[1]), self.w_buckets)
+        return out.view(x.shape[0], -1)
+
+
+def stratified_timesteps(
+    edges: list[int], rows_per_bucket: int, device: torch.device
+) -> Callable[[torch.Generator], Tensor]:
+    """A sampler of ``rows_per_bucket`` timesteps uniform in each bucket ``[edges[b],
+    edges[b+1])``, grouped by bucket in order (its tensors made once: no host copy per draw).
+    With equal-width buckets (T a multiple of K) the mean loss over such a batch estimates the
+    loss at t uniform over all T without bias, as the PIL solve's equal rows per bucket do;
+    otherwise each bucket weighs 1/K (widths differ by at most one timestep)."""
+    e = torch.tensor(edges, device=device)
+    lo = e[:-1].repeat_interleave(rows_per_bucket)
+    width = (e[1:] - e[:-1]).repeat_interleave(rows_per_bucket)
+
+    def draw(generator: torch.Generator) -> Tensor:
+        u = torch.rand(lo.shape[0], generator=generator, device=device)
+        return lo + (u * width).long().clamp_max(width - 1)
+
+    return draw
 
 
 def diffusion_pairs(
@@ -325,8 +352,10 @@ def train_gradient_diffusion(
     """The PIL ε-net's shape (same init from ``seed``: ``cfg.n_buckets`` output maps over t on
     one shared random layer), every weight trained end to end.
 
-    Each step draws ``batch_size`` images (with replacement), t uniform over all T and fresh ε,
-    so each bucket's map sees the rows whose t falls in it. ``evaluate``: see train_regression.
+    Each step draws images (with replacement) and fresh ε; with shared weights ``batch_size``
+    rows with t uniform over all T, with K bucket maps ``batch_size // K`` rows per bucket with t
+    uniform in it (``stratified_timesteps``; the PIL solve also takes equal rows per bucket), so
+    each row goes through its own bucket's map only. ``evaluate``: see train_regression.
     """
     device = torch.device(device)
     n, dim = x_train.shape
@@ -336,14 +365,27 @@ def train_gradient_diffusion(
     g = torch.Generator(device=device).manual_seed(block_seed(seed, 6, 0))
     data = x_train.to(device=device, dtype=torch.float32)
     alpha_bars = sched.alpha_bars.to(device).float()
-    bs = train_cfg.batch_size
+    k = cfg.n_buckets
+    if train_cfg.batch_size < k:
+        raise ValueError(f"batch_size {train_cfg.batch_size} < n_buckets {k}: a bucket would get "
+                         "no rows; raise generative.gradient.batch_size")  # fmt: skip
+    bs = train_cfg.batch_size // k * k
+    stratified = stratified_timesteps(bucket_edges(cfg.timesteps, k), bs // k, device)
+
+    def draw_t() -> Tensor:
+        if k == 1:
+            return torch.randint(cfg.timesteps, (bs,), generator=g, device=device)
+        return stratified(g)
 
     def batch(step: int) -> tuple[Tensor, Tensor, Tensor]:
         x = data[torch.randint(n, (bs,), generator=g, device=device)]
         eps = torch.randn(bs, dim, generator=g, device=device)
-        t = torch.randint(cfg.timesteps, (bs,), generator=g, device=device)
+        t = draw_t()
         ab = alpha_bars[t][:, None]
         return ab.sqrt() * x + (1 - ab).sqrt() * eps, t, eps
 
-    report = train_regression(model, batch, train_cfg, device, "eps AdamW", evaluate, eval_every)
+    forward = model.forward_stratified if k > 1 else None
+    report = train_regression(
+        model, batch, train_cfg, device, "eps AdamW", evaluate, eval_every, forward=forward
+    )
     return model, report

@@ -343,6 +343,7 @@ class TrainReport:
     # the clock is stopped while evaluating, so seconds are training time only.
     heldout: list[tuple[int, float, float]] = field(default_factory=list)
     cuda_graphs: bool = False  # whether the steps replayed from a CUDA graph
+    batch_rows: int = 0  # rows of each training batch
 
 
 def train_regression(
@@ -354,8 +355,12 @@ def train_regression(
     evaluate: Callable[[nn.Module], float] | None = None,
     eval_every: int = 0,
     cuda_graphs: bool = True,
+    forward: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> TrainReport:
     """Minimise mean ‖net(x, t) - y‖² over ``cfg.steps`` batches ``batch(step) -> (x, t, y)``.
+
+    ``forward``: the training forward in place of ``net(x, t)`` where the batches have a layout
+    it exploits (EpsModel.forward_stratified); ``evaluate`` still receives ``net``.
 
     On CUDA (unless ``cuda_graphs`` is off) the step replays from a CUDA graph after a few eager
     calls (pillm.core.cuda_graph: a step of this small net is launch-bound); the CPU step is the
@@ -377,8 +382,10 @@ def train_regression(
         params, lr=lr, weight_decay=cfg.weight_decay, fused=cuda, capturable=cuda
     )
 
+    train_forward = net if forward is None else forward
+
     def one_step(x: Tensor, t: Tensor, y: Tensor) -> Tensor:
-        loss = F.mse_loss(net(x, t), y)
+        loss = F.mse_loss(train_forward(x, t), y)
         loss.backward()
         opt.step()
         return loss.detach()
@@ -387,7 +394,7 @@ def train_regression(
         one_step, cuda and cuda_graphs, lambda: opt.zero_grad(set_to_none=True), name=desc
     )
     net.train()
-    curve, window, heldout = [], [], []
+    curve, window, heldout, rows = [], [], [], 0
     t0, paused = time.perf_counter(), 0.0  # paused: seconds spent evaluating, not training
     for step in tqdm(range(cfg.steps), desc=desc, file=sys.stderr, mininterval=5, ascii=True):
         rate = lr_at(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_frac)
@@ -396,7 +403,9 @@ def train_regression(
         else:
             for group in opt.param_groups:
                 group["lr"] = rate
-        window.append(runner(*batch(step)))
+        x, t, y = batch(step)
+        rows = rows or x.shape[0]
+        window.append(runner(x, t, y))
         if step == (runner.warmup if cuda else 0):  # after the first (CUDA: the captured) step
             sync(device)
             t0 = time.perf_counter()
@@ -417,7 +426,7 @@ def train_regression(
     net.eval()
     return TrainReport(
         cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)), heldout,
-        runner.graphed,
+        runner.graphed, rows,
     )  # fmt: skip
 
 

@@ -261,7 +261,8 @@ def fit_setting(
             "fit_seconds": rep.seconds, "adamw_steps": steps, "adamw_lr": lr,
             "final_train_loss": rep.final_loss, "peak_memory_mb": rep.peak_memory_mb,
             "trainable_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
-            "train_pairs": steps * g.batch_size, "cuda_graphs": float(rep.cuda_graphs),
+            "train_pairs": steps * rep.batch_rows, "batch_rows": rep.batch_rows,
+            "cuda_graphs": float(rep.cuda_graphs),
         }  # fmt: skip
         curve = [{"curve": "adamw_loss", "x": s, "y": loss} for s, loss in rep.curve]
         curve += [
