@@ -17,11 +17,18 @@ from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
 from pillm.generative.report import aggregate_generative, arm_name, macro, render_gen_tables
 from pillm.generative.run import classifier_job, generative_job, load_split, prepare_images
-from pillm.generative.tuning import grid_steps, lr_grid_job, pick_lr
+from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
-from pillm.plan import all_settings, check_generative, generative_jobs, lr_grids, settings
+from pillm.plan import (
+    all_settings,
+    check_generative,
+    generative_jobs,
+    lr_grid_runs,
+    lr_grids,
+    settings,
+)
 
 from .test_claims import typed_directions
 
@@ -76,7 +83,10 @@ def jobs(tmp_path_factory):
     prepare_images("mnist", DATA_CFG, images)
     classifier_job("mnist", classifier_params(cfg), images, "cpu", str(root / "mnist"))
     for ds, fam in lr_grids(cfg):
-        lr_grid_job(ds, fam, job_params(cfg), images, "cpu", str(root / ds / f"lr_{fam}"))
+        runs = [str(root / p) for p in lr_grid_runs(cfg, ds, fam)]
+        for lr, run in zip(cfg["gradient"]["lr_grid"], runs, strict=True):
+            lr_run_job(ds, fam, lr, job_params(cfg), images, "cpu", run)
+        lr_pick_job(runs, str(root / ds / f"lr_{fam}"))
     known = settings(cfg, "mnist")
     for ds, s, seed in generative_jobs({"generative": cfg}):
         lr = root / ds / f"lr_{known[s].family}/lr.json" if known[s].method == "adamw" else None
@@ -149,6 +159,17 @@ def test_lr_grid_picks_the_lowest_heldout_error_and_the_arm_trains_at_it(jobs):
     assert set(curves["lr"]) == set(final) and (curves["seconds"] >= 0).all()
     adam = metrics_of(run_dir(root, "flow_adamw"))
     assert adam["adamw_lr"] == pick["lr"] and adam["adamw_steps"] == cfg["gradient"]["flow_steps"]
+
+
+def test_lr_pick_refuses_runs_of_different_grids_and_run_refuses_a_rate_off_the_grid(jobs):
+    root, cfg = jobs
+    flow = [str(root / p) for p in lr_grid_runs(cfg, "mnist", "flow")]
+    diff = [str(root / p) for p in lr_grid_runs(cfg, "mnist", "diff")]
+    with pytest.raises(ValueError, match="different grids"):
+        lr_pick_job([flow[0], diff[1]], str(root / "mixed"))
+    with pytest.raises(ValueError, match="generative.gradient.lr_grid"):
+        lr_run_job("mnist", "flow", 0.123, job_params(cfg), str(root / "mnist/images.npz"),
+                   "cpu", str(root / "off.json"))  # fmt: skip
 
 
 def test_pick_lr_skips_diverged_rates_and_names_the_key_when_all_did():

@@ -55,12 +55,14 @@ def test_previous_run_benchmarks_take_precedence(tmp_path, monkeypatch):
 
 def test_benchmark_files_are_filed_under_their_rules(tmp_path):
     for rel in ("generative/mnist/classifier", "generative/mnist/lr_diff",
-                "generative/mnist/flow_pil/seed0", "sensitivity_run/baseline", "run_lm/baseline"):  # fmt: skip
+                "generative/mnist/lr_diff/lr0.001", "generative/mnist/flow_pil/seed0",
+                "sensitivity_run/baseline", "run_lm/baseline"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f"{rel}.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n")
     assert set(estimate.read_benchmarks(tmp_path)) == {
         "gen_classifier",
         "gen_lr_grid",
+        "gen_lr_run",
         "generative",
         "sensitivity_run",
         "run_lm",
@@ -97,8 +99,8 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-grid", "gen-classifier")
-    bulk = {"saffu", "generative", "gen-lr-grid", "gen-classifier"}
+    gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
+    bulk = {"saffu", "generative", "gen-lr-run", "gen-classifier"}
     seen = set()
     for prefix, command in re.findall(r"^(.*?)python -m pillm ([a-z-]+) ", out.stdout, re.M):
         if command not in gpu:

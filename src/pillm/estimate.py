@@ -31,7 +31,7 @@ SMOKE = "config/smoke.yaml"
 
 # Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk; a test checks).
 GPU_RULES = ("run_lm", "lm_extras", "sensitivity_run", "probe", "generative", "gen_classifier",
-             "gen_lr_grid", "lora", "saffu")  # fmt: skip
+             "gen_lr_run", "lora", "saffu")  # fmt: skip
 
 
 def device_kind() -> str:
@@ -101,7 +101,9 @@ def _bench_rule(rel: Path) -> str:
         if rel.stem == "classifier":
             return "gen_classifier"
         if rel.stem.startswith("lr_"):
-            return "gen_lr_grid"
+            return "gen_lr_grid"  # a grid in one job (benchmark files before 2026-11-27)
+    if rel.parts[0] == "generative" and len(rel.parts) == 4 and rel.parts[2].startswith("lr_"):
+        return "gen_lr_run"  # generative/<dataset>/lr_<family>/lr<rate>
     return rel.parts[0]
 
 

@@ -243,8 +243,21 @@ def setting_seeds(cfg: dict, setting: Setting) -> list[int]:
 
 
 def lr_grids(cfg: dict) -> list[tuple[str, str]]:
-    """(dataset, family) of every AdamW learning-rate grid job."""
+    """(dataset, family) of every AdamW learning-rate grid."""
     return [(ds, fam) for ds in cfg["datasets"] for fam in families(cfg, ds)]
+
+
+def lr_tag(lr: float) -> str:
+    """A grid rate as it names its run (``lr_<family>/runs/lr<tag>.json``): the shortest form."""
+    return f"{lr:g}"
+
+
+def lr_grid_runs(cfg: dict, dataset: str, family: str) -> list[str]:
+    """Paths (under the results tree) of one grid's runs, a rate each of gradient.lr_grid."""
+    return [
+        f"generative/{dataset}/lr_{family}/runs/lr{lr_tag(lr)}.json"
+        for lr in cfg["gradient"]["lr_grid"]
+    ]
 
 
 def check_generative(cfg: dict) -> None:

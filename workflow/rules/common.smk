@@ -49,7 +49,7 @@ if estimate.device_kind() == "cpu":
 # failing with "CUDA out of memory" (sharing one H100 twelve ways did); the budget is the visible
 # GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits nothing.
 GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
-              "probe": 6000, "generative": 8000, "gen_classifier": 3000, "gen_lr_grid": 5000,
+              "probe": 6000, "generative": 8000, "gen_classifier": 3000, "gen_lr_run": 5000,
               "lora": 5000, "saffu": 12000}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
@@ -207,6 +207,11 @@ def gen_jobs(name):
 
 def gen_lr_grids(name):
     return [res(f"generative/{ds}/lr_{fam}/{name}") for ds, fam in plan.lr_grids(GEN)]
+
+
+def gen_lr_runs(wildcards):
+    """One grid's runs, a rate each (generative.gradient.lr_grid)."""
+    return [res(p) for p in plan.lr_grid_runs(GEN, wildcards.dataset, wildcards.family)]
 
 
 def gen_lr_input(wildcards):

@@ -59,17 +59,16 @@ rule gen_classifier:
         )
 
 
-rule gen_lr_grid:
+rule gen_lr_run:
     input:
         images=rules.gen_images.output,
-        code=code("gen-lr-grid"),
+        code=code("gen-lr-run"),
     output:
-        lr=res("generative/{dataset}/lr_{family}/lr.json"),
-        curves=res("generative/{dataset}/lr_{family}/curves.parquet"),
+        res("generative/{dataset}/lr_{family}/runs/lr{lr}.json"),
     log:
-        logfile("generative/{dataset}/lr_{family}"),
+        logfile("generative/{dataset}/lr_{family}/lr{lr}"),
     benchmark:
-        benchfile("generative/{dataset}/lr_{family}")
+        benchfile("generative/{dataset}/lr_{family}/lr{lr}")
     wildcard_constraints:
         family="|".join(plan.FAMILIES),
     priority: 5  # each grid gates its family's seeds
@@ -78,19 +77,39 @@ rule gen_lr_grid:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("gen_lr_grid"),
+        gpu_mem_mb=gpu_mem("gen_lr_run"),
     params:
         cfg=as_json(
             {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
         ),
-        out_dir=subpath(output.lr, parent=True),
         device=DEVICE,
     shell:
         gpu_shell(
-            "python -m pillm gen-lr-grid --dataset {wildcards.dataset} --family {wildcards.family}"
-            " --params {params.cfg:q} --images {input.images} --out-dir {params.out_dir}",
+            "python -m pillm gen-lr-run --dataset {wildcards.dataset} --family {wildcards.family}"
+            " --lr {wildcards.lr} --params {params.cfg:q} --images {input.images} --out {output}",
             bulk=True,
         )
+
+
+# The pick of one grid from its rates' runs (each rate is its own GPU job, so they run at once).
+rule gen_lr_grid:
+    input:
+        runs=gen_lr_runs,
+        code=code("gen-lr-pick"),
+    output:
+        lr=res("generative/{dataset}/lr_{family}/lr.json"),
+        curves=res("generative/{dataset}/lr_{family}/curves.parquet"),
+    log:
+        logfile("generative/{dataset}/lr_{family}"),
+    wildcard_constraints:
+        family="|".join(plan.FAMILIES),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        out_dir=subpath(output.lr, parent=True),
+    shell:
+        "python -m pillm gen-lr-pick --runs {input.runs} --out-dir {params.out_dir}"
+        " > {log} 2>&1"
 
 
 rule generative:

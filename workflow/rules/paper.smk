@@ -328,6 +328,7 @@ localrules:
     probe_aggregate,
     probe_tables,
     probe_figures,
+    gen_lr_grid,
     gen_aggregate,
     gen_tables,
     gen_figures,

@@ -310,7 +310,7 @@ def read_lr(path: str | None, setting: Setting) -> float | None:
     if not path:
         raise ValueError(
             f"setting {setting.name!r} trains by AdamW: pass --lr, the lr.json of its family's "
-            "grid job (gen-lr-grid)"
+            "grid's pick (gen-lr-pick)"
         )
     pick = json.loads(Path(path).read_text())
     if pick.get("family") != setting.family:

@@ -1,25 +1,27 @@
 """AdamW's learning rate for each arm pair, chosen on held-out images before the arms run.
 
-One job per (dataset, family): the family's AdamW setting (pillm.plan.FAMILIES) trains from the
-first seed at every rate of ``generative.gradient.lr_grid`` for ``grid_fraction`` of its steps
-(same warm-up and cosine schedule, shortened), its held-out regression error recorded every
-``eval_every`` steps; the rate with the lowest final held-out error is the pick. The held-out
-images are the tail of the training subset the PIL fits pick λ on (never test images), so both
-methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final error) and
-``curves.parquet`` (each rate's held-out curve: the paper's figure of the grid).
+Per (dataset, family) and rate of ``generative.gradient.lr_grid``, one job (``lr_run_job``)
+trains the family's AdamW setting (pillm.plan.FAMILIES) from the first seed for
+``grid_fraction`` of its steps (same warm-up and cosine schedule, shortened), its held-out
+regression error recorded every ``eval_every`` steps. The rates run as separate jobs so they
+train side by side: the grid gates its family's seeds, so it is on the generative study's
+longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-out error. The
+held-out images are the tail of the training subset the PIL fits pick λ on (never test images),
+so both methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final
+error) and ``curves.parquet`` (each rate's held-out curve: the paper's figure of the grid).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
-
-import torch
 
 from pillm.core.records import write_json, write_rows_parquet
 from pillm.core.runtime import resolve_device, tf32
 from pillm.generative.flow import FeatureConfig
 from pillm.generative.run import fit_data, fit_setting, known_setting
+from pillm.plan import lr_tag
 from pillm.settings import GenerativeConfig
 
 
@@ -39,10 +41,16 @@ def pick_lr(final: dict[float, float]) -> float:
     return min(finite, key=lambda lr: (finite[lr], lr))
 
 
-def lr_grid_job(dataset: str, family: str, cfg: dict, images: str, device: str, out_dir: str):
-    """Train the family's AdamW setting at each grid rate (first seed, shortened) and write the
-    pick. ``cfg``: the generative section less datasets and classifier (as the generative job)."""
+def lr_run_job(
+    dataset: str, family: str, lr: float, cfg: dict, images: str, device: str, out: str
+) -> None:
+    """Train the family's AdamW setting at one grid rate (first seed, shortened) and write its
+    final held-out error and held-out curve to ``out`` (json). ``cfg``: the generative section
+    less datasets and classifier (as the generative job)."""
     gen = GenerativeConfig.from_dict(cfg, "generative")
+    if lr not in gen.gradient.lr_grid:
+        raise ValueError(f"rate {lr:g} is not in generative.gradient.lr_grid "
+                         f"{gen.gradient.lr_grid}")  # fmt: skip
     device = resolve_device(device)
     setting = known_setting(cfg, dataset, f"{family}_adamw")
     feats = FeatureConfig(**setting.feature_options(cfg))
@@ -50,20 +58,32 @@ def lr_grid_job(dataset: str, family: str, cfg: dict, images: str, device: str, 
     seed = gen.seeds[0]
     total = gen.gradient.flow_steps if setting.model == "flow" else gen.gradient.diffusion_steps
     steps = grid_steps(total, gen.gradient.grid_fraction)
-    final, rows = {}, []
-    for lr in gen.gradient.lr_grid:
-        with tf32(device.startswith("cuda")):
-            _, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr, steps)
-        heldout = [r for r in curve if r["curve"] == "adamw_heldout"]
-        final[lr] = heldout[-1]["y"]
-        rows += [{**r, "lr": lr} for r in heldout]
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
+    with tf32(device.startswith("cuda")):
+        _, _, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr, steps)
+    heldout = [r for r in curve if r["curve"] == "adamw_heldout"]
+    write_json(Path(out), {
+        "dataset": dataset, "family": family, "lr": lr, "seed": seed, "steps": steps,
+        "of_steps": total, "final_heldout": heldout[-1]["y"], "curve": heldout,
+    })  # fmt: skip
+
+
+def lr_pick_job(runs: list[str], out_dir: str) -> None:
+    """The grid's pick from its runs (``lr_run_job`` outputs of one dataset and family):
+    ``lr.json`` and ``curves.parquet``."""
+    recs = [json.loads(Path(r).read_text()) for r in runs]
+    ident = {k: recs[0][k] for k in ("dataset", "family", "seed", "steps", "of_steps")}
+    for r in recs:
+        if {k: r[k] for k in ident} != ident:
+            raise ValueError(f"lr grid runs of different grids: {ident} vs {r['dataset']}, "
+                             f"{r['family']} (seed {r['seed']}, {r['steps']} steps)")  # fmt: skip
+    final = {r["lr"]: r["final_heldout"] for r in recs}
     lr = pick_lr(final)
     out = Path(out_dir)
-    ident = {"dataset": dataset, "family": family, "seed": seed}
-    write_rows_parquet(out / "curves.parquet", rows, ident)
+    rows = [{**row, "lr": r["lr"]} for r in recs for row in r["curve"]]
+    write_rows_parquet(out / "curves.parquet", rows,
+                       {k: ident[k] for k in ("dataset", "family", "seed")})  # fmt: skip
     write_json(out / "lr.json", {
-        "dataset": dataset, "family": family, "lr": lr, "seed": seed, "steps": steps,
-        "of_steps": total, "final_heldout": {f"{k:g}": v for k, v in final.items()},
+        **{k: ident[k] for k in ("dataset", "family")}, "lr": lr, "seed": ident["seed"],
+        "steps": ident["steps"], "of_steps": ident["of_steps"],
+        "final_heldout": {lr_tag(k): v for k, v in sorted(final.items())},
     })  # fmt: skip
