@@ -189,8 +189,12 @@ def test_stratified_timesteps_give_each_bucket_its_rows_uniform_over_its_timeste
         assert counts.min() > 0.8 * counts.mean()  # near uniform within the bucket
 
 
-def test_stratified_forward_equals_each_row_through_its_own_map_in_values_and_gradients():
-    net = RandomFeatureNet(4, 3, FeatureConfig(width=8), seed=0, trainable=True)
+@pytest.mark.parametrize("direct_link", [False, True])
+def test_stratified_forward_equals_each_row_through_its_own_map_in_values_and_gradients(
+    direct_link,
+):
+    feats = FeatureConfig(width=8, direct_link=direct_link)
+    net = RandomFeatureNet(4, 3, feats, seed=0, trainable=True)
     model = EpsModel(net, timesteps=20, n_buckets=4, trainable=True)
     torch.nn.init.normal_(model.w_buckets)
     t = stratified_timesteps(bucket_edges(20, 4), 5, torch.device("cpu"))(

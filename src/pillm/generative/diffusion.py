@@ -156,7 +156,7 @@ class EpsModel(nn.Module):
         """ε̂ of rows grouped by bucket, the same number in each, bucket 0's first (as
         ``stratified_timesteps`` draws them): one batched matmul, each row through its own map."""
         h = self.features(x, t)
-        out = torch.bmm(h.view(self.n_buckets, -1, h.shape[1]), self.w_buckets)
+        out = torch.bmm(h.reshape(self.n_buckets, -1, h.shape[1]), self.w_buckets)
         return out.view(x.shape[0], -1)
 
 
