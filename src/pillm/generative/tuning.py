@@ -71,19 +71,18 @@ def lr_pick_job(runs: list[str], out_dir: str) -> None:
     """The grid's pick from its runs (``lr_run_job`` outputs of one dataset and family):
     ``lr.json`` and ``curves.parquet``."""
     recs = [json.loads(Path(r).read_text()) for r in runs]
-    ident = {k: recs[0][k] for k in ("dataset", "family", "seed", "steps", "of_steps")}
+    keys = ("dataset", "family", "seed", "steps", "of_steps")  # what the runs must share
+    grid = {k: recs[0][k] for k in keys}
     for r in recs:
-        if {k: r[k] for k in ident} != ident:
-            raise ValueError(f"lr grid runs of different grids: {ident} vs {r['dataset']}, "
-                             f"{r['family']} (seed {r['seed']}, {r['steps']} steps)")  # fmt: skip
+        if {k: r[k] for k in keys} != grid:
+            raise ValueError(f"lr grid runs of different grids: {grid} vs "
+                             f"{ {k: r[k] for k in keys} }")  # fmt: skip
     final = {r["lr"]: r["final_heldout"] for r in recs}
-    lr = pick_lr(final)
     out = Path(out_dir)
     rows = [{**row, "lr": r["lr"]} for r in recs for row in r["curve"]]
     write_rows_parquet(out / "curves.parquet", rows,
-                       {k: ident[k] for k in ("dataset", "family", "seed")})  # fmt: skip
+                       {k: grid[k] for k in ("dataset", "family", "seed")})  # fmt: skip
     write_json(out / "lr.json", {
-        **{k: ident[k] for k in ("dataset", "family")}, "lr": lr, "seed": ident["seed"],
-        "steps": ident["steps"], "of_steps": ident["of_steps"],
+        **grid, "lr": pick_lr(final),
         "final_heldout": {lr_tag(k): v for k, v in sorted(final.items())},
     })  # fmt: skip
