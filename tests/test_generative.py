@@ -15,7 +15,13 @@ import yaml
 from pillm.data.images import load_images
 from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
-from pillm.generative.report import aggregate_generative, arm_name, macro, render_gen_tables
+from pillm.generative.report import (
+    aggregate_generative,
+    arm_name,
+    lr_edges,
+    macro,
+    render_gen_tables,
+)
 from pillm.generative.run import classifier_job, generative_job, load_split, prepare_images
 from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
@@ -170,6 +176,29 @@ def test_lr_pick_refuses_runs_of_different_grids_and_run_refuses_a_rate_off_the_
     with pytest.raises(ValueError, match="generative.gradient.lr_grid"):
         lr_run_job("mnist", "flow", 0.123, job_params(cfg), str(root / "mnist/images.npz"),
                    "cpu", str(root / "off.json"))  # fmt: skip
+
+
+def test_lr_pick_records_an_edge_pick_and_the_paper_counts_them(tmp_path):
+    """A pick at the grid's largest rate is an edge (+1), at its smallest -1, inside 0; a
+    diverged rate above an inner pick still bounds the grid. The macro counts edge picks."""
+
+    def grid(name, final):
+        runs = []
+        for lr, err in final.items():
+            rec = {"dataset": "mnist", "family": name, "seed": 0, "steps": 5, "of_steps": 20,
+                   "lr": lr, "final_heldout": err, "curve": [{"x": 5, "y": err}]}  # fmt: skip
+            runs.append(tmp_path / f"{name}{lr}.json")
+            runs[-1].write_text(json.dumps(rec))
+        lr_pick_job([str(r) for r in runs], str(tmp_path / name))
+        return json.loads((tmp_path / name / "lr.json").read_text())
+
+    assert grid("top", {1e-3: 0.5, 3e-3: 0.4, 1e-2: 0.3})["edge"] == 1
+    assert grid("bottom", {1e-3: 0.2, 3e-3: 0.4, 1e-2: 0.3})["edge"] == -1
+    inner = grid("inner", {1e-3: 0.5, 3e-3: 0.4, 1e-2: float("nan")})
+    assert inner["lr"] == 3e-3 and inner["edge"] == 0
+    rows = [{"lr": 1e-3, "picked": True, "edge": 1}, {"lr": 3e-3, "picked": False, "edge": 1},
+            {"lr": 1e-3, "picked": True, "edge": 0}]  # fmt: skip
+    assert lr_edges(pl.DataFrame(rows)) == "1 of 2"
 
 
 def test_pick_lr_skips_diverged_rates_and_names_the_key_when_all_did():

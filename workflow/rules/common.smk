@@ -44,12 +44,14 @@ if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
 # GPU memory (MiB) one job may take at the paper scale, per GPU rule: the peak_memory_mb the H100
 # paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve 26.9 GB,
-# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB), rounded up for the CUDA context
-# and the allocator's cache. Jobs that would not fit beside each other wait instead of
+# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB; the AdamW arms and their grid
+# runs <= 1.9 GB in the build of 2026-11-27, so they declare less than the PIL fits), rounded up
+# for the CUDA context and the allocator's cache. Jobs that would not fit beside each other wait instead of
 # failing with "CUDA out of memory" (sharing one H100 twelve ways did); the budget is the visible
 # GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits nothing.
 GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
-              "probe": 6000, "generative": 8000, "gen_classifier": 3000, "gen_lr_run": 5000,
+              "probe": 6000, "generative": 8000, "generative_adamw": 3000, "gen_classifier": 3000,
+              "gen_lr_run": 3000,
               "lora": 5000, "saffu": 12000}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
@@ -166,6 +168,10 @@ def lm_runs(name):
     )
 
 
+# Variants other jobs read the runs of (refits' bases, teachers, the probed baseline).
+LM_BASES = {d for v in VARIANTS for d in dependencies(v)} | {"baseline"}
+
+
 def lm_run_inputs(wildcards):
     """Runs a variant builds on (every seed): their metrics and checkpoints."""
     deps = {}
@@ -214,12 +220,20 @@ def gen_lr_runs(wildcards):
     return [res(p) for p in plan.lr_grid_runs(GEN, wildcards.dataset, wildcards.family)]
 
 
+def gen_setting(wildcards):
+    return plan.settings(GEN, wildcards.dataset)[wildcards.setting]
+
+
+def gen_is_adamw(wildcards):
+    return gen_setting(wildcards).method == "adamw"
+
+
 def gen_lr_input(wildcards):
     """An AdamW setting's learning-rate pick (its family's grid job); nothing for PIL."""
-    s = plan.settings(GEN, wildcards.dataset)[wildcards.setting]
-    if s.method != "adamw":
+    if not gen_is_adamw(wildcards):
         return []
-    return res(f"generative/{wildcards.dataset}/lr_{s.family}/lr.json")
+    family = gen_setting(wildcards).family
+    return res(f"generative/{wildcards.dataset}/lr_{family}/lr.json")
 
 
 def lora_jobs(name):

@@ -112,6 +112,8 @@ rule gen_lr_grid:
         " > {log} 2>&1"
 
 
+# The AdamW arms are the longest GPU jobs: started first when ready, so the short jobs fill the
+# end of the run (benchmarks/gpu_runs/2026-11-27_h100_mps_d/README.txt).
 rule generative:
     input:
         images=rules.gen_images.output,
@@ -127,12 +129,15 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
+    priority: lambda w: 3 if gen_is_adamw(w) else 0
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("generative"),
+        gpu_mem_mb=lambda w: gpu_mem(
+            "generative_adamw" if gen_is_adamw(w) else "generative"
+        ),
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).
         cfg=as_json(

@@ -100,7 +100,8 @@ def aggregate_generative(
         for lr, err in pick["final_heldout"].items():
             grids.append({"dataset": pick["dataset"], "family": pick["family"], "lr": float(lr),
                           "final_heldout": err, "picked": float(lr) == pick["lr"],
-                          "steps": pick["steps"], "of_steps": pick["of_steps"]})  # fmt: skip
+                          "edge": pick["edge"], "steps": pick["steps"],
+                          "of_steps": pick["of_steps"]})  # fmt: skip
     write_parquet(
         pl.DataFrame(grids).sort("dataset", "family", "lr"), out / "generative_lr.parquet"
     )
@@ -145,6 +146,15 @@ def mean_ci(row: dict, col: str, digits: int | None = None) -> str:
         return MISSING
     half = ci95(row.get(f"{col}_std"), row["n_seeds"])
     return fmt(mean) if half is None else f"{fmt(mean)} $\\pm$ {fmt(half)}"
+
+
+def lr_edges(lr: pl.DataFrame) -> str:
+    """'k of n': the grids whose pick is the largest or smallest rate (``edge`` != 0 in
+    ``lr.json``: a better rate may lie outside the grid)."""
+    if not lr.height:
+        return MISSING
+    picks = lr.filter(pl.col("picked"))
+    return f"{(picks['edge'] != 0).sum()} of {picks.height}"
 
 
 def _lr_of(lr: pl.DataFrame, ds: str, family: str) -> float | None:
@@ -320,6 +330,7 @@ def numbers(tabs: dict[str, pl.DataFrame], mean: pl.DataFrame, params: dict) -> 
         macro("FlowSteps"): fmt_num(gr["flow_steps"], 0),
         macro("DiffSteps"): fmt_num(gr["diffusion_steps"], 0),
         macro("LrGrid"): ", ".join(f"{x:g}" for x in gr["lr_grid"]),
+        macro("LrEdges"): lr_edges(lr),
         macro("GridPercent"): fmt_num(100 * gr["grid_fraction"], 0),
         macro("EvalEvery"): fmt_num(gr["eval_every"], 0),
         macro("HeldoutPercent"): fmt_num(100 * g["heldout_fraction"], 0),
@@ -408,7 +419,8 @@ TABLES = {  # name -> (label, colspec, header, caption)
 LR_CAPTION = (
     "AdamW's learning-rate grid: final held-out MSE of each rate after the given share of the "
     "arm's steps (first seed, same warm-up and cosine schedule, shortened); the pick in bold "
-    "trains every seed of Table~\\ref{tab:gen-main}."
+    "trains every seed of Table~\\ref{tab:gen-main}. Picks on an edge of the grid (its largest "
+    "or smallest rate, so a better rate may lie outside it): \\GenLrEdges{} grids."
 )
 
 

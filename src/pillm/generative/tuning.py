@@ -5,7 +5,10 @@ trains the family's AdamW setting (pillm.plan.FAMILIES) from the first seed for
 ``grid_fraction`` of its steps (same warm-up and cosine schedule, shortened), its held-out
 regression error recorded every ``eval_every`` steps. The rates run as separate jobs so they
 train side by side: the grid gates its family's seeds, so it is on the generative study's
-longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-out error. The
+longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-out error and
+records whether the pick lies on an edge of the grid (``pillm.lm.pil.edge_side``, the rule the
+other studies' grids extend by; these runs are separate jobs, so an edge pick is reported in the
+paper, not extended). The
 held-out images are the tail of the training subset the PIL fits pick λ on (never test images),
 so both methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final
 error) and ``curves.parquet`` (each rate's held-out curve: the paper's figure of the grid).
@@ -21,6 +24,7 @@ from pillm.core.records import write_json, write_rows_parquet
 from pillm.core.runtime import resolve_device, tf32
 from pillm.generative.flow import FeatureConfig
 from pillm.generative.run import fit_data, fit_setting, known_setting
+from pillm.lm.pil import edge_side
 from pillm.plan import lr_tag
 from pillm.settings import GenerativeConfig
 
@@ -82,7 +86,8 @@ def lr_pick_job(runs: list[str], out_dir: str) -> None:
     rows = [{**row, "lr": r["lr"]} for r in recs for row in r["curve"]]
     write_rows_parquet(out / "curves.parquet", rows,
                        {k: grid[k] for k in ("dataset", "family", "seed")})  # fmt: skip
+    lr = pick_lr(final)
     write_json(out / "lr.json", {
-        **grid, "lr": pick_lr(final),
+        **grid, "lr": lr, "edge": edge_side(list(final), lr, final),  # +1 top, -1 bottom, 0
         "final_heldout": {lr_tag(k): v for k, v in sorted(final.items())},
     })  # fmt: skip
