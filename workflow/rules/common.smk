@@ -168,10 +168,6 @@ def lm_runs(name):
     )
 
 
-# Variants other jobs read the runs of (refits' bases, teachers, the probed baseline).
-LM_BASES = {d for v in VARIANTS for d in dependencies(v)} | {"baseline"}
-
-
 def lm_run_inputs(wildcards):
     """Runs a variant builds on (every seed): their metrics and checkpoints."""
     deps = {}

@@ -112,8 +112,6 @@ rule gen_lr_grid:
         " > {log} 2>&1"
 
 
-# The AdamW arms are the longest GPU jobs: started first when ready, so the short jobs fill the
-# end of the run (benchmarks/gpu_runs/2026-11-27_h100_mps_d/README.txt).
 rule generative:
     input:
         images=rules.gen_images.output,
@@ -129,7 +127,6 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
-    priority: lambda w: 3 if gen_is_adamw(w) else 0
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

@@ -25,8 +25,6 @@ rule run_lm:
         logfile("run_lm/{variant}"),
     benchmark:
         benchfile("run_lm/{variant}")
-    # A run others build on (the baseline: refits, probes, SST-2) starts first when ready.
-    priority: lambda w: 4 if w.variant in LM_BASES else 0
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
