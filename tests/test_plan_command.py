@@ -101,14 +101,19 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     assert out.returncode == 0, out.stderr[-2000:]
     gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
     bulk = {"saffu", "generative", "gen-lr-run", "gen-classifier"}
-    seen = set()
-    for prefix, command in re.findall(r"^(.*?)python -m pillm ([a-z-]+) ", out.stdout, re.M):
+    seen, generative_mb = set(), {"pil": set(), "adamw": set()}
+    for prefix, command, rest in re.findall(r"^(.*?)python -m pillm ([a-z-]+) (.*)$", out.stdout,
+                                            re.M):  # fmt: skip
         if command not in gpu:
             continue
         seen.add(command)
         assert "PILLM_GPU_MEM_MB=" in prefix, (command, prefix)
         assert ("CUDA_MPS_CLIENT_PRIORITY=1" in prefix) == (command in bulk), (command, prefix)
+        if command == "generative":  # the AdamW arms (peaks <= 1.9 GB) declare less than PIL fits
+            method = "adamw" if re.search(r"--setting \S+_adamw ", rest) else "pil"
+            generative_mb[method].add(int(re.search(r"PILLM_GPU_MEM_MB=(\d+)", prefix)[1]))
     assert seen == set(gpu)
+    assert max(generative_mb["adamw"]) < min(generative_mb["pil"]), generative_mb
 
 
 def test_gpu_memory_is_read_from_nvidia_smi(tmp_path, monkeypatch):

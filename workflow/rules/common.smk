@@ -44,15 +44,15 @@ if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
 # GPU memory (MiB) one job may take at the paper scale, per GPU rule: the peak_memory_mb the H100
 # paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve 26.9 GB,
-# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB; the AdamW arms and their grid
-# runs <= 1.9 GB in the build of 2026-11-27, so they declare less than the PIL fits), rounded up
-# for the CUDA context and the allocator's cache. Jobs that would not fit beside each other wait instead of
-# failing with "CUDA out of memory" (sharing one H100 twelve ways did); the budget is the visible
-# GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits nothing.
+# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB; the generative AdamW arms and grid
+# runs <= 1.9 GB in the builds of 2026-11-27, so they declare less than the PIL fits), rounded
+# up for the CUDA context and the allocator's cache. Jobs that would not fit beside each other
+# wait instead of failing with "CUDA out of memory" (sharing one H100 twelve ways did); the
+# budget is the visible GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits
+# nothing.
 GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
               "probe": 6000, "generative": 8000, "generative_adamw": 3000, "gen_classifier": 3000,
-              "gen_lr_run": 3000,
-              "lora": 5000, "saffu": 12000}  # fmt: skip
+              "gen_lr_run": 3000, "lora": 5000, "saffu": 12000}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
@@ -66,9 +66,13 @@ def gpu_mem(key):
     )  # Snakemake 9: a Resource
 
 
-# CPU threads of every GPU rule: on CPU they do the work (up to 4); with a GPU the work is on the
+# CPU threads of every GPU rule. On CPU they do the work: up to 4, but at least two jobs run at
+# once (the small jobs' start-up and Python are single-threaded: on 2 cores the smoke run took
+# 508 s with one thread a job against 760 s with two, 2026-11-27). With a GPU the work is on the
 # device, and 4 threads a job let only cores/4 jobs share it however large --resources gpu=N is.
-GPU_THREADS = min(4 if estimate.device_kind() == "cpu" else 2, workflow.cores)
+GPU_THREADS = (
+    max(1, min(4, workflow.cores // 2)) if estimate.device_kind() == "cpu" else 2
+)
 
 
 onstart:

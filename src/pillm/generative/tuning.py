@@ -6,11 +6,10 @@ trains the family's AdamW setting (pillm.plan.FAMILIES) from the first seed for
 regression error recorded every ``eval_every`` steps. The rates run as separate jobs so they
 train side by side: the grid gates its family's seeds, so it is on the generative study's
 longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-out error and
-records whether the pick lies on an edge of the grid (``pillm.lm.pil.edge_side``, the rule the
-other studies' grids extend by; these runs are separate jobs, so an edge pick is reported in the
-paper, not extended). The
-held-out images are the tail of the training subset the PIL fits pick λ on (never test images),
-so both methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final
+records whether the pick lies on an edge of the grid (``pillm.lm.pil.edge_side``, the rule by
+which the other studies extend their grids; here the rates are separate jobs, so an edge pick
+is counted in the paper instead of extended). The held-out images are the tail of the training
+subset the PIL fits pick λ on (never test images), so both methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final
 error) and ``curves.parquet`` (each rate's held-out curve: the paper's figure of the grid).
 """
 
