@@ -230,10 +230,10 @@ def gen_is_adamw(wildcards):
 
 def gen_lr_input(wildcards):
     """An AdamW setting's learning-rate pick (its family's grid job); nothing for PIL."""
-    if not gen_is_adamw(wildcards):
+    s = gen_setting(wildcards)
+    if s.method != "adamw":
         return []
-    family = gen_setting(wildcards).family
-    return res(f"generative/{wildcards.dataset}/lr_{family}/lr.json")
+    return res(f"generative/{wildcards.dataset}/lr_{s.family}/lr.json")
 
 
 def lora_jobs(name):

@@ -9,8 +9,9 @@ longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-ou
 records whether the pick lies on an edge of the grid (``pillm.lm.pil.edge_side``, the rule by
 which the other studies extend their grids; here the rates are separate jobs, so an edge pick
 is counted in the paper instead of extended). The held-out images are the tail of the training
-subset the PIL fits pick λ on (never test images), so both methods tune on the same data. Writes ``lr.json`` (the pick and every rate's final
-error) and ``curves.parquet`` (each rate's held-out curve: the paper's figure of the grid).
+subset the PIL fits pick λ on (never test images), so both methods tune on the same data.
+Writes ``lr.json`` (the pick, its edge and every rate's final error) and ``curves.parquet``
+(each rate's held-out curve: the paper's figure of the grid).
 """
 
 from __future__ import annotations
