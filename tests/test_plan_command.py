@@ -231,7 +231,5 @@ def test_gpu_jobs_start_longest_first():
              "generative_pil"]  # fmt: skip
     assert all(len(priority[r]) == 1 for r in order), priority
     p = [min(priority[r]) for r in order]
-    assert p[0] > p[1] > p[2] > p[3] > 0 == p[4] == p[5] == p[6] == p[7], dict(
-        zip(order, p, strict=True)
-    )
+    assert p[0] > p[1] > p[2] > p[3] > 0 == p[4] == p[5] == p[6] == p[7], dict(zip(order, p, strict=True))
     assert priority["sensitivity_run"] == priority["run_lm"]
