@@ -7,10 +7,6 @@ SITE=/tmp/pillm_site
 mkdir -p "$SITE" /tmp/pillm_bin
 # Unzip rather than pip install: pip stalled for minutes on the offline host.
 for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
-# zipfile drops file modes: PuLP's CBC binary (kept in its wheel for linux x86-64 only) must run,
-# or Snakemake falls back to its greedy scheduler (run D's second call, greedy: 7 jobs at once
-# while slots and declared memory had room for 10).
-chmod +x "$SITE"/pulp/solverdir/cbc/linux/*/cbc 2>/dev/null || true
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

@@ -205,31 +205,3 @@ def test_every_output_of_a_run_lies_under_its_results_tree():
                for p in line.split(", ")]  # fmt: skip
     assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
     assert [p for p in outputs if not p.startswith("results/smoke/")] == []
-
-
-def test_gpu_jobs_start_longest_first():
-    """Priorities (common.smk's PRIORITY): the SAFFU main chain, then the AdamW grids that gate
-    their arms, the arms, the LM and sensitivity runs; the short jobs (PIL fits, probes, SST-2,
-    extras) fill the end of the run."""
-    out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile",
-         "config/smoke.yaml"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    priority: dict[str, set[int]] = {}
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out.stdout):
-        rule = re.match(r"(?:local)?rule (\w+):", block)
-        if not rule:
-            continue
-        name = rule[1]
-        if name == "generative":
-            name += "_adamw" if re.search(r"setting=\w+_adamw", block) else "_pil"
-        p = re.search(r"^\s+priority: (-?\d+)", block, re.M)
-        priority.setdefault(name, set()).add(int(p[1]) if p else 0)
-    order = ["saffu", "gen_lr_run", "generative_adamw", "run_lm", "probe", "lora", "lm_extras",
-             "generative_pil"]  # fmt: skip
-    assert all(len(priority[r]) == 1 for r in order), priority
-    p = [min(priority[r]) for r in order]
-    assert p[0] > p[1] > p[2] > p[3] > 0 == p[4] == p[5] == p[6] == p[7], dict(zip(order, p, strict=True))
-    assert priority["sensitivity_run"] == priority["run_lm"]

@@ -53,13 +53,6 @@ if estimate.device_kind() == "cpu":
 GPU_MEM_MB = {"run_lm": 6000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 6000,
               "probe": 6000, "generative": 8000, "generative_adamw": 3000, "gen_classifier": 3000,
               "gen_lr_run": 3000, "lora": 5000, "saffu": 12000}  # fmt: skip
-# Scheduling priority of the GPU rules: the longest jobs and the jobs that gate long chains
-# first, so the short ones (PIL fits, probes, SST-2, extras: <= 50 s shared) fill the end of the
-# run (longest processing time first). Job seconds shared on one H100 (run D of 2026-11-27):
-# SAFFU main setting up to 391 s, AdamW arms 41-262 s (after their grid runs, 60-145 s), LM runs
-# and sensitivity runs 34-99 s (the baseline gates refits, probes and SST-2). Rules not named: 0.
-PRIORITY = {"saffu": 10, "gen_lr_run": 8, "generative_adamw": 7, "run_lm": 6,
-            "sensitivity_run": 6}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12

@@ -71,7 +71,7 @@ rule gen_lr_run:
         benchfile("generative/{dataset}/lr_{family}/lr{lr}")
     wildcard_constraints:
         family="|".join(plan.FAMILIES),
-    priority: PRIORITY["gen_lr_run"]  # each grid gates its family's seeds
+    priority: 5  # each grid gates its family's seeds
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
@@ -127,7 +127,6 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
-    priority: lambda w: PRIORITY["generative_adamw"] if gen_is_adamw(w) else 0
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

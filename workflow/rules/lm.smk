@@ -25,7 +25,6 @@ rule run_lm:
         logfile("run_lm/{variant}"),
     benchmark:
         benchfile("run_lm/{variant}")
-    priority: PRIORITY["run_lm"]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

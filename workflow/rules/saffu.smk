@@ -29,8 +29,9 @@ rule saffu:
     wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
         setting="|".join(SAFFU_SETTINGS),
         frac=r"f[0-9.]+",
-    # the main setting's jobs, then the settings that reuse their rates: the longest chain
-    priority: PRIORITY["saffu"]
+    # first when GPU slots are scarce: the main setting's jobs, then the settings that reuse
+    # their rates, are the longest chain of the paper DAG
+    priority: 10
     conda:
         "../envs/pillm.yaml"
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)

@@ -26,7 +26,6 @@ rule sensitivity_run:
         benchfile("sensitivity_run/{variant}")
     wildcard_constraints:
         variant="baseline|attn_only|ffn_only",
-    priority: PRIORITY["sensitivity_run"]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
