@@ -7,6 +7,7 @@ last, so a killed run never leaves a folder that looks finished.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from dataclasses import asdict
@@ -251,6 +252,11 @@ def run_many(
     for seed, out_dir, p in zip(seeds, out_dirs, per_run, strict=True):
         run_deps = {d: str(Path(root) / f"seed{seed}") for d, root in deps.items()}
         run_variant(name, seed, p, tokens_dir, run_deps, out_dir, device)
+        # the finished run's model, optimizer and graph are garbage now: hand their cached blocks
+        # back, so that the process's GPU memory is one run's, not the sum of its runs'
+        gc.collect()
+        if resolve_device(device).startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 # ---- LAMBADA and generation samples of finished runs (the lm_extras rule) --------------------
