@@ -51,8 +51,8 @@ if estimate.device_kind() == "cpu":
 # budget is the visible GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits
 # nothing.
 # The LM and sensitivity jobs train several runs in one process (5 seeds, 9 grid points): 8 GB.
-# Under MPS their processes held 6.2-7.8 GiB in their second run while PyTorch had allocated at
-# most 3.9 GB, and at 6 GB declared 3 jobs failed out of memory (run F of 2026-11-27). Each run's
+# Under MPS their processes held 5.5-7.8 GiB early in their second run while PyTorch had allocated
+# at most 3.9 GB, and at 6 GB declared 3 jobs failed out of memory (run F of 2026-11-27). Each run's
 # memory is now handed back after it (pillm.lm.run.run_many; before, the allocated peak grew by
 # ~0.3 GB a run): the baseline's 5 seeds alone then peaked at 6.0 GiB in nvidia-smi.
 GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 8000,
