@@ -1,0 +1,60 @@
+"""benchmarks/dag_timeline.py: each job's start, end and fate from a Snakemake log."""
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+LOG = """\
+Building DAG of jobs...
+[Fri Nov 27 08:00:00 2026]
+localrule run_lm:
+    input: results/paper/tokens/wikitext2/train.npy
+    output: results/paper/lm/baseline/seed0/metrics.json, results/paper/lm/baseline/seed1/metrics.json
+    jobid: 7
+    threads: 2
+
+[Fri Nov 27 08:00:10 2026]
+rule saffu:
+    output: results/paper/saffu/cat/f100/metrics.json
+    jobid: 8
+
+[Fri Nov 27 08:00:20 2026]
+localrule probe:
+    output: results/paper/probe/pillm-s0/wikitext2/blocks.parquet
+    jobid: 9
+
+[Fri Nov 27 08:00:40 2026]
+Finished jobid: 7 (Rule: run_lm)
+[Fri Nov 27 08:00:50 2026]
+Error in rule probe:
+    message: None
+    jobid: 9
+    output: results/paper/probe/pillm-s0/wikitext2/blocks.parquet
+[Fri Nov 27 08:01:40 2026]
+Error in rule saffu:
+    jobid: 8
+    output: results/paper/saffu/cat/f100/metrics.json
+"""
+
+
+def test_jobs_their_spans_and_fates(tmp_path):
+    log = tmp_path / "call1.snakemake.log.gz"
+    with gzip.open(log, "wt") as f:
+        f.write(LOG)
+    tsv = tmp_path / "jobs.tsv"
+    out = subprocess.run([sys.executable, "benchmarks/dag_timeline.py", str(log), "--tsv",
+                          str(tsv)], cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.splitlines()[0] == (
+        "call 1: 100 s, 3 jobs started: 1 done, 1 failed, 1 interrupted, 0 still running; "
+        "at most 3 at once, 1.6 on average"  # (40 + 90 + 30) / 100
+    )
+    rows = [r.split("\t") for r in tsv.read_text().splitlines()[1:]]
+    assert rows == [
+        ["1", "run_lm", "results/paper/lm/baseline/seed0/metrics.json", "0", "40", "done"],
+        ["1", "saffu", "results/paper/saffu/cat/f100/metrics.json", "10", "100", "interrupted"],
+        ["1", "probe", "results/paper/probe/pillm-s0/wikitext2/blocks.parquet", "20", "50",
+         "failed"],
+    ]  # fmt: skip
