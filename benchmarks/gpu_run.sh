@@ -65,6 +65,8 @@ timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $S
 echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
 kill $SAMPLER $LOADS 2>/dev/null
 tail -4 "$OUT/snakemake.log"
+# each job's start, end and fate (benchmarks/dag_timeline.py; standard library only)
+python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt"
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
     --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
