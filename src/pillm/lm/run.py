@@ -249,13 +249,14 @@ def run_many(
     if not len(seeds) == len(out_dirs) == len(per_run):
         raise ConfigError(f"run-lm: {len(seeds)} seeds, {len(out_dirs)} --out-dirs and "
                           f"{len(per_run)} --params sets: give one of each per run")  # fmt: skip
+    cuda = resolve_device(device).startswith("cuda")
     for seed, out_dir, p in zip(seeds, out_dirs, per_run, strict=True):
         run_deps = {d: str(Path(root) / f"seed{seed}") for d, root in deps.items()}
         run_variant(name, seed, p, tokens_dir, run_deps, out_dir, device)
         # the finished run's model, optimizer and graph are garbage now: hand their cached blocks
         # back, so that the process's GPU memory is one run's, not the sum of its runs'
         gc.collect()
-        if resolve_device(device).startswith("cuda"):
+        if cuda:
             torch.cuda.empty_cache()
 
 
