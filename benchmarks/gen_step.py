@@ -62,6 +62,18 @@ def one_run(dim, width, buckets, batch, steps, device, graphs):
     return 1e3 * rep.seconds / timed, [loss for _, loss in rep.curve], rep.cuda_graphs
 
 
+def profile_run(dim, width, buckets, batch, device, graphs, steps: int = 40) -> str:
+    """The top CUDA kernels of a ``steps``-step run (torch.profiler; with ``graphs`` the replays
+    show as graph launches, so profile eagerly to see the kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=acts) as p:
+        one_run(dim, width, buckets, batch, steps, device, graphs)
+    key = "cuda_time_total" if device.startswith("cuda") else "cpu_time_total"
+    return p.key_averages().table(sort_by=key, row_limit=14)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
@@ -69,6 +81,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--tiny", action="store_true", help="small shapes (CPU smoke test)")
+    ap.add_argument("--profile", action="store_true", help="print each model's top kernels")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device = resolve_device(args.device)
@@ -82,6 +95,10 @@ def main() -> None:
     rows = []
     for ds, dim in dims.items():
         for model, buckets in (("flow", 1), ("bucketed", 10)):
+            if args.profile:
+                b = (args.batch or [512])[0]
+                print(f"{ds} {model} batch {b}, eager:\n"
+                      f"{profile_run(dim, width, buckets, b, device, False)}")  # fmt: skip
             for batch in args.batch or [256, 512]:
                 eager_ms, eager_curve, _ = one_run(
                     dim, width, buckets, batch, args.steps, device, False

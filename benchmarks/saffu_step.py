@@ -2,9 +2,12 @@
 
 The paper's main setting trains W (4,098 inputs x 50,257 output types, 206 M weights) by AdamW
 on sparse non-negative rows (16 + 4 non-zeros each). This times, each alone and repeated
-(CUDA-synchronised, first repeats dropped): the forward (``embedding_bag``), forward + backward,
-the optimizer step, the whole step, one held-out evaluation chunk; and the same step with the
-rows scattered into a dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off).
+(CUDA-synchronised, first repeats dropped): the forward, forward + backward, the optimizer step,
+the whole step and one held-out evaluation chunk, with the product x W computed by
+``embedding_bag`` (``bag``) and by the two sparse products SaffuLM runs on CUDA (``csr``,
+``pillm.saffu.model.SparseRowsTimesW``), their largest logit and gradient deviation; and the
+step with the rows scattered into a dense (batch x inputs) matrix and multiplied (TF32 allowed,
+fp32 off). ``--profile`` prints each product's top kernels.
 Prints one table per batch size and writes JSON with ``--out``.
 
     python benchmarks/saffu_step.py --device cuda --batch 1024 --batch 4096
@@ -23,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.saffu.model import SaffuLM  # noqa: E402
+from pillm.saffu.model import SaffuLM, SparseRowsTimesW  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -50,21 +53,67 @@ def rows(n: int, n_in: int, nnz: int, vocab: int, device: str):
     return idx, wts, y
 
 
+def profile(fn, dev: str, steps: int = 10, rows: int = 12) -> str:
+    """The top CUDA kernels of ``steps`` calls of ``fn`` (torch.profiler), as a table."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
+
+    fn()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.startswith("cuda") else [])
+    with prof(activities=acts) as p:
+        for _ in range(steps):
+            fn()
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+    key = "cuda_time_total" if dev.startswith("cuda") else "cpu_time_total"
+    return p.key_averages().table(sort_by=key, row_limit=rows)
+
+
+def bag(idx, wts, weight):
+    """The product as ``embedding_bag`` computes it (the CPU path, and CUDA's before the
+    sparse products)."""
+    return F.embedding_bag(idx, weight, per_sample_weights=wts, mode="sum")
+
+
+PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply}  # csr: SaffuLM's CUDA path
+
+
 def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:
-    """Milliseconds of each part of a step at batch ``bs`` (see the module docstring)."""
+    """Milliseconds of each part of a step at batch ``bs`` (see the module docstring), for
+    each product of ``PRODUCTS``, and the sparse product's deviation from ``embedding_bag``."""
     dev = args.device
     idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
+    r: dict = {"batch": bs}
+    for name, product in PRODUCTS.items():
 
-    def forward():
-        return F.cross_entropy(model(idx, wts).float(), y)
+        def forward(product=product):
+            return F.cross_entropy(product(idx, wts, model.weight).float(), y)
 
-    def fwd_bwd():
-        opt.zero_grad(set_to_none=True)
-        forward().backward()
+        def fwd_bwd(forward=forward):
+            opt.zero_grad(set_to_none=True)
+            forward().backward()
 
-    def step():
+        def step(fwd_bwd=fwd_bwd):
+            fwd_bwd()
+            opt.step()
+
         fwd_bwd()
-        opt.step()
+        if args.profile:
+            print(f"batch {bs}, {name} step:\n{profile(step, dev)}")
+        r[f"{name}_forward_ms"] = timed(forward, dev, args.repeats)
+        r[f"{name}_forward_backward_ms"] = timed(fwd_bwd, dev, args.repeats)
+        r[f"{name}_step_ms"] = timed(step, dev, args.repeats)
+    r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
+    grads = []
+    for product in PRODUCTS.values():
+        w = model.weight.detach().clone().requires_grad_()
+        F.cross_entropy(product(idx, wts, w), y).backward()
+        grads.append(w.grad)
+    with torch.no_grad():
+        r["csr_max_logit_error"] = (
+            (bag(idx, wts, model.weight) - model(idx, wts)).abs().max().item()
+        )
+    r["csr_max_grad_error"] = (grads[0] - grads[1]).abs().max().item()
 
     def dense_logits():
         x = torch.zeros(bs, args.n_in, device=dev)
@@ -76,14 +125,6 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         F.cross_entropy(dense_logits(), y).backward()
         opt.step()
 
-    fwd_bwd()
-    r = {
-        "batch": bs,
-        "forward_ms": timed(forward, dev, args.repeats),
-        "forward_backward_ms": timed(fwd_bwd, dev, args.repeats),
-        "optimizer_ms": timed(opt.step, dev, args.repeats),
-        "step_ms": timed(step, dev, args.repeats),
-    }
     if dev.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         r["dense_tf32_step_ms"] = timed(dense_step, dev, args.repeats)
@@ -102,6 +143,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, action="append")
     ap.add_argument("--eval-chunk", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="print the top kernels of a step")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = args.device
@@ -116,12 +158,17 @@ def main() -> None:
         print(f"batch {bs}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "batch"))
     e_idx, e_wts, e_y = rows(args.eval_chunk, args.n_in, args.nnz, args.vocab, dev)
     with torch.no_grad():
-        results["eval_chunk_ms"] = timed(
-            lambda: F.cross_entropy(model(e_idx, e_wts).float(), e_y, reduction="sum"),
-            dev,
-            args.repeats,
-        )
-    print(f"{name}: held-out chunk of {args.eval_chunk} rows {results['eval_chunk_ms']:.3g} ms")
+        for key, product in PRODUCTS.items():
+            results[f"{key}_eval_chunk_ms"] = timed(
+                lambda product=product: F.cross_entropy(
+                    product(e_idx, e_wts, model.weight), e_y, reduction="sum"
+                ),
+                dev,
+                args.repeats,
+            )
+    print(f"{name}: held-out chunk of {args.eval_chunk} rows: embedding_bag "
+          f"{results['bag_eval_chunk_ms']:.3g} ms, sparse products "
+          f"{results['csr_eval_chunk_ms']:.3g} ms")  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
 

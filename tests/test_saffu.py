@@ -18,8 +18,11 @@ from pillm.saffu.figures import saffu_figures
 from pillm.saffu.kn_job import run_kneser_ney
 from pillm.saffu.model import (
     SaffuLM,
+    SparseRowsTimesW,
     context_features,
     cooccurrence,
+    csr_columns,
+    csr_rows,
     evaluate,
     explicit_solution,
     n_inputs,
@@ -171,6 +174,32 @@ def test_features_are_nonnegative_one_normalised_with_the_right_shapes(agg):
     torch.testing.assert_close(model(idx, wts), dense @ model.weight, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="aggregation"):
         n_inputs("mean", m)
+
+
+def test_sparse_products_match_embedding_bag_in_values_and_gradients():
+    """The CUDA path (two CSR products) against embedding_bag, run here on CPU tensors: rows
+    with repeated inputs, zero weights (missing context) and inputs no row uses."""
+    g = torch.Generator().manual_seed(3)
+    n_in, vocab, b, k = 12, 30, 40, 5
+    idx = torch.randint(0, n_in - 3, (b, k), generator=g)  # the last 3 inputs never appear
+    idx[0] = 4  # one input five times in a row
+    wts = torch.rand(b, k, generator=g)
+    wts[1, 2:] = 0.0  # missing context: weight 0
+    wts = wts / wts.sum(1, keepdim=True)
+    weight = torch.randn(n_in, vocab, generator=g)
+    up = torch.randn(b, vocab, generator=g)  # an upstream gradient
+    w1 = weight.clone().requires_grad_()
+    sparse = SparseRowsTimesW.apply(idx, wts, w1)
+    (sparse * up).sum().backward()
+    w2 = weight.clone().requires_grad_()
+    bag = F.embedding_bag(idx, w2, per_sample_weights=wts, mode="sum")
+    (bag * up).sum().backward()
+    torch.testing.assert_close(sparse, bag, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(w1.grad, w2.grad, atol=1e-6, rtol=1e-6)
+    assert w1.grad[-3:].abs().max() == 0  # unused inputs: no gradient
+    # the transpose built by sorting is the transpose of the rows
+    dense = csr_rows(idx, wts, n_in).to_dense()
+    torch.testing.assert_close(csr_columns(idx, wts, n_in).to_dense(), dense.T)
 
 
 # ---------------------------------------------------------------- one job, end to end
