@@ -29,6 +29,7 @@ validation split's first ``--eval-windows`` windows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import signal
@@ -258,6 +259,22 @@ def run_ours(arrays, meta, model_cfg, train_cfg, steps, seed, device):
     return model, timings, [row["train_loss"] for row in curve]
 
 
+@contextlib.contextmanager
+def kernel_profile(enabled: bool, label: str, rows: int = 25):
+    """With ``enabled``: torch.profiler around the block, then its top CUDA kernels printed."""
+    if not enabled:
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        yield
+    table = p.key_averages().table(
+        sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70
+    )
+    print(f"profile {label}:\n{table}", flush=True)
+
+
 def epochs_for(arrays, model_cfg, train_cfg, steps) -> int:
     per_epoch = ((len(arrays["train"]) - 1) // model_cfg["context"]) // train_cfg["batch_size"]
     if per_epoch < 1:
@@ -381,6 +398,9 @@ def main() -> None:
     ap.add_argument("--eval-windows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=170.0, help="hard wall-clock limit")
+    ap.add_argument("--profile", action="store_true",
+                    help="print the top CUDA kernels of each of our runs (torch.profiler over the "
+                         "whole run: warm-up and capture included, the timed steps dominate)")  # fmt: skip
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
 
@@ -477,8 +497,9 @@ def main() -> None:
                 del model
             for over in overrides:
                 reset_peak()
-                model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
-                                                  steps, args.seed, device)  # fmt: skip
+                with kernel_profile(args.profile and device.startswith("cuda"), f"B={B}"):
+                    model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
+                                                      steps, args.seed, device)  # fmt: skip
                 keys = {k: train_cfg.get(k, "-") for k in OVERRIDABLE}
                 label = ",".join(f"{k}={v}" for k, v in (keys | over).items())
                 if not device.startswith("cuda"):

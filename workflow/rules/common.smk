@@ -71,6 +71,30 @@ def gpu_mem(key):
     )  # Snakemake 9: a Resource
 
 
+# Start order where ready jobs wait for GPU memory. Snakemake's greedy scheduler
+# (profiles/default/config.yaml) starts them in decreasing priority while the declared memory
+# lasts, so jobs that others wait for, and the longest ones, go first. (The ILP scheduler instead
+# maximises the sum of the started jobs' priorities, which starts many small jobs first: run F,
+# benchmarks/gpu_runs/2026-11-27_h100_mps_f.) In run G (..._h100_mps_g), with only SAFFU and the
+# grid runs ordered, the LM baseline (the refits, probes and SST-2 jobs read it) and the
+# generative classifiers (every generative fit reads one), ready at 12-17 s, started at 154-179 s.
+PRIORITY = {"saffu_rates": 10, "gen_classifier": 9, "lm_built_on": 8, "gen_lr_run": 7,
+            "generative_adamw": 6, "saffu": 5}  # fmt: skip
+
+
+def lm_priority(wildcards):
+    """Variants that other configured variants build on start before the rest."""
+    built_on = {d for v in config["lm"]["variants"] for d in dependencies(v)}
+    return PRIORITY["lm_built_on"] if wildcards.variant in built_on else 0
+
+
+def saffu_priority(wildcards):
+    """SAFFU jobs are the longest; the one whose rates the other settings reuse goes first."""
+    job = f"{wildcards.setting}/{wildcards.frac}"
+    reused = {plan.saffu_rates_job(config, s) for s in SAFFU_SETTINGS}
+    return PRIORITY["saffu_rates" if job in reused else "saffu"]
+
+
 # CPU threads of every GPU rule. On CPU they do the work: up to 4, but at least two jobs run at
 # once (the small jobs' start-up and Python are single-threaded: on 2 cores the smoke run took
 # 508 s with one thread a job against 760 s with two, 2026-11-27). With a GPU the work is on the

@@ -29,6 +29,7 @@ rule gen_classifier:
         logfile("generative/{dataset}/classifier"),
     benchmark:
         benchfile("generative/{dataset}/classifier")
+    priority: PRIORITY["gen_classifier"]  # every fit of the dataset reads it
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
@@ -71,7 +72,7 @@ rule gen_lr_run:
         benchfile("generative/{dataset}/lr_{family}/lr{lr}")
     wildcard_constraints:
         family="|".join(plan.FAMILIES),
-    priority: 5  # each grid gates its family's seeds
+    priority: PRIORITY["gen_lr_run"]  # each grid gates its family's seeds
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
@@ -127,6 +128,7 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
+    priority: lambda w: PRIORITY["generative_adamw"] if gen_is_adamw(w) else 0  # the longest
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

@@ -25,6 +25,7 @@ rule run_lm:
         logfile("run_lm/{variant}"),
     benchmark:
         benchfile("run_lm/{variant}")
+    priority: lm_priority
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

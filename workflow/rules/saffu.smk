@@ -29,9 +29,7 @@ rule saffu:
     wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
         setting="|".join(SAFFU_SETTINGS),
         frac=r"f[0-9.]+",
-    # first when GPU slots are scarce: the main setting's jobs, then the settings that reuse
-    # their rates, are the longest chain of the paper DAG
-    priority: 10
+    priority: saffu_priority
     conda:
         "../envs/pillm.yaml"
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
