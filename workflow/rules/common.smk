@@ -78,14 +78,17 @@ def gpu_mem(key):
 # benchmarks/gpu_runs/2026-11-27_h100_mps_f.) In run G (..._h100_mps_g), with only SAFFU and the
 # grid runs ordered, the LM baseline (the refits, probes and SST-2 jobs read it) and the
 # generative classifiers (every generative fit reads one), ready at 12-17 s, started at 154-179 s.
+# Run H (..._h100_mps_h) ordered those, and the other LM and sensitivity jobs (priority 0, as
+# the short probe, SST-2 and PIL fit jobs) waited until 503-509 s behind them, ending the run:
+# they are long (50-100 s shared), so they come before the short jobs.
 PRIORITY = {"saffu_rates": 10, "gen_classifier": 9, "lm_built_on": 8, "gen_lr_run": 7,
-            "generative_adamw": 6, "saffu": 5}  # fmt: skip
+            "generative_adamw": 6, "saffu": 5, "lm": 4, "sensitivity_run": 4}  # fmt: skip
 
 
 def lm_priority(wildcards):
     """Variants that other configured variants build on start before the rest."""
     built_on = {d for v in config["lm"]["variants"] for d in dependencies(v)}
-    return PRIORITY["lm_built_on"] if wildcards.variant in built_on else 0
+    return PRIORITY["lm_built_on" if wildcards.variant in built_on else "lm"]
 
 
 def saffu_priority(wildcards):

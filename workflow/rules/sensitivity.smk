@@ -26,6 +26,7 @@ rule sensitivity_run:
         benchfile("sensitivity_run/{variant}")
     wildcard_constraints:
         variant="baseline|attn_only|ffn_only",
+    priority: PRIORITY["sensitivity_run"]  # long: 9 runs (common.smk)
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
