@@ -205,3 +205,38 @@ def test_every_output_of_a_run_lies_under_its_results_tree():
                for p in line.split(", ")]  # fmt: skip
     assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
     assert [p for p in outputs if not p.startswith("results/smoke/")] == []
+
+
+def test_start_order_puts_awaited_and_long_jobs_first():
+    """The paper DAG's priorities (workflow/rules/common.smk PRIORITY), read from a dry run: jobs
+    others wait for first, then the longest, the short jobs last; the default profile schedules
+    greedily (in priority order: the ILP scheduler maximises the priorities' sum instead)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile",
+         "config/config.yaml"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    prio: dict[str, set[int]] = {}
+    for block in re.split(r"(?m)^(?:local)?rule ", out.stdout)[1:]:
+        rule = block.split(":", 1)[0]
+        wc = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        p = re.search(r"^\s+priority: (\d+)$", block, re.M)
+        key = rule
+        if rule == "run_lm":
+            key = "run_lm baseline" if "variant=baseline" in wc[1] else "run_lm other"
+            key = "run_lm attn_only" if "variant=attn_only," in wc[1] + "," else key
+        elif rule == "saffu":
+            key = "saffu rates" if "setting=cat_b16_r4, frac=f100" in wc[1] else "saffu other"
+        elif rule == "generative":
+            key = "generative adamw" if "_adamw" in wc[1] else "generative pil"
+        prio.setdefault(key, set()).add(int(p[1]) if p else 0)
+    one = {k: v.pop() for k, v in prio.items() if len(v) == 1}
+    assert set(one) == set(prio), prio  # one priority per kind of job
+    order = ["saffu rates", "gen_classifier", "run_lm baseline", "gen_lr_run", "generative adamw",
+             "saffu other", "run_lm other", "generative pil"]  # fmt: skip
+    assert [one[k] for k in order] == sorted((one[k] for k in order), reverse=True), one
+    assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm other"]
+    assert one["sensitivity_run"] == one["run_lm other"] > one["probe"] == one["lora"] == 0
+    profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
+    assert profile["scheduler"] == "greedy"
