@@ -16,6 +16,16 @@ from pillm.plan import ConfigError, apply_schema
 REPO = Path(__file__).resolve().parents[1]
 
 
+def dry_run(*args: str) -> subprocess.CompletedProcess:
+    """A Snakemake dry run of this repository (one core); fails the test if it fails."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *args],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
 def smoke() -> dict:
     cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
     return apply_schema(cfg, REPO / "config/schema.yaml")
@@ -93,12 +103,7 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     """Every GPU job's shell tells the slot picker its memory; the jobs whose kernels fill the
     GPU (generative fits, SAFFU) run at MPS's below-normal client priority, the latency-bound
     ones (LM training, probes, SST-2) at the normal one."""
-    out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile",
-         "config/smoke.yaml"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = dry_run("-p", "--configfile", "config/smoke.yaml")
     gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
     bulk = {"saffu", "generative", "gen-lr-run", "gen-classifier"}
     seen, generative_mb = set(), {"pil": set(), "adamw": set()}
@@ -195,12 +200,7 @@ def test_workflow_runs_as_a_module_from_another_directory(tmp_path):
 
 def test_every_output_of_a_run_lies_under_its_results_tree():
     """Per-config outputs: a smoke run writes nothing into paper/ (sources only), PDF included."""
-    out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
-         "config/smoke.yaml"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = dry_run("--configfile", "config/smoke.yaml")
     outputs = [p for line in re.findall(r"^\s+output: (.*)$", out.stdout, re.M)
                for p in line.split(", ")]  # fmt: skip
     assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
@@ -211,12 +211,7 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     """The paper DAG's priorities (workflow/rules/common.smk PRIORITY), read from a dry run: jobs
     others wait for first, then the longest, the short jobs last; the default profile schedules
     greedily (in priority order: the ILP scheduler maximises the priorities' sum instead)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile",
-         "config/config.yaml"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = dry_run("--forceall", "--configfile", "config/config.yaml")
     prio: dict[str, set[int]] = {}
     for block in re.split(r"(?m)^(?:local)?rule ", out.stdout)[1:]:
         rule = block.split(":", 1)[0]
