@@ -219,8 +219,9 @@ def test_start_order_puts_awaited_and_long_jobs_first():
         p = re.search(r"^\s+priority: (\d+)$", block, re.M)
         key = rule
         if rule == "run_lm":
-            key = "run_lm baseline" if "variant=baseline" in wc[1] else "run_lm other"
-            key = "run_lm attn_only" if "variant=attn_only," in wc[1] + "," else key
+            variant = re.search(r"variant=(\w+)", wc[1])[1]
+            key = {"baseline": "run_lm baseline", "attn_only": "run_lm attn_only",
+                   "linear_ffn": "run_lm scratch", "refit": "run_lm derived"}.get(variant, variant)  # fmt: skip
         elif rule == "saffu":
             key = "saffu rates" if "setting=cat_b16_r4, frac=f100" in wc[1] else "saffu other"
         elif rule == "generative":
@@ -229,9 +230,10 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     one = {k: v.pop() for k, v in prio.items() if len(v) == 1}
     assert set(one) == set(prio), prio  # one priority per kind of job
     order = ["saffu rates", "gen_classifier", "run_lm baseline", "gen_lr_run", "generative adamw",
-             "saffu other", "run_lm other", "generative pil"]  # fmt: skip
+             "saffu other", "run_lm scratch", "run_lm derived", "generative pil"]  # fmt: skip
     assert [one[k] for k in order] == sorted((one[k] for k in order), reverse=True), one
-    assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm other"]
-    assert one["sensitivity_run"] == one["run_lm other"] > one["probe"] == one["lora"] == 0
+    assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm scratch"]
+    assert one["run_lm scratch"] > one["run_lm derived"] > one["probe"] == one["lora"] == 0
+    assert one["sensitivity_run"] == one["run_lm scratch"]
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     assert profile["scheduler"] == "greedy"

@@ -80,15 +80,20 @@ def gpu_mem(key):
 # generative classifiers (every generative fit reads one), ready at 12-17 s, started at 154-179 s.
 # Run H (..._h100_mps_h) ordered those, and the other LM and sensitivity jobs (priority 0, as
 # the short probe, SST-2 and PIL fit jobs) waited until 503-509 s behind them, ending the run:
-# they are long (50-100 s shared), so they come before the short jobs.
+# they are long, so they come before the short jobs, the longest first (shared, run H: the
+# sensitivity grids 84-106 s, variants trained from scratch 51-92 s, variants that solve or
+# fine-tune on top of another 18-54 s).
 PRIORITY = {"saffu_rates": 10, "gen_classifier": 9, "lm_built_on": 8, "gen_lr_run": 7,
-            "generative_adamw": 6, "saffu": 5, "lm": 4, "sensitivity_run": 4}  # fmt: skip
+            "generative_adamw": 6, "saffu": 5, "sensitivity_run": 4, "lm_scratch": 4,
+            "lm_derived": 3}  # fmt: skip
 
 
 def lm_priority(wildcards):
-    """Variants that other configured variants build on start before the rest."""
+    """Variants others build on first, then those trained from scratch, then the rest."""
     built_on = {d for v in config["lm"]["variants"] for d in dependencies(v)}
-    return PRIORITY["lm_built_on" if wildcards.variant in built_on else "lm"]
+    if wildcards.variant in built_on:
+        return PRIORITY["lm_built_on"]
+    return PRIORITY["lm_derived" if dependencies(wildcards.variant) else "lm_scratch"]
 
 
 def saffu_priority(wildcards):
