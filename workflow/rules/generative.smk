@@ -128,7 +128,7 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
-    priority: lambda w: PRIORITY["generative_adamw"] if gen_is_adamw(w) else 0  # the longest
+    priority: lambda w: PRIORITY["generative_adamw"] if gen_is_adamw(w) else 0  # arms: long
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
