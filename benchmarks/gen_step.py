@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.runtime import resolve_device  # noqa: E402
+from pillm.core.runtime import kernel_profile, resolve_device  # noqa: E402
 from pillm.generative.diffusion import (  # noqa: E402
     EpsModel,
     bucket_edges,
@@ -62,18 +62,6 @@ def one_run(dim, width, buckets, batch, steps, device, graphs):
     return 1e3 * rep.seconds / timed, [loss for _, loss in rep.curve], rep.cuda_graphs
 
 
-def profile_run(dim, width, buckets, batch, device, graphs, steps: int = 40) -> str:
-    """The top CUDA kernels of a ``steps``-step run (torch.profiler; with ``graphs`` the replays
-    show as graph launches, so profile eagerly to see the kernels)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    with profile(activities=acts) as p:
-        one_run(dim, width, buckets, batch, steps, device, graphs)
-    key = "cuda_time_total" if device.startswith("cuda") else "cpu_time_total"
-    return p.key_averages().table(sort_by=key, row_limit=14)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
@@ -95,10 +83,10 @@ def main() -> None:
     rows = []
     for ds, dim in dims.items():
         for model, buckets in (("flow", 1), ("bucketed", 10)):
-            if args.profile:
+            if args.profile:  # eagerly: a graph's replays hide their kernels
                 b = (args.batch or [512])[0]
-                print(f"{ds} {model} batch {b}, eager:\n"
-                      f"{profile_run(dim, width, buckets, b, device, False)}")  # fmt: skip
+                with kernel_profile(device, f"{ds} {model} batch {b}, 40 eager steps"):
+                    one_run(dim, width, buckets, b, 40, device, False)
             for batch in args.batch or [256, 512]:
                 eager_ms, eager_curve, _ = one_run(
                     dim, width, buckets, batch, args.steps, device, False

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from pillm.core.runtime import kernel_profile  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsTimesW  # noqa: E402
 
 
@@ -51,22 +52,6 @@ def rows(n: int, n_in: int, nnz: int, vocab: int, device: str):
     wts = torch.full((n, nnz), 1.0 / nnz, device=device)
     y = torch.randint(0, vocab, (n,), generator=g).to(device)
     return idx, wts, y
-
-
-def profile(fn, dev: str, steps: int = 10, rows: int = 12) -> str:
-    """The top CUDA kernels of ``steps`` calls of ``fn`` (torch.profiler), as a table."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof
-
-    fn()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.startswith("cuda") else [])
-    with prof(activities=acts) as p:
-        for _ in range(steps):
-            fn()
-        if dev.startswith("cuda"):
-            torch.cuda.synchronize()
-    key = "cuda_time_total" if dev.startswith("cuda") else "cpu_time_total"
-    return p.key_averages().table(sort_by=key, row_limit=rows)
 
 
 def bag(idx, wts, weight):
@@ -99,7 +84,10 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
 
         fwd_bwd()
         if args.profile:
-            print(f"batch {bs}, {name} step:\n{profile(step, dev)}")
+            step()
+            with kernel_profile(dev, f"batch {bs}, {name} step, 10 calls"):
+                for _ in range(10):
+                    step()
         r[f"{name}_forward_ms"] = timed(forward, dev, args.repeats)
         r[f"{name}_forward_backward_ms"] = timed(fwd_bwd, dev, args.repeats)
         r[f"{name}_step_ms"] = timed(step, dev, args.repeats)

@@ -43,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 
-from pillm.core.runtime import lr_at, resolve_device, sync
+from pillm.core.runtime import kernel_profile, lr_at, resolve_device, sync
 from pillm.data.corpus import load_tokens
 from pillm.lm.train import fit
 from pillm.models.gpt import GPT, GPTConfig
@@ -259,22 +259,6 @@ def run_ours(arrays, meta, model_cfg, train_cfg, steps, seed, device):
     return model, timings, [row["train_loss"] for row in curve]
 
 
-@contextlib.contextmanager
-def kernel_profile(enabled: bool, label: str, rows: int = 25):
-    """With ``enabled``: torch.profiler around the block, then its top CUDA kernels printed."""
-    if not enabled:
-        yield
-        return
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
-        yield
-    table = p.key_averages().table(
-        sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70
-    )
-    print(f"profile {label}:\n{table}", flush=True)
-
-
 def epochs_for(arrays, model_cfg, train_cfg, steps) -> int:
     per_epoch = ((len(arrays["train"]) - 1) // model_cfg["context"]) // train_cfg["batch_size"]
     if per_epoch < 1:
@@ -399,7 +383,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=170.0, help="hard wall-clock limit")
     ap.add_argument("--profile", action="store_true",
-                    help="print the top CUDA kernels of each of our runs (torch.profiler over the "
+                    help="print the top kernels of each of our runs (torch.profiler over the "
                          "whole run: warm-up and capture included, the timed steps dominate)")  # fmt: skip
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
@@ -497,7 +481,8 @@ def main() -> None:
                 del model
             for over in overrides:
                 reset_peak()
-                with kernel_profile(args.profile and device.startswith("cuda"), f"B={B}"):
+                profiled = kernel_profile(device, f"profile B={B}", 25) if args.profile else None
+                with profiled or contextlib.nullcontext():
                     model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
                                                       steps, args.seed, device)  # fmt: skip
                 keys = {k: train_cfg.get(k, "-") for k in OVERRIDABLE}

@@ -1,5 +1,5 @@
 """Runtime helpers every study uses: device choice, seeding, CUDA sync, TF32, lr schedule, peak
-memory."""
+memory; and the benchmarks' kernel profile."""
 
 from __future__ import annotations
 
@@ -26,6 +26,26 @@ def sync(device: str | torch.device) -> None:
     """Wait for queued CUDA work on ``device`` (a no-op elsewhere): call before reading a clock."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def kernel_profile(device: str, label: str, rows: int = 15):
+    """torch.profiler around the block, then its top kernels printed under ``label``: by CUDA
+    time on CUDA (where a CUDA graph replays, its kernels are not attributed: profile eagerly),
+    by CPU time elsewhere."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as p:
+        yield
+        sync(device)
+    table = p.key_averages().table(
+        sort_by="cuda_time_total" if cuda else "cpu_time_total",
+        row_limit=rows,
+        max_name_column_width=70,
+    )
+    print(f"{label}:\n{table}", flush=True)
 
 
 @contextlib.contextmanager
