@@ -37,7 +37,7 @@ from pillm.generative.flow import (  # noqa: E402
 )
 
 
-def one_run(dim, width, buckets, batch, steps, device, graphs):
+def one_run(dim, width, buckets, batch, steps, device, graphs, bf16=False):
     feats = FeatureConfig(width=width, direct_link=True)
     net = RandomFeatureNet(dim, dim, feats, seed=0, trainable=True).to(device)
     model = net if buckets == 1 else EpsModel(net, 1000, buckets, trainable=True).to(device)
@@ -55,7 +55,7 @@ def one_run(dim, width, buckets, batch, steps, device, graphs):
     if buckets > 1:  # as train_gradient_diffusion: batch // buckets rows per bucket
         batch = max(1, batch // buckets) * buckets
         stratified = stratified_timesteps(bucket_edges(1000, buckets), batch // buckets, device)
-    cfg = TrainConfig(steps=steps, batch_size=batch, lr=1e-3, warmup=10, log_every=10)
+    cfg = TrainConfig(steps=steps, batch_size=batch, lr=1e-3, warmup=10, log_every=10, bf16=bf16)
     forward = model.forward_stratified if buckets > 1 else None
     rep = train_regression(model, draw, cfg, device, "bench", cuda_graphs=graphs, forward=forward)
     timed = steps - (3 if device.startswith("cuda") else 0) - 1  # steps after the clock started
@@ -70,6 +70,11 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--tiny", action="store_true", help="small shapes (CPU smoke test)")
     ap.add_argument("--profile", action="store_true", help="print each model's top kernels")
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also the graphed step under bf16 autocast (TrainConfig.bf16)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device = resolve_device(args.device)
@@ -95,10 +100,19 @@ def main() -> None:
                     dim, width, buckets, batch, args.steps, device, True
                 )
                 diff = max(abs(a - b) for a, b in zip(eager_curve, graph_curve, strict=True))
+                bf16 = {}
+                if args.bf16:
+                    ms, curve, _ = one_run(
+                        dim, width, buckets, batch, args.steps, device, True, True
+                    )
+                    bf16 = {"bf16_ms": ms, "bf16_final_loss": curve[-1],
+                            "final_loss": graph_curve[-1]}  # fmt: skip
+                    print(f"  bf16 autocast: {ms:.3f} ms, final loss {curve[-1]:.5f} "
+                          f"(TF32 {graph_curve[-1]:.5f})", flush=True)  # fmt: skip
                 row = {
                     "images": ds, "dim": dim, "model": model, "buckets": buckets, "batch": batch,
                     "eager_ms": eager_ms, "graph_ms": graph_ms, "graphed": graphed,
-                    "speedup": eager_ms / graph_ms, "max_loss_diff": diff,
+                    "speedup": eager_ms / graph_ms, "max_loss_diff": diff, **bf16,
                 }  # fmt: skip
                 rows.append(row)
                 print(f"{ds:8s} {model:10s} {batch:6d} {eager_ms:9.3f} {graph_ms:9.3f} "

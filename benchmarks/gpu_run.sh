@@ -6,7 +6,7 @@
 # $OUT/results.tgz.part-* (cat them into one archive), also when
 # Snakemake runs out of time: SNAKE_TIMEOUT (default 400 s) interrupts it (SIGINT: running jobs
 # are killed and their outputs removed) and the packing still happens.
-# Env: MPS=1 shares the GPU through MPS (below), GPU_TESTS=1 first runs the GPU-only tests, SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
+# Env: NO_PACK=1 skips the results archive; MPS=1 shares the GPU through MPS (below), GPU_TESTS=1 first runs the GPU-only tests, SKIP_PIL_BENCH=1 skips the PIL benchmark, SKIP_AFTER_BENCH=1 the benchmarks after the DAG
 # (probe, SST-2, generative, trainer); TARGETS='file ...' builds only those targets; UNTIL='rule ...'
 # only what those rules need (with saffu in UNTIL, Snakemake 9.27 stopped with "Out of jobs ready"
 # before the SAFFU ablation settings, which read the main setting's chosen rates: build those with
@@ -86,5 +86,7 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
 fi
 # No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them. Parts of
 # 15 MB, since a call returns files of up to 16 MiB (the generative part's archive was 25 MB).
+# NO_PACK=1: no archive (a timing-only run).
+[ -n "${NO_PACK:-}" ] && exit 0
 tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |
   split -b 15M - "$OUT/results.tgz.part-"

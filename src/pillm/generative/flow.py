@@ -330,6 +330,7 @@ class TrainConfig:
     warmup: int = 100
     min_lr_frac: float = 0.1
     log_every: int = 50
+    bf16: bool = False  # CUDA only: the forward and backward under bf16 autocast (fp32 weights)
 
 
 @dataclass
@@ -385,7 +386,8 @@ def train_regression(
     train_forward = net if forward is None else forward
 
     def one_step(x: Tensor, t: Tensor, y: Tensor) -> Tensor:
-        loss = F.mse_loss(train_forward(x, t), y)
+        with torch.autocast("cuda", torch.bfloat16, enabled=cuda and cfg.bf16):
+            loss = F.mse_loss(train_forward(x, t).float(), y)
         loss.backward()
         opt.step()
         return loss.detach()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One device call of the paper DAG's GPU part from scratch, its logs packed into one archive
+# (a call returns at most 8 files). Env as benchmarks/gpu_run.sh; e.g. one GPU of a two-GPU host:
+#   CUDA_VISIBLE_DEVICES=0 GPU_JOBS=14 NO_PACK=1 bash benchmarks/gpu_dag_call.sh
+# and both:  GPU_JOBS=28 bash benchmarks/gpu_dag_call.sh
+OUT=${OUT:-gpu_out}
+rm -rf results/paper  # a warm host keeps ignored outputs of the previous call
+MPS=1 SKIP_PIL_BENCH=1 SKIP_AFTER_BENCH=1 LOCAL_DIR=${LOCAL_DIR:-.gpu/data} \
+  SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-555} bash benchmarks/gpu_run.sh >"$OUT/call.log" 2>&1
+grep "snakemake rc" "$OUT/call.log"
+cd "$OUT" && tar czf logs.tgz call.log snakemake.log gpu_util.csv loadavg.txt mps_log 2>/dev/null
+rm -rf call.log snakemake.log gpu_util.csv loadavg.txt mps_log
+grep -c done timeline.tsv; tail -3 timeline.txt; ls
