@@ -335,7 +335,7 @@ def load_data(args) -> tuple[dict, dict, str]:
     return {**arrays, "vocab": vocab}, meta, what
 
 
-OVERRIDABLE = ("compile", "cuda_graphs", "output_layer", "ce_chunk")
+OVERRIDABLE = ("compile", "cuda_graphs", "output_layer", "ce_chunk", "deterministic")
 
 
 def parse_override(text: str) -> dict:

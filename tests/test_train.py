@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 import torch
 
-from pillm.core.runtime import lr_at, tf32
+from pillm.core.runtime import deterministic, lr_at, tf32
 from pillm.lm.run import run_variant
 
 from .conftest import write_toy_tokens
@@ -60,6 +60,36 @@ def test_tf32_switch_is_scoped_and_restored():
     with pytest.raises(RuntimeError):
         inside()
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_deterministic_switch_is_scoped_and_restored():
+    """Deterministic kernels for the block only (LM training, the sample-quality classifier):
+    the rest of the process keeps PyTorch's defaults, also when the block raises."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)  # fmt: skip
+    with deterministic(False):
+        assert torch.are_deterministic_algorithms_enabled() is before[0]
+    with pytest.raises(RuntimeError), deterministic(True):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        raise RuntimeError("restored even so")
+    after = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+             torch.backends.cudnn.benchmark)  # fmt: skip
+    assert after == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_training_reruns_bitwise_on_cuda(tokens_dir, tmp_path):
+    """train.deterministic (the default): the same run twice on one GPU gives the same weights,
+    compiled and graphed as the pipeline runs it (without it they differed on an H100)."""
+    train = {**TRAIN, "compile": True, "cuda_graphs": True, "output_layer": "fused"}
+    params = {"model": MODEL, "train": train}
+    states = []
+    for run in ("a", "b"):
+        run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / run), "cuda")
+        states.append(torch.load(tmp_path / run / "model.pt", weights_only=False)["state_dict"])
+    assert all(torch.equal(v, states[1][k]) for k, v in states[0].items())
 
 
 def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -436,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pillm.core.gpu_slots import assign_gpu
 
         assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
+        # cuBLAS reads this at its first call; deterministic training (core.runtime) needs it
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if cmd.threads and args.threads > 0:
         import torch  # only job commands take --threads: report commands stay torch-free
 

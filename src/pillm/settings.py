@@ -116,6 +116,7 @@ class TrainConfig(Section):
     cuda_graphs: bool = False  # CUDA only
     ce_chunk: int = 0  # CUDA only: rows per chunk of output_layer "chunked" (0 otherwise)
     output_layer: str = "dense"  # CUDA only: one of OUTPUT_LAYERS (lm/train_step.py)
+    deterministic: bool = True  # CUDA only: deterministic kernels (core.runtime.deterministic)
 
     def __post_init__(self) -> None:
         check_output_layer(self.output_layer, self.ce_chunk)

@@ -63,6 +63,35 @@ def tf32(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
+@contextlib.contextmanager
+def deterministic(enabled: bool):
+    """Deterministic kernels inside the block (gradient training on CUDA), restored after.
+
+    Without them a rerun of the same job on the same GPU gives another model: atomics in
+    backward passes add in a different order each time (one H100: the baseline LM's test loss
+    moved by 2e-4, its weights by up to 0.04, and every LM run and both sample-quality
+    classifiers differed between two builds of the paper DAG). With them two runs were bit for
+    bit equal, at 14-17 % fewer tokens/s (gpu_runs/2026-11-27_h200x2_dag/README.txt).
+    Warn-only: an operation without a deterministic kernel warns instead of stopping the job.
+    cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it)."""
+    if not enabled:
+        yield
+        return
+    old = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old[0], warn_only=old[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = old[2:]
+
+
 def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed)

@@ -26,6 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
+from pillm.core.runtime import deterministic
+
 
 class FeatureCNN(nn.Module):
     """conv3x3(32)-BN-ReLU-pool, conv3x3(64)-BN-ReLU-pool, avg-pool to 4x4, FC(feat_dim)-ReLU
@@ -81,7 +83,9 @@ def train_feature_classifier(
 ) -> tuple[FeatureCNN, float]:
     """Train FeatureCNN by AdamW (cosine-decayed lr) on cross-entropy; return it and test accuracy.
 
-    Deterministic given ``seed`` on one device (init and batch order come from the seed).
+    Deterministic given ``seed`` on one device: init and batch order come from the seed, and on
+    CUDA the kernels are deterministic (core.runtime.deterministic; cuDNN's convolution backward
+    is not by default, and the classifier then differed between two builds of the paper DAG).
     """
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -94,16 +98,17 @@ def train_feature_classifier(
     g = torch.Generator().manual_seed(seed)
     model.train()
     bar = tqdm(total=total, desc="feature CNN", file=sys.stderr, mininterval=5, ascii=True)
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=g)
-        for s in range(steps_per_epoch):
-            idx = order[s * batch_size : (s + 1) * batch_size]
-            loss = F.cross_entropy(model(x_train[idx].to(device)), y_train[idx].to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            bar.update()
+    with deterministic(device.type == "cuda"):
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=g)
+            for s in range(steps_per_epoch):
+                idx = order[s * batch_size : (s + 1) * batch_size]
+                loss = F.cross_entropy(model(x_train[idx].to(device)), y_train[idx].to(device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                bar.update()
     bar.close()
     model.eval()
     return model, classifier_accuracy(model, x_test, y_test)

@@ -14,14 +14,13 @@ import time
 import torch
 from tqdm import tqdm
 
-from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
+from pillm.core.runtime import deterministic, lr_at, peak_memory_mb, sync, tf32
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.evaluate import evaluate_lm
 from pillm.models.gpt import GPT
 from pillm.settings import TrainConfig
 
 
-@tf32(True)  # the training only: a PIL solve later in the process sees the switch restored
 def fit(
     model: GPT,
     arrays: dict[str, torch.Tensor],
@@ -33,7 +32,21 @@ def fit(
     """AdamW on every parameter with ``requires_grad`` (buffers, e.g. solved FFNs, stay fixed).
 
     TF32 matmuls on CUDA (the switch does nothing on CPU) for the training only, restored
-    afterwards: the next seed of a job captures its PIL solve's features in full float32."""
+    afterwards: the next seed of a job captures its PIL solve's features in full float32.
+    ``train.deterministic``: deterministic kernels on CUDA (a rerun gives the same model)."""
+    with deterministic(device.startswith("cuda") and train_cfg.deterministic):
+        return _fit(model, arrays, meta, train_cfg, seed, device)
+
+
+@tf32(True)  # the training only: a PIL solve later in the process sees the switch restored
+def _fit(
+    model: GPT,
+    arrays: dict[str, torch.Tensor],
+    meta: dict,
+    train_cfg: TrainConfig,
+    seed: int,
+    device: str,
+) -> tuple[dict[str, float], list[dict[str, float]]]:
     T, B = model.cfg.context, train_cfg.batch_size
     on_cuda = device.startswith("cuda")
     amp = torch.bfloat16 if on_cuda else None
