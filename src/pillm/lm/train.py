@@ -21,6 +21,7 @@ from pillm.models.gpt import GPT
 from pillm.settings import TrainConfig
 
 
+@tf32(True)  # the training only: a PIL solve later in the process sees the switch restored
 def fit(
     model: GPT,
     arrays: dict[str, torch.Tensor],
@@ -35,87 +36,75 @@ def fit(
     afterwards: the next seed of a job captures its PIL solve's features in full float32.
     ``train.deterministic``: deterministic kernels on CUDA (a rerun gives the same model)."""
     with deterministic(device.startswith("cuda") and train_cfg.deterministic):
-        return _fit(model, arrays, meta, train_cfg, seed, device)
+        T, B = model.cfg.context, train_cfg.batch_size
+        on_cuda = device.startswith("cuda")
+        amp = torch.bfloat16 if on_cuda else None
+        data = arrays["train"].to(device)
+        n_windows = (len(data) - 1) // T
+        if n_windows < B:
+            raise ValueError(f"train split has {n_windows} windows of {T} tokens < batch_size {B}")
+        steps_per_epoch = n_windows // B
+        total_steps = steps_per_epoch * train_cfg.epochs
+        if train_cfg.max_steps:
+            total_steps = min(total_steps, train_cfg.max_steps)
+        warmup = max(1, round(train_cfg.warmup_frac * total_steps))
+        step_fn = TrainStep(model, train_cfg, device, StepOptions.from_config(train_cfg, device))
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        offsets = torch.arange(T + 1, device=device)
 
-
-@tf32(True)  # the training only: a PIL solve later in the process sees the switch restored
-def _fit(
-    model: GPT,
-    arrays: dict[str, torch.Tensor],
-    meta: dict,
-    train_cfg: TrainConfig,
-    seed: int,
-    device: str,
-) -> tuple[dict[str, float], list[dict[str, float]]]:
-    T, B = model.cfg.context, train_cfg.batch_size
-    on_cuda = device.startswith("cuda")
-    amp = torch.bfloat16 if on_cuda else None
-    data = arrays["train"].to(device)
-    n_windows = (len(data) - 1) // T
-    if n_windows < B:
-        raise ValueError(f"train split has {n_windows} windows of {T} tokens < batch_size {B}")
-    steps_per_epoch = n_windows // B
-    total_steps = steps_per_epoch * train_cfg.epochs
-    if train_cfg.max_steps:
-        total_steps = min(total_steps, train_cfg.max_steps)
-    warmup = max(1, round(train_cfg.warmup_frac * total_steps))
-    step_fn = TrainStep(model, train_cfg, device, StepOptions.from_config(train_cfg, device))
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    offsets = torch.arange(T + 1, device=device)
-
-    curve: list[dict[str, float]] = []
-    losses = []
-    step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg.warmup_steps_timing
-    t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
-    eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp)
-    sync(device)
-    t0 = time.perf_counter()
-    bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
-    model.train()
-    while step < total_steps:
-        order = torch.randperm(n_windows, generator=gen)[: steps_per_epoch * B].to(device) * T
-        for b in range(steps_per_epoch):
-            if step == timed_from:
-                sync(device)
-                t_start = time.perf_counter()
-            idx = order[b * B : (b + 1) * B, None] + offsets  # (B, T+1)
-            chunk = data[idx]  # inputs chunk[:, :-1], targets chunk[:, 1:]
-            lr = lr_at(step, total_steps, train_cfg.lr, warmup, train_cfg.min_lr_frac)
-            losses.append(step_fn(chunk, lr))  # a device tensor: no host sync per step
-            curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
-            step += 1
-            bar.update(1)
-            every = train_cfg.eval_every
-            if every and step % every == 0 and step < total_steps:
-                sync(device)  # finish queued training work before the eval clock
-                t_eval_start = time.perf_counter()
-                curve[-1]["val_loss"] = evaluate_lm(model, arrays["valid"], *eval_args)["loss"]
-                if t_start is not None:
-                    t_eval += time.perf_counter() - t_eval_start
-            if step >= total_steps:
-                break
-    sync(device)
-    t_end = time.perf_counter()
-    bar.close()
-    for row, loss in zip(curve, torch.stack(losses).float().cpu().tolist(), strict=True):
-        row["train_loss"] = loss
-    timed_steps = total_steps - timed_from
-    if t_start is not None and timed_steps > 0:
-        t_timed = t_end - t_start - t_eval
-    steady_step = t_timed / timed_steps if t_timed > 0 else float("nan")
-    metrics = {
-        "train_steps": total_steps,
-        "train_tokens": total_steps * B * T,
-        "grad_time_s": t_end - t0,
-        "tokens_per_s": timed_steps * B * T / t_timed if t_timed > 0 else float("nan"),
-        # the first warmup_steps_timing steps beyond their steady-state share: compilation,
-        # CUDA graph capture, allocator warm-up (the per-job fixed cost inside training)
-        "warmup_time_s": (t_start - t0) - timed_from * steady_step
-        if t_start is not None
-        else float("nan"),
-        **step_fn.path(),  # compiled / cuda_graphs: 1 where that path ran (CUDA only)
-    }
-    return metrics, curve
+        curve: list[dict[str, float]] = []
+        losses = []
+        step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg.warmup_steps_timing
+        t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
+        eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp)
+        sync(device)
+        t0 = time.perf_counter()
+        bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
+        model.train()
+        while step < total_steps:
+            order = torch.randperm(n_windows, generator=gen)[: steps_per_epoch * B].to(device) * T
+            for b in range(steps_per_epoch):
+                if step == timed_from:
+                    sync(device)
+                    t_start = time.perf_counter()
+                idx = order[b * B : (b + 1) * B, None] + offsets  # (B, T+1)
+                chunk = data[idx]  # inputs chunk[:, :-1], targets chunk[:, 1:]
+                lr = lr_at(step, total_steps, train_cfg.lr, warmup, train_cfg.min_lr_frac)
+                losses.append(step_fn(chunk, lr))  # a device tensor: no host sync per step
+                curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
+                step += 1
+                bar.update(1)
+                every = train_cfg.eval_every
+                if every and step % every == 0 and step < total_steps:
+                    sync(device)  # finish queued training work before the eval clock
+                    t_eval_start = time.perf_counter()
+                    curve[-1]["val_loss"] = evaluate_lm(model, arrays["valid"], *eval_args)["loss"]
+                    if t_start is not None:
+                        t_eval += time.perf_counter() - t_eval_start
+                if step >= total_steps:
+                    break
+        sync(device)
+        t_end = time.perf_counter()
+        bar.close()
+        for row, loss in zip(curve, torch.stack(losses).float().cpu().tolist(), strict=True):
+            row["train_loss"] = loss
+        timed_steps = total_steps - timed_from
+        if t_start is not None and timed_steps > 0:
+            t_timed = t_end - t_start - t_eval
+        steady_step = t_timed / timed_steps if t_timed > 0 else float("nan")
+        metrics = {
+            "train_steps": total_steps,
+            "train_tokens": total_steps * B * T,
+            "grad_time_s": t_end - t0,
+            "tokens_per_s": timed_steps * B * T / t_timed if t_timed > 0 else float("nan"),
+            # the first warmup_steps_timing steps beyond their steady-state share: compilation,
+            # CUDA graph capture, allocator warm-up (the per-job fixed cost inside training)
+            "warmup_time_s": (t_start - t0) - timed_from * steady_step
+            if t_start is not None
+            else float("nan"),
+            **step_fn.path(),  # compiled / cuda_graphs: 1 where that path ran (CUDA only)
+        }
+        return metrics, curve
 
 
 def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str) -> dict:
