@@ -6,7 +6,9 @@ mode, bf16 autocast on CUDA, fused AdamW (decay on matrices only), gradient clip
 warm-up + cosine learning rate (``train.lr_at``), the same seeded window order and the same
 on-device data, no host sync per step (nanoGPT reads ``loss.item()`` only every 10th step).
 Ours: ``pillm.train.fit`` exactly as the pipeline calls it, with the config's ``train`` section
-(``compile``, ``cuda_graphs``, ``output_layer``, ``ce_chunk`` included) and ``eval_every: 0``;
+(``compile``, ``cuda_graphs``, ``output_layer``, ``ce_chunk``, ``deterministic`` included) and
+``eval_every: 0``; the reference runs PyTorch's default (nondeterministic) kernels, so
+``--ours deterministic=false`` is the like-for-like speed comparison;
 each ``--ours`` adds a configuration with some of those keys overridden (``output_layer=fused``:
 the Triton output layer of ``pillm.lm.fused_ce``). ``--ref-loss`` adds the reference with its
 output layer + loss replaced by a library's fused linear cross-entropy (cut-cross-entropy's
