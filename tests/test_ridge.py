@@ -147,6 +147,41 @@ def test_ridge_path_matches_solve_ridge():
         torch.testing.assert_close(w, solve_ridge(s, lam=lam).weight, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("kappa_max", [1e10, 10.0])  # Cholesky; the eigh fallback
+def test_a_given_spectrum_replaces_the_decompositions(kappa_max):
+    """select_lambda hands solve_ridge the eigendecomposition of HᵀH it already made: κ and the
+    fallback then come from it (same values as the solver's own decompositions)."""
+    h, y, _ = _problem()
+    h = h * torch.logspace(0, 2, 10, dtype=F64)
+    s = _stats(h, y)
+    eig = torch.linalg.eigh((s.hth + s.hth.T) / 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RidgeFallbackWarning)
+        own = solve_ridge(s, lam=0.5, kappa_max=kappa_max)
+        given = solve_ridge(s, lam=0.5, kappa_max=kappa_max, eig=eig)
+    assert given.solver == own.solver == ("eigh" if kappa_max == 10.0 else "cholesky")
+    assert given.kappa == pytest.approx(own.kappa, rel=1e-9)
+    torch.testing.assert_close(given.weight, own.weight, rtol=1e-9, atol=1e-12)
+
+
+def test_select_lambda_decomposes_hth_once(monkeypatch):
+    """One O(p³) eigendecomposition per selection, whatever the grid (the curve, κ and a
+    fallback share it): a second one took about a third of a solve's time."""
+    calls = []
+    for name in ("eigh", "eigvalsh"):
+        real = getattr(torch.linalg, name)
+        monkeypatch.setattr(torch.linalg, name,
+                            lambda a, _f=real, _n=name: calls.append(_n) or _f(a))  # fmt: skip
+    h, y, _ = _problem(n=400, p=30, k=2, noise=3.0, seed=3)
+    for kappa_max in (1e10, 1.0):  # Cholesky, then the eigh fallback
+        calls.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RidgeFallbackWarning)
+            select_lambda(_stats(h[:40], y[:40]), _stats(h[40:], y[40:]), [1e-3, 1.0, 1e3],
+                          kappa_max=kappa_max)  # fmt: skip
+        assert calls == ["eigh"]
+
+
 def test_heldout_sse_matches_direct():
     h, y, _ = _problem()
     w = solve_ridge(_stats(h[:150], y[:150]), lam=0.3).weight
@@ -232,3 +267,17 @@ def test_rejects_negative_lambda():
     h, y, _ = _problem()
     with pytest.raises(ValueError):
         solve_ridge(_stats(h, y), lam=-1.0)
+
+
+def test_selection_benchmark_compares_shared_and_separate_decompositions():
+    """benchmarks/ridge_select.py: both ways give the same weights, and it prints the ratio."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ridge_select.py"
+    out = subprocess.run([sys.executable, str(script), "--size", "60,4", "--repeats", "1"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    row = out.strip().splitlines()[-1].split()
+    assert row[:2] == ["60", "4"] and row[4].endswith("x")
+    assert float(row[5]) == 0.0  # Cholesky path: the shared spectrum changes no weight

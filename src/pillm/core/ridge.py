@@ -164,10 +164,9 @@ def _solve_cholesky(a: Tensor, b: Tensor) -> tuple[Tensor | None, int]:
     return (torch.cholesky_solve(b, chol) if info_i == 0 else None), info_i
 
 
-def _solve_eigh(a: Tensor, b: Tensor, rtol: float | None) -> Tensor:
+def _solve_spectral(evals: Tensor, evecs: Tensor, b: Tensor, rtol: float | None) -> Tensor:
     # A = V diag(s) Vᵀ  =>  W = V diag(1/s⁺) Vᵀ B, 1/s⁺ = 0 for discarded s. Within the kept
     # subspace this is exact; outside it W has no component: the minimum-norm solution.
-    evals, evecs = torch.linalg.eigh(a)
     return evecs @ (_pinv_diag(evals, rtol).unsqueeze(1) * (evecs.T @ b))
 
 
@@ -178,6 +177,7 @@ def solve_ridge(
     kappa_max: float = 1e10,
     *,
     rtol: float | None = None,
+    eig: tuple[Tensor, Tensor] | None = None,
 ) -> RidgeSolution:
     """Solve W = (HᵀH + λI)⁻¹ HᵀY from GramStats or from (hth, hty) tensors.
 
@@ -186,14 +186,17 @@ def solve_ridge(
     giving the minimum-norm solution — so λ = 0 with singular or duplicated features matches
     torch.linalg.pinv(H) @ Y. Any fallback emits RidgeFallbackWarning and is recorded in
     ``solver``/``fallback_reason``. The result is float64 on the statistics' device.
+    ``eig``: (eigenvalues, eigenvectors) of the symmetrised HᵀH where the caller already has
+    them (select_lambda): HᵀH + λI has the same eigenvectors and eigenvalues s + λ, so κ and a
+    fallback need no further O(p³) decomposition.
     """
     lam = _check_lam(lam)
     hth, hty = _as_gram(stats_or_hth, hty)
     a = hth + lam * torch.eye(hth.shape[0], dtype=_DTYPE, device=hth.device)
-    # κ from the spectrum (as exact as torch.linalg.cond for a symmetric matrix); it costs one
-    # O(p³) eigvalsh, which is what lets us refuse Cholesky on numerically singular systems
-    # where it "succeeds" but returns weights dominated by rounding error.
-    abs_ev = torch.linalg.eigvalsh(a).abs()
+    # κ from the spectrum (as exact as torch.linalg.cond for a symmetric matrix): what lets us
+    # refuse Cholesky on numerically singular systems where it "succeeds" but returns weights
+    # dominated by rounding error. Without ``eig`` it costs one O(p³) eigvalsh.
+    abs_ev = (torch.linalg.eigvalsh(a) if eig is None else eig[0] + lam).abs()
     lo, hi = float(abs_ev.min()), float(abs_ev.max())
     kappa = hi / lo if lo > 0 else math.inf
 
@@ -210,20 +213,26 @@ def solve_ridge(
         RidgeFallbackWarning,
         stacklevel=2,
     )
-    return RidgeSolution(_solve_eigh(a, hty, rtol), lam, kappa, "eigh", reason)
+    evals, evecs = torch.linalg.eigh(a) if eig is None else (eig[0] + lam, eig[1])
+    return RidgeSolution(_solve_spectral(evals, evecs, hty, rtol), lam, kappa, "eigh", reason)
 
 
 def ridge_path(
-    stats_train: GramStats, lams: Sequence[float], *, rtol: float | None = None
+    stats_train: GramStats,
+    lams: Sequence[float],
+    *,
+    rtol: float | None = None,
+    eig: tuple[Tensor, Tensor] | None = None,
 ) -> list[Tensor]:
-    """Weights for every λ from ONE eigendecomposition HᵀH = V diag(s) Vᵀ.
+    """Weights for every λ from ONE eigendecomposition HᵀH = V diag(s) Vᵀ (``eig``: (s, V)
+    where the caller already has it).
 
     W(λ) = V diag(1/(s+λ)) Vᵀ HᵀY, with the same pseudo-inverse cutoff as solve_ridge's
     eigh path so that λ = 0 on a singular problem gives the minimum-norm solution.
     """
     lams = [_check_lam(lam) for lam in lams]
     hth, hty = _as_gram(stats_train, None)
-    s, v = torch.linalg.eigh(hth)
+    s, v = torch.linalg.eigh(hth) if eig is None else eig
     z = v.T @ hty  # rotate HᵀY once; each λ is then O(p² k)
     return [v @ (_pinv_diag(s + lam, rtol).unsqueeze(1) * z) for lam in lams]
 
@@ -249,19 +258,22 @@ def select_lambda(
 ) -> tuple[RidgeSolution, dict[float, float]]:
     """Pick λ minimising total held-out SSE; return its solve_ridge solution and {λ: mse}.
 
-    The curve comes from ridge_path (one eigh); the final weights are re-solved through
-    solve_ridge so κ and any fallback are recorded. Ties go to the first λ in ``lams``.
-    mse = total SSE / (n_val · k).
+    The curve comes from ridge_path; the final weights are re-solved through solve_ridge so κ
+    and any fallback are recorded. Both use one eigendecomposition of HᵀH (the most expensive
+    step; a second one for κ took about a third of the time). Ties go to the first λ in
+    ``lams``. mse = total SSE / (n_val · k).
     """
     if len(lams) == 0:
         raise ValueError("lams must be non-empty")
     if stats_val.n == 0:
         raise ValueError("stats_val has no rows")
     denom = stats_val.n * stats_val.hty.shape[1]
-    sses = [float(heldout_sse(w, stats_val).sum()) for w in ridge_path(stats_train, lams)]
+    eig = torch.linalg.eigh(_as_gram(stats_train, None)[0])
+    weights = ridge_path(stats_train, lams, eig=eig)
+    sses = [float(heldout_sse(w, stats_val).sum()) for w in weights]
     curve = {float(lam): sse / denom for lam, sse in zip(lams, sses, strict=True)}
     best = float(lams[min(range(len(sses)), key=sses.__getitem__)])
-    return solve_ridge(stats_train, lam=best, kappa_max=kappa_max), curve
+    return solve_ridge(stats_train, lam=best, kappa_max=kappa_max, eig=eig), curve
 
 
 @dataclass
