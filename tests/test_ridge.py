@@ -16,6 +16,7 @@ from pillm.core.ridge import (
     select_lambda,
     solve_relative,
     solve_ridge,
+    spectrum,
     split_heldout,
     stream_gram,
 )
@@ -180,6 +181,22 @@ def test_select_lambda_decomposes_hth_once(monkeypatch):
             select_lambda(_stats(h[:40], y[:40]), _stats(h[40:], y[40:]), [1e-3, 1.0, 1e3],
                           kappa_max=kappa_max)  # fmt: skip
         assert calls == ["eigh"]
+
+
+def test_a_selection_again_on_the_same_statistics_reuses_the_spectrum(monkeypatch):
+    """solve_relative on an extended grid (lm.pil.solve_layer's edge extensions) with the
+    spectrum passed back in: no new decomposition, the same pick and weights as a fresh one."""
+    h, y, _ = _problem(n=400, p=30, k=2, noise=3.0, seed=3)
+    tr, va = _stats(h[:40], y[:40]), _stats(h[40:], y[40:])
+    grid = [1e-3, 1e-2, 1e-1, 1.0, 10.0]
+    fresh_w, fresh = solve_relative(tr, va, grid)
+    eig = spectrum(tr)
+    calls = []
+    real = torch.linalg.eigh
+    monkeypatch.setattr(torch.linalg, "eigh", lambda a: calls.append(1) or real(a))
+    again_w, again = solve_relative(tr, va, grid, eig=eig)
+    assert calls == [] and again.lam_rel == fresh.lam_rel and again.curve == fresh.curve
+    torch.testing.assert_close(again_w, fresh_w, rtol=0, atol=0)
 
 
 def test_heldout_sse_matches_direct():

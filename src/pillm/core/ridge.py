@@ -237,6 +237,13 @@ def ridge_path(
     return [v @ (_pinv_diag(s + lam, rtol).unsqueeze(1) * z) for lam in lams]
 
 
+def spectrum(stats_train: GramStats) -> tuple[Tensor, Tensor]:
+    """(eigenvalues, eigenvectors) of the symmetrised HᵀH: the one O(p³) decomposition a λ
+    selection needs (select_lambda; a caller that selects again on the same statistics, e.g.
+    on an extended grid, passes it back in)."""
+    return torch.linalg.eigh(_as_gram(stats_train, None)[0])
+
+
 def heldout_sse(weight: Tensor, stats_val: GramStats) -> Tensor:
     """Per-output Σ(y - h·w)² over the held-out rows, from their Gram statistics alone.
 
@@ -255,20 +262,22 @@ def select_lambda(
     stats_val: GramStats,
     lams: Sequence[float],
     kappa_max: float = 1e10,
+    eig: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[RidgeSolution, dict[float, float]]:
     """Pick λ minimising total held-out SSE; return its solve_ridge solution and {λ: mse}.
 
     The curve comes from ridge_path; the final weights are re-solved through solve_ridge so κ
     and any fallback are recorded. Both use one eigendecomposition of HᵀH (the most expensive
-    step; a second one for κ took about a third of the time). Ties go to the first λ in
-    ``lams``. mse = total SSE / (n_val · k).
+    step; a second one for κ took about a third of the time); ``eig``: that decomposition
+    (``spectrum(stats_train)``) where the caller has it. Ties go to the first λ in ``lams``.
+    mse = total SSE / (n_val · k).
     """
     if len(lams) == 0:
         raise ValueError("lams must be non-empty")
     if stats_val.n == 0:
         raise ValueError("stats_val has no rows")
     denom = stats_val.n * stats_val.hty.shape[1]
-    eig = torch.linalg.eigh(_as_gram(stats_train, None)[0])
+    eig = spectrum(stats_train) if eig is None else eig
     weights = ridge_path(stats_train, lams, eig=eig)
     sses = [float(heldout_sse(w, stats_val).sum()) for w in weights]
     curve = {float(lam): sse / denom for lam, sse in zip(lams, sses, strict=True)}
@@ -300,18 +309,20 @@ def solve_relative(
     heldout: GramStats,
     relative_lambdas: Sequence[float],
     kappa_max: float = 1e10,
+    eig: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, RidgeFit]:
     """Ridge with λ relative to the mean feature energy, chosen on held-out statistics.
 
     λ = r · tr(HᵀH)/p for every r in ``relative_lambdas`` (so one grid suits features of any
     scale; a zero trace falls back to scale 1); select_lambda picks the λ of least held-out
-    SSE. Returns the float64 weights (p, k) and the fit record, its curve keyed by r.
+    SSE (``eig``: as select_lambda's). Returns the float64 weights (p, k) and the fit record,
+    its curve keyed by r.
     """
     t0 = time.perf_counter()
     p = train.hth.shape[0]
     scale = float(torch.trace(train.hth)) / p or 1.0
     lams = [r * scale for r in relative_lambdas]
-    sol, curve = select_lambda(train, heldout, lams, kappa_max=kappa_max)
+    sol, curve = select_lambda(train, heldout, lams, kappa_max=kappa_max, eig=eig)
     fit = RidgeFit(
         lam_rel=sol.lam / scale, lam=sol.lam, kappa=sol.kappa, solver=sol.solver,
         fallback=sol.fallback_reason, heldout_mse=curve[sol.lam],

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pillm.core.ridge import GramStats, RidgeFit, solve_relative
+from pillm.core.ridge import GramStats, RidgeFit, solve_relative, spectrum
 from pillm.core.runtime import sync
 from pillm.models.gpt import GPT
 from pillm.plan import ConfigError
@@ -209,8 +209,10 @@ def solve_layer(
     sync(device)
     gram_seconds = time.perf_counter() - t0
 
+    eig = spectrum(tr)  # one decomposition, whatever grid extensions the pick needs
+
     def pick(grid: list[float]):
-        weight, fit = solve_relative(tr, va, grid, cfg.kappa_max)
+        weight, fit = solve_relative(tr, va, grid, cfg.kappa_max, eig)
         return (weight, fit), min(grid, key=lambda r: abs(r - fit.lam_rel)), fit.curve
 
     (weight, fit), lam = search_grid(cfg.lambdas, cfg.grid_extend, pick, "pil.lambdas")
