@@ -77,7 +77,7 @@ def full_fit(model_cfg: dict, pil_cfg: PILConfig, vocab: int, n_tokens: int, dev
         torch.cuda.reset_peak_memory_stats()
     sync(device)
     t0 = time.perf_counter()
-    fits, _ = solve_all_layers(model, target_propagation, train, valid, pil_cfg, device)
+    fits = solve_all_layers(model, target_propagation, train, valid, pil_cfg, device).fits
     sync(device)
     seconds = time.perf_counter() - t0
     p = model.blocks[0].mlp.n_features

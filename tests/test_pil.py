@@ -145,3 +145,19 @@ def test_a_flat_curve_is_not_an_edge():
     assert (g.value, g.edge_hit, g.extensions, g.on_edge) == (1e-6, False, 0, False)
     assert len(seen) == 1
     assert edge_side([1e-6, 1e-3, 1.0], 1e-6, {1e-6: 0.0, 1e-3: 0.1, 1.0: 0.2}) == -1
+
+
+def test_solve_benchmark_runs(tmp_path):
+    """benchmarks/pil_solve.py --quick end to end: it calls the pipeline's solve_all_layers, whose
+    return type once changed under it unnoticed."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pil_solve.py"
+    out = tmp_path / "pil.json"
+    subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=True,
+                   capture_output=True, text=True)  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["fits"] and all(f["fit_seconds"] > 0 for f in report["fits"])
