@@ -70,6 +70,10 @@ def own_model(checkpoint: str | None, device: str) -> ProbeModel:
         torch.manual_seed(0)
         model, what = GPT(GPTConfig(vocab_size=50257, **cfg)).to(device), "random init"
     tok: Tokenizer = gpt2_tokenizer("local", args.data)
+    if model.cfg.vocab_size != tok.get_vocab_size():
+        raise SystemExit(f"--checkpoint {checkpoint}: vocabulary {model.cfg.vocab_size}, but this "
+                         f"benchmark feeds GPT-2 BPE ids ({tok.get_vocab_size()}): pass a "
+                         "checkpoint of a GPT-2 BPE config (the paper's, config/config.yaml)")  # fmt: skip
     return ProbeModel("pillm-s0", f"pillm baseline, {what}", "causal", model.eval(),
                       lambda t: encode(tok, t).astype("int64"))  # fmt: skip
 
