@@ -511,3 +511,21 @@ def test_plan_lists_one_job_per_setting_and_train_fraction():
     assert plan.saffu_job_params(cfg, main)["seeds"] == saffu["seeds"]
     assert plan.saffu_job_params(cfg, jobs[-1][0])["seeds"] == saffu["ablation_seeds"]
     assert fraction_tag(0.025) == "f2.5" and arm("warm", 0.3) == "warm_f30"
+
+
+def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
+    """benchmarks/saffu_step.py at a tiny shape on the CPU: both products run, give the same
+    logits and gradients, and the figures are written."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "saffu_step.py"
+    out = tmp_path / "saffu_step.json"
+    subprocess.run([sys.executable, str(script), "--device", "cpu", "--n-in", "64", "--vocab",
+                    "500", "--nnz", "4", "--batch", "64", "--eval-chunk", "64", "--repeats", "2",
+                    "--out", str(out)], check=True, capture_output=True, text=True)  # fmt: skip
+    report = json.loads(out.read_text())
+    (row,) = report["rows"]
+    assert row["csr_max_logit_error"] < 1e-6 and row["csr_max_grad_error"] < 1e-6
+    assert report["bag_eval_chunk_ms"] > 0 and report["csr_eval_chunk_ms"] > 0
