@@ -142,3 +142,20 @@ def test_run_many_hands_each_runs_gpu_memory_back(monkeypatch):
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
     lm_run.run_many("baseline", [0, 1], {}, "tokens", {}, ["a", "b"], "auto")
     assert events == ["run0", "empty_cache", "run1", "empty_cache"]
+
+
+def test_rerun_benchmark_reports_equal_weights_on_cpu(tmp_path):
+    """benchmarks/gpu_repeat.py --tiny: two runs of the pipeline's run_variant compared weight by
+    weight (on the CPU they are equal; on a GPU the benchmark is what shows whether they are)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_repeat.py"
+    out = tmp_path / "repeat.json"
+    subprocess.run([sys.executable, str(script), "--tiny", "--device", "cpu", "--out", str(out)],
+                   check=True, capture_output=True, text=True)  # fmt: skip
+    first, second = json.loads(out.read_text())["runs"]
+    assert second["bitwise_equal"] and second["max_param_diff"] == 0.0
+    assert second["test_loss"] == first["test_loss"]
