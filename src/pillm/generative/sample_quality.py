@@ -84,8 +84,9 @@ def train_feature_classifier(
     """Train FeatureCNN by AdamW (cosine-decayed lr) on cross-entropy; return it and test accuracy.
 
     Deterministic given ``seed`` on one device: init and batch order come from the seed, and on
-    CUDA the kernels are deterministic (core.runtime.deterministic; cuDNN's convolution backward
-    is not by default, and the classifier then differed between two builds of the paper DAG).
+    CUDA it trains with deterministic kernels where PyTorch has them (core.runtime.deterministic,
+    warn-only). cuDNN's convolution backward is not deterministic by default, and the classifier
+    differed between two builds of the paper DAG; that it no longer does is not yet measured.
     """
     device = torch.device(device)
     torch.manual_seed(seed)
