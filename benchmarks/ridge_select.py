@@ -20,7 +20,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.ridge import GramStats, ridge_path, select_lambda, solve_ridge  # noqa: E402
+from pillm.core.ridge import (  # noqa: E402
+    GramStats,
+    heldout_sse,
+    ridge_path,
+    select_lambda,
+    solve_ridge,
+)
 from pillm.core.runtime import resolve_device, sync  # noqa: E402
 
 GRID = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]  # x tr(HᵀH)/p, as the config
@@ -44,8 +50,6 @@ def statistics_of(p: int, k: int, n: int, device: str) -> tuple[GramStats, GramS
 
 def separate(train: GramStats, val: GramStats, lams: list[float]) -> torch.Tensor:
     """The selection with a decomposition per step (the code before one was shared)."""
-    from pillm.core.ridge import heldout_sse
-
     sses = [float(heldout_sse(w, val).sum()) for w in ridge_path(train, lams)]
     best = lams[min(range(len(sses)), key=sses.__getitem__)]
     return solve_ridge(train, lam=best).weight

@@ -69,7 +69,7 @@ def deterministic(enabled: bool):
 
     Without them a rerun of the same job on the same GPU gives another model: atomics in
     backward passes add in a different order each time (one H100: the baseline LM's test loss
-    moved by 2e-4, its weights by up to 0.04, and every LM run and both sample-quality
+    moved by 2e-4, its weights by up to 0.04; 85 of 90 LM runs and both sample-quality
     classifiers differed between two builds of the paper DAG). With them two runs were bit for
     bit equal, at 14-17 % fewer tokens/s (gpu_runs/2026-11-27_h200x2_dag/README.txt).
     Warn-only: an operation without a deterministic kernel warns instead of stopping the job.
