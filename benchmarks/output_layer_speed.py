@@ -101,7 +101,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4096, help="rows per chunk of 'chunked'")
     ap.add_argument("--blocks", action="append", default=None,
                     help="fused_ce tile settings, e.g. 'dx_m=64,dw_n=64' ('' = defaults)")  # fmt: skip
-    ap.add_argument("--only", action="append", help="a method name (repeatable; default: all)")
+    ap.add_argument("--only", action="append",
+                    help="a method name, 'fused' for every --blocks setting (repeatable; "
+                         "default: all)")  # fmt: skip
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", help="write the results as JSON here")
@@ -113,7 +115,7 @@ def main() -> None:
               "vocab": args.vocab, "width": args.width, "runs": [], "skipped": {}}  # fmt: skip
     table = methods(args)
     if args.only:
-        table = {k: v for k, v in table.items() if k in args.only}
+        table = {k: v for k, v in table.items() if k.split("[")[0] in args.only}
     for n in args.rows or [4096, 32768]:
         g = torch.Generator(device=args.device).manual_seed(n)
         h = torch.randn(n, args.width, device=args.device, generator=g)

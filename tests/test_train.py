@@ -65,18 +65,22 @@ def test_tf32_switch_is_scoped_and_restored():
 def test_deterministic_switch_is_scoped_and_restored():
     """Deterministic kernels for the block only (LM training, the sample-quality classifier):
     the rest of the process keeps PyTorch's defaults, also when the block raises."""
-    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-              torch.backends.cudnn.benchmark)  # fmt: skip
+    fill = torch.utils.deterministic
+
+    def state():
+        return (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+                torch.backends.cudnn.benchmark, fill.fill_uninitialized_memory)  # fmt: skip
+
+    before = state()
     with deterministic(False):
         assert torch.are_deterministic_algorithms_enabled() is before[0]
     with pytest.raises(RuntimeError), deterministic(True):
         assert torch.are_deterministic_algorithms_enabled()
         assert torch.is_deterministic_algorithms_warn_only_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert not fill.fill_uninitialized_memory  # no NaN-fill of each new buffer
         raise RuntimeError("restored even so")
-    after = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-             torch.backends.cudnn.benchmark)  # fmt: skip
-    assert after == before
+    assert state() == before
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -73,23 +73,31 @@ def deterministic(enabled: bool):
     classifiers differed between two builds of the paper DAG). With them two runs were bit for
     bit equal, at 14-17 % fewer tokens/s (gpu_runs/2026-11-27_h200x2_dag/README.txt).
     Warn-only: an operation without a deterministic kernel warns instead of stopping the job.
-    cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it)."""
+    cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it).
+    PyTorch's NaN-filling of every new buffer (a guard against reading uninitialised memory,
+    on by default with deterministic algorithms) stays off: it adds a memory-bound write to
+    each allocation, also inside a captured CUDA graph, and no kernel here reads a buffer before
+    writing it (the GPU rerun test checks the result, tests/test_train.py)."""
     if not enabled:
         yield
         return
+    fill = torch.utils.deterministic
     old = (
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
         torch.backends.cudnn.deterministic,
         torch.backends.cudnn.benchmark,
+        fill.fill_uninitialized_memory,
     )
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    fill.fill_uninitialized_memory = False
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(old[0], warn_only=old[1])
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = old[2:]
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = old[2:4]
+        fill.fill_uninitialized_memory = old[4]
 
 
 def seed_everything(seed: int) -> None:
