@@ -3,8 +3,10 @@
 # (a call returns at most 8 files). Env as benchmarks/gpu_run.sh; e.g. one GPU of a two-GPU host:
 #   CUDA_VISIBLE_DEVICES=0 GPU_JOBS=14 NO_PACK=1 bash benchmarks/gpu_dag_call.sh
 # and both:  GPU_JOBS=28 bash benchmarks/gpu_dag_call.sh
+# GPU_TESTS=1 first runs the GPU-only tests (pytest_gpu.txt; outside the DAG's time).
 OUT=${OUT:-gpu_out}
-rm -rf results/paper  # a warm host keeps ignored outputs of the previous call
+# From scratch: a warm host keeps the previous call's ignored outputs and compile caches.
+rm -rf results/paper /tmp/torchinductor_"$(whoami)" ~/.triton/cache
 MPS=1 SKIP_PIL_BENCH=1 SKIP_AFTER_BENCH=1 LOCAL_DIR=${LOCAL_DIR:-.gpu/data} \
   SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-555} bash benchmarks/gpu_run.sh >"$OUT/call.log" 2>&1
 grep "snakemake rc" "$OUT/call.log"

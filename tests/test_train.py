@@ -1,7 +1,6 @@
 import json
 
 import numpy as np
-import polars as pl
 import pytest
 import torch
 
@@ -98,6 +97,7 @@ def test_training_reruns_bitwise_on_cuda(tokens_dir, tmp_path):
 
 def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):
     """The pipeline's own run (run_variant, baseline) learns, and twice gives the same metrics."""
+    import polars as pl  # here: the GPU host that runs this file's CUDA test has no polars
     params = {"model": MODEL, "train": TRAIN}
     m1 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "a"), "cpu")
     m2 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "b"), "cpu")
