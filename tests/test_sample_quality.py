@@ -134,3 +134,18 @@ def test_feature_classifier_learns_mnist_and_gives_penultimate_features(shared_d
     ref = extract_features(model.features, tr.x[:300])
     noise = extract_features(model.features, torch.rand(300, 784) * 2 - 1)
     assert fd_self(ref, feats) < fd_self(ref, noise) / 5
+
+
+def test_window_pool_is_adaptive_average_pooling():
+    """The classifier's pooling equals nn.AdaptiveAvgPool2d (overlapping 7 -> 4 windows
+    included), values and gradients, without adaptive_avg_pool2d's nondeterministic backward."""
+    from pillm.generative.sample_quality import WindowAvgPool2d
+
+    for h, w in ((7, 7), (8, 8), (9, 5)):
+        x = torch.randn(3, 2, h, w, dtype=torch.float64, requires_grad=True)
+        ours, ref = WindowAvgPool2d(4)(x), torch.nn.AdaptiveAvgPool2d(4)(x)
+        assert torch.allclose(ours, ref, atol=1e-12)
+        g = torch.randn_like(ref)
+        (ga,) = torch.autograd.grad(ours, x, g)
+        (gb,) = torch.autograd.grad(ref, x, g)
+        assert torch.allclose(ga, gb, atol=1e-12)

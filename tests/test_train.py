@@ -68,7 +68,8 @@ def test_deterministic_switch_is_scoped_and_restored():
 
     def state():
         return (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-                torch.backends.cudnn.benchmark, fill.fill_uninitialized_memory)  # fmt: skip
+                torch.backends.cudnn.benchmark, fill.fill_uninitialized_memory,
+                torch.backends.cuda.cudnn_sdp_enabled())  # fmt: skip
 
     before = state()
     with deterministic(False):
@@ -78,6 +79,12 @@ def test_deterministic_switch_is_scoped_and_restored():
         assert torch.is_deterministic_algorithms_warn_only_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
         assert not fill.fill_uninitialized_memory  # no NaN-fill of each new buffer
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before[4]  # only strict avoids cuDNN
+        raise RuntimeError("restored even so")
+    assert state() == before
+    with pytest.raises(RuntimeError), deterministic(True, strict=True):
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()  # raises, not warns
+        assert not torch.backends.cuda.cudnn_sdp_enabled()  # no deterministic cuDNN attention
         raise RuntimeError("restored even so")
     assert state() == before
 
@@ -97,7 +104,7 @@ def test_training_reruns_bitwise_on_cuda(tokens_dir, tmp_path):
 
 def test_training_learns_and_is_deterministic_on_cpu(tokens_dir, tmp_path):
     """The pipeline's own run (run_variant, baseline) learns, and twice gives the same metrics."""
-    import polars as pl  # here: the GPU host that runs this file's CUDA test has no polars
+    pl = pytest.importorskip("polars")  # the GPU host that runs this file's CUDA test has none
     params = {"model": MODEL, "train": TRAIN}
     m1 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "a"), "cpu")
     m2 = run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "b"), "cpu")

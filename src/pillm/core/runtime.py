@@ -64,7 +64,7 @@ def tf32(enabled: bool):
 
 
 @contextlib.contextmanager
-def deterministic(enabled: bool):
+def deterministic(enabled: bool, strict: bool = False):
     """Deterministic kernels inside the block (gradient training on CUDA), restored after.
 
     Without them a rerun of the same job on the same GPU gives another model: atomics in
@@ -72,15 +72,23 @@ def deterministic(enabled: bool):
     moved by 2e-4, its weights by up to 0.04; 85 of 90 LM runs and both sample-quality
     classifiers differed between two builds of the paper DAG). With them two runs were bit for
     bit equal, at 14-17 % fewer tokens/s (gpu_runs/2026-11-27_h200x2_dag/README.txt).
-    Warn-only: an operation without a deterministic kernel warns instead of stopping the job.
     cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it).
-    PyTorch's NaN-filling of every new buffer (a guard against reading uninitialised memory,
-    on by default with deterministic algorithms) stays off: it adds a memory-bound write to
-    each allocation, also inside a captured CUDA graph, and no kernel here reads a buffer before
-    writing it (the GPU rerun test checks the result, tests/test_train.py)."""
+
+    ``strict`` (LM training): an operation without a deterministic kernel raises instead of
+    warning, and attention avoids cuDNN's kernels. Two builds with warnings only still differed
+    in 6 of 90 LM runs, all with attention: PyTorch 2.11's cuDNN attention backward has no
+    deterministic mode (it only warns), and its flash attention backward turns deterministic
+    only in strict mode. Otherwise warn-only: an operation without a deterministic kernel warns.
+    PyTorch's NaN-fill of every new buffer (on by default with deterministic algorithms)
+    stays off: it adds a memory-bound write to each allocation, also inside a captured CUDA
+    graph, and no kernel here reads a buffer before writing it (the GPU rerun test checks the
+    result, tests/test_train.py)."""
     if not enabled:
         yield
         return
+    # Read by PyTorch at each cuBLAS call in deterministic mode (strict mode raises without it);
+    # pillm.cli sets it before CUDA starts, this covers benchmarks and tests.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     fill = torch.utils.deterministic
     old = (
         torch.are_deterministic_algorithms_enabled(),
@@ -88,16 +96,20 @@ def deterministic(enabled: bool):
         torch.backends.cudnn.deterministic,
         torch.backends.cudnn.benchmark,
         fill.fill_uninitialized_memory,
+        torch.backends.cuda.cudnn_sdp_enabled(),
     )
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True, warn_only=not strict)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     fill.fill_uninitialized_memory = False
+    if strict:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(old[0], warn_only=old[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = old[2:4]
         fill.fill_uninitialized_memory = old[4]
+        torch.backends.cuda.enable_cudnn_sdp(old[5])
 
 
 def seed_everything(seed: int) -> None:

@@ -29,6 +29,25 @@ from tqdm import tqdm
 from pillm.core.runtime import deterministic
 
 
+class WindowAvgPool2d(nn.Module):
+    """``nn.AdaptiveAvgPool2d(size)`` (the same windows, also overlapping ones: MNIST's 7 x 7
+    to 4 x 4) as slices and means, rows then columns. Its backward is deterministic on CUDA,
+    where adaptive_avg_pool2d's is not (it made the MNIST classifier differ between builds)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    @staticmethod
+    def _windows(n: int, size: int) -> list[tuple[int, int]]:
+        return [(i * n // size, -(-(i + 1) * n // size)) for i in range(size)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        h, w = x.shape[-2:]
+        rows = torch.stack([x[..., a:b, :].mean(-2) for a, b in self._windows(h, self.size)], -2)
+        return torch.stack([rows[..., a:b].mean(-1) for a, b in self._windows(w, self.size)], -1)
+
+
 class FeatureCNN(nn.Module):
     """conv3x3(32)-BN-ReLU-pool, conv3x3(64)-BN-ReLU-pool, avg-pool to 4x4, FC(feat_dim)-ReLU
     (the feature layer), FC(classes). Input: flat rows (n, C·H·W) in [-1, 1] as images.py
@@ -42,7 +61,7 @@ class FeatureCNN(nn.Module):
         self.body = nn.Sequential(
             nn.Conv2d(c, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-            nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+            WindowAvgPool2d(4), nn.Flatten(),
             nn.Linear(64 * 16, feat_dim), nn.ReLU(),
         )  # fmt: skip
         self.head = nn.Linear(feat_dim, classes)

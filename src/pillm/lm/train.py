@@ -34,9 +34,9 @@ def fit(
 
     TF32 matmuls on CUDA (the switch does nothing on CPU) for the training only, restored
     afterwards: the next seed of a job captures its PIL solve's features in full float32.
-    ``train.deterministic``: deterministic kernels on CUDA (a rerun gives the same model)."""
+    ``train.deterministic``: deterministic kernels on CUDA, strict (a rerun gives the same model)."""
     on_cuda = device.startswith("cuda")
-    with deterministic(on_cuda and train_cfg.deterministic):
+    with deterministic(on_cuda and train_cfg.deterministic, strict=True):
         T, B = model.cfg.context, train_cfg.batch_size
         amp = torch.bfloat16 if on_cuda else None
         data = arrays["train"].to(device)

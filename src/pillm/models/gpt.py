@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from pillm.models.embedding import embed
+
 
 @dataclass
 class GPTConfig:
@@ -121,7 +123,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         assert self.cfg.context >= T, f"sequence length {T} > context {self.cfg.context}"
         pos = torch.arange(T, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, d)
+        x = self.drop(embed(self.wte.weight, idx) + self.wpe(pos))  # (B, T, d)
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x)

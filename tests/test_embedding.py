@@ -1,0 +1,82 @@
+"""The token embedding's fixed-point backward (pillm.models.embedding)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pillm.core.runtime import deterministic
+from pillm.models.embedding import _FixedPointEmbedding, embed, embedding_grad
+
+
+def _batch(device="cpu", vocab=97, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (8, 64), generator=g)
+    ids[:, ::2] = 5  # one id repeated hundreds of times, as a frequent token is
+    grad = torch.randn(8, 64, d, generator=g) * torch.logspace(-6, 1, d)  # entries of all sizes
+    return ids.to(device), grad.to(device), vocab
+
+
+def test_fixed_point_sum_matches_exact_sums_and_ignores_order():
+    """The gradient equals float64 sums to float32 precision (the serial float32 sum of
+    F.embedding's backward is no closer), and permuting the rows changes no bit: the sum is
+    exact integer addition, so the order atomics land in cannot matter."""
+    ids, grad, vocab = _batch()
+    ours = embedding_grad(grad, ids, vocab)
+    exact = torch.zeros(vocab, grad.shape[-1], dtype=torch.float64)
+    exact.index_add_(0, ids.reshape(-1), grad.reshape(-1, grad.shape[-1]).double())
+    top = grad.abs().max().item()
+    # float32 rounding of the exact sum, plus the fixed-point step (2**-47 of the top entry here)
+    assert torch.allclose(ours.double(), exact, rtol=2**-23, atol=1e-12 * top)
+    w = torch.zeros(vocab, grad.shape[-1], requires_grad=True)
+    F.embedding(ids, w).backward(grad)
+    assert (w.grad.double() - exact).abs().max() >= (ours.double() - exact).abs().max()
+    perm = torch.randperm(ids.numel(), generator=torch.Generator().manual_seed(1))
+    shuffled = embedding_grad(grad.reshape(-1, grad.shape[-1])[perm], ids.reshape(-1)[perm], vocab)
+    assert torch.equal(ours, shuffled)
+    assert torch.equal(ours[ids.unique()].ne(0).any(1), torch.ones(len(ids.unique()), dtype=bool))
+    absent = torch.ones(vocab, dtype=bool)
+    absent[ids.unique()] = False
+    assert ours[absent].abs().max() == 0  # ids not in the batch get no gradient
+
+
+def test_embedding_function_gives_the_fixed_point_gradient_and_compiles():
+    """The autograd function: F.embedding forward, the op's gradient backward; the custom op
+    traces under torch.compile (its fake shape), as the compiled training step needs."""
+    ids, grad, vocab = _batch()
+    w = torch.randn(vocab, grad.shape[-1], requires_grad=True)
+    out = _FixedPointEmbedding.apply(w, ids)
+    assert torch.equal(out, F.embedding(ids, w))
+    out.backward(grad)
+    assert torch.equal(w.grad, embedding_grad(grad, ids, vocab))
+    w2 = w.detach().clone().requires_grad_()
+    compiled = torch.compile(lambda w, i: _FixedPointEmbedding.apply(w, i), backend="aot_eager")
+    compiled(w2, ids).backward(grad)
+    assert torch.equal(w2.grad, w.grad)
+
+
+def test_embed_is_plain_embedding_on_cpu():
+    """CPU training (and nondeterministic CUDA) keeps F.embedding: CPU results stay as before."""
+    ids, grad, vocab = _batch()
+    w = torch.randn(vocab, grad.shape[-1], requires_grad=True)
+    with deterministic(True, strict=True):
+        out = embed(w, ids)
+    assert out.grad_fn.name() == "EmbeddingBackward0"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_deterministic_embedding_on_cuda():
+    """Strict deterministic mode on CUDA: the fixed-point path, equal gradients on a rerun and
+    close to F.embedding's (float32) gradient."""
+    ids, grad, vocab = _batch("cuda", vocab=50257, d=256)
+    grads = []
+    for _ in range(2):
+        w = torch.zeros(vocab, 256, device="cuda", requires_grad=True)
+        with deterministic(True, strict=True):
+            out = embed(w, ids)
+            assert out.grad_fn.name() != "EmbeddingBackward0"
+            out.backward(grad)
+        grads.append(w.grad)
+    assert torch.equal(grads[0], grads[1])
+    w = torch.zeros(vocab, 256, device="cuda", requires_grad=True)
+    F.embedding(ids, w).backward(grad)
+    assert torch.allclose(grads[0], w.grad, rtol=0, atol=1e-6 * grad.abs().max().item())
