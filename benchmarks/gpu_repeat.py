@@ -9,8 +9,10 @@ model and train sections, seed ``--seed``). Against the first repeat it reports 
 parameter is bitwise equal, the largest parameter difference and the test-loss difference, and
 each repeat's tokens/s. ``--deterministic`` first sets ``torch.use_deterministic_algorithms``
 (warn-only: the warnings name the operations without a deterministic kernel, reported too),
-``CUBLAS_WORKSPACE_CONFIG`` and cuDNN's deterministic flag, so one call with and one without
-show what determinism costs and whether it is enough. ``--tiny``: a CPU smoke test (tiny model
+``CUBLAS_WORKSPACE_CONFIG`` and cuDNN's deterministic flag process-wide. Since the config's
+``train.deterministic`` (on) applies inside ``run_variant`` (strict since f679fd1), runs train
+deterministically either way; ``train.deterministic: false`` in ``--config`` shows the default
+kernels. ``--tiny``: a CPU smoke test (tiny model
 and random tokens; ``--tokens`` ignored).
 """
 

@@ -71,7 +71,8 @@ def deterministic(enabled: bool, strict: bool = False):
     backward passes add in a different order each time (one H100: the baseline LM's test loss
     moved by 2e-4, its weights by up to 0.04; 85 of 90 LM runs and both sample-quality
     classifiers differed between two builds of the paper DAG). With them two runs were bit for
-    bit equal, at 14-17 % fewer tokens/s (gpu_runs/2026-11-27_h200x2_dag/README.txt).
+    bit equal, at 12 % fewer tokens/s at batch 32 and 5 % at 256 on an H100
+    (gpu_runs/2026-11-27_h100_det/README.txt).
     cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it).
 
     ``strict`` (LM training): an operation without a deterministic kernel raises instead of

@@ -1,0 +1,86 @@
+"""Which science results do two builds of the paper DAG share, bit for bit?
+
+    python benchmarks/compare_builds.py BUILD_A/results/paper BUILD_B/results/paper
+
+Reads every result-record file (a JSON list of records with ``metric`` and ``value``, the
+pipeline's report contract) under the first tree and its namesake under the second, and
+counts per study (the first two path parts, e.g. ``lm/attn_only``) how many science values
+are equal and how many differ, with a few examples. Timing and memory metrics (names with
+``time``, ``_s``, ``per_s``, ``memory``, ``_mb``, ...) are left out: they differ on every
+run. Standard library only, so it runs where the GPU builds run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+TIMING = ("time", "_s", "per_s", "memory", "_mb", "tokens_per", "throughput", "speed",
+          "step_ms", "rows_per", "startup")  # fmt: skip
+
+
+def science_values(path: Path) -> dict[tuple[str, str, str], float] | None:
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(records, list) and records and isinstance(records[0], dict)):
+        return None
+    if "metric" not in records[0]:
+        return None
+    return {
+        (r["metric"], str(r.get("seed")), str(r.get("variant"))): r["value"]
+        for r in records
+        if not any(t in r["metric"] for t in TIMING)
+    }
+
+
+def compare(a: Path, b: Path, examples: int = 3) -> dict[str, dict]:
+    """study -> {"equal": n, "differ": n, "missing": n, "examples": [...]}."""
+    out: dict[str, dict] = defaultdict(lambda: {"equal": 0, "differ": 0, "missing": 0,
+                                                "examples": []})  # fmt: skip
+    for path in sorted(a.rglob("*.json")):
+        ours = science_values(path)
+        if ours is None:
+            continue
+        rel = path.relative_to(a)
+        theirs = science_values(b / rel) or {}
+        study = out["/".join(rel.parts[:2])]
+        for key, value in ours.items():
+            if key not in theirs:
+                study["missing"] += 1
+            elif value == theirs[key]:
+                study["equal"] += 1
+            else:
+                study["differ"] += 1
+                if len(study["examples"]) < examples:
+                    study["examples"].append([str(rel), key[0], value, theirs[key]])
+    return dict(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("first", type=Path)
+    ap.add_argument("second", type=Path)
+    ap.add_argument("--out", type=Path, help="also write the counts as JSON here")
+    args = ap.parse_args()
+    for root in (args.first, args.second):
+        if not root.is_dir():
+            sys.exit(f"compare_builds: {root} is not a folder (give two results/paper trees)")
+    report = compare(args.first, args.second)
+    for study, row in sorted(report.items()):
+        print(f"{study:32s} equal {row['equal']:5d}  differ {row['differ']:4d}  "
+              f"missing {row['missing']:3d}")  # fmt: skip
+        for example in row["examples"]:
+            print("    ", *example)
+    total = {k: sum(r[k] for r in report.values()) for k in ("equal", "differ", "missing")}
+    print(f"all: {total}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
