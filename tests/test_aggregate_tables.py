@@ -259,3 +259,13 @@ def test_fmt_num_signs_and_separators():
     assert fmt_num(-1234.56, 1) == "$-$1{,}234.6"
     assert fmt_num(-1e-8, 4) == "0.0000"  # rounds to zero: no minus sign
     assert fmt_num(None) == fmt_num(float("nan")) == "--"
+
+
+def test_gpu_rerun_sentence_follows_the_config():
+    """The appendix says what this build's train.deterministic did, not a fixed claim."""
+    from pillm.lm.report import gpu_determinism
+
+    on, off = gpu_determinism(True), gpu_determinism(False)
+    assert "deterministic kernels" in on and "identical weights" in on
+    assert "default kernels" in off and "is off" in off and "identical" not in off
+    assert r"\texttt{train.deterministic}" in on and r"\texttt{train.deterministic}" in off

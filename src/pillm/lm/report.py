@@ -82,7 +82,24 @@ def numbers(
         "BaselineTrainTime": fmt_num(b["train_time_s"]["mean"], 1),
         "BaselineTokensPerSec": fmt_num(b["tokens_per_s"]["mean"], 0),
         "Device": tex_escape(" / ".join(devices)),
+        "GpuDeterminism": gpu_determinism(train.get("deterministic", True)),
     }
+
+
+def gpu_determinism(enabled: bool) -> str:
+    """The appendix's sentence on GPU reruns, for this build's ``train.deterministic``."""
+    varying = ("atomics in backward passes add in a varying order, so a rerun can give a "
+               "slightly different model and claims whose intervals lie near zero can change "
+               "verdict between builds")  # fmt: skip
+    if not enabled:
+        return ("Gradient training on a GPU runs PyTorch's default kernels "
+                f"(\\texttt{{train.deterministic}} is off): {varying}.")  # fmt: skip
+    return ("Gradient training on a GPU runs PyTorch's deterministic kernels "
+            "(\\texttt{train.deterministic}): strictly for the language models, where flash "
+            "attention's deterministic backward replaces cuDNN's and the token embedding's "
+            "gradient is summed in exact 64-bit fixed point, and where PyTorch has them for the "
+            "sample-quality classifiers. A test trains one language-model run twice on a GPU and "
+            f"requires identical weights. Without these kernels {varying}.")  # fmt: skip
 
 
 def describe_policy(policy: str) -> str:
