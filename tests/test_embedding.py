@@ -39,6 +39,13 @@ def test_fixed_point_sum_matches_exact_sums_and_ignores_order():
     assert ours[absent].abs().max() == 0  # ids not in the batch get no gradient
 
 
+def test_non_finite_gradients_stay_non_finite():
+    """A NaN or inf among the rows makes the sum NaN (no finite garbage from the int cast)."""
+    ids, grad, vocab = _batch()
+    grad[0, 0, 0] = float("inf")
+    assert embedding_grad(grad, ids, vocab).isnan().all()
+
+
 def test_embedding_function_gives_the_fixed_point_gradient_and_compiles():
     """The autograd function: F.embedding forward, the op's gradient backward; the custom op
     traces under torch.compile (its fake shape), as the compiled training step needs."""

@@ -42,6 +42,8 @@ def embedding_grad(grad: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torc
         total.index_add_(0, ids, fixed)
     finally:
         torch.use_deterministic_algorithms(strict, warn_only=warn_only)
+    # A non-finite gradient has no fixed-point value: hand NaN on, as the float sum would.
+    scale = torch.where(top.isfinite(), scale, torch.nan)
     return (total.double() / scale).float()
 
 
