@@ -32,7 +32,10 @@ def dry_run(args: argparse.Namespace) -> str:
            "--configfile", *args.configfile]  # fmt: skip
     if args.config:
         cmd += ["--config", *args.config]
-    return subprocess.run(cmd, capture_output=True, text=True).stdout
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:  # else a failed plan would read as "nothing to stand in for"
+        raise SystemExit(f"snakemake -n failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    return done.stdout
 
 
 def jobs(text: str):
@@ -63,7 +66,9 @@ def main() -> None:
         new = 0
         for rule, outputs, missing in jobs(dry_run(args)):
             present = [p for p in outputs if Path(p).exists()]
-            if not present or not all(BULK.search(m) for m in missing):
+            # every absent output, not only those the reason lists (the ones a job needs)
+            absent = [p for p in outputs if p not in present]
+            if not present or not all(BULK.search(p) for p in absent):
                 continue  # nothing of this job came back, or it lacks a real result: it runs
             stamp = min(Path(p).stat().st_mtime for p in present)
             for m in missing:

@@ -132,9 +132,11 @@ def main() -> None:
               f"  warm-up {r.get('warmup_time_s', float('nan')):5.1f} s"
               f"  train {r.get('grad_time_s', 0):5.1f} s")  # fmt: skip
     for r in in_process:
+        warmup = r["warmup_time_s"]  # None: a variant that only solves has no training warm-up
+        warmup = float("nan") if warmup is None else warmup
         print(
             f"  one process, {v} seed {r['seed']}: wall {r['wall_s']:5.1f} s "
-            f"(train {r['grad_time_s']:.1f} s, warm-up {r['warmup_time_s']:.1f} s)"
+            f"(train {r['grad_time_s']:.1f} s, warm-up {warmup:.1f} s)"
         )
     one, many = extras
     print(
