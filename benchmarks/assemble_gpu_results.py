@@ -6,8 +6,9 @@ results are unpacked with their times (``tar xzf``), finds each job that Snakema
 only because such a file is missing while the job's other outputs are there, and puts an empty
 stand-in file in its place, dated like the job's other outputs. Then
 ``snakemake --rerun-triggers mtime`` builds what is left (CPU-side jobs, aggregation, tables,
-the PDF). A stand-in is never read: a job that needs a checkpoint's contents would rerun its
-producer first. ``--remove`` deletes the stand-ins afterwards (they are listed in
+the PDF). Snakemake then treats the stand-ins as made, so a CPU-side job that still has to run
+and reads one gets an empty file: a sample-grid figure is left blank, a job that loads a
+checkpoint fails loudly (rerun its producer on a GPU). ``--remove`` deletes the stand-ins afterwards (they are listed in
 ``results/<name>/standins.txt``).
 
     python benchmarks/assemble_gpu_results.py --configfile config/config.yaml [--config ...]

@@ -54,9 +54,9 @@ def config(paths: list[str]) -> dict:
 
 
 def run_lm(cfg: dict, variant: str, seed: int, tokens: str, out: Path, device: str, env: dict):
-    cmd = [sys.executable, "-m", "pillm", "run-lm", "--variant", variant, "--seed", str(seed),
+    cmd = [sys.executable, "-m", "pillm", "run-lm", "--variant", variant, "--seeds", str(seed),
            "--tokens-dir", tokens, "--deps", "--params", json.dumps(plan.lm_params(cfg, variant)),
-           "--device", device, "--out-dir", str(out)]  # fmt: skip
+           "--device", device, "--out-dirs", str(out)]  # fmt: skip
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0

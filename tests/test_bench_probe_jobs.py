@@ -213,7 +213,7 @@ def test_job_overhead_report_of_a_variant_that_only_solves(tmp_path, monkeypatch
         cache = env["TORCHINDUCTOR_CACHE_DIR"]
         caches.append((cache, Path(cache).exists()))
         if "run-lm" in cmd:
-            run_dir = Path(cmd[cmd.index("--out-dir") + 1])
+            run_dir = Path(cmd[cmd.index("--out-dirs") + 1])
             run_dir.mkdir(parents=True)
             Path(cache).mkdir(parents=True, exist_ok=True)  # what a real first job leaves
             values = {"startup_time_s": 1.5, "grad_time_s": 0.0, "solve_time_s": 0.25,
@@ -247,7 +247,7 @@ def test_job_overhead_report_of_a_variant_that_only_solves(tmp_path, monkeypatch
     assert set(params) == {"model", "train", "pil"}  # a solving variant gets its pil section
     assert len({c for c, _ in caches}) == 1 and [e for _, e in caches][:2] == [False, True]
     extras = [c for c in calls if "lm-extras" in c]
-    run_dirs = [c[c.index("--out-dir") + 1] for c in run_lm]
+    run_dirs = [c[c.index("--out-dirs") + 1] for c in run_lm]
     assert [c[c.index("--run-dirs") + 1 : c.index("--tokens-dir")] for c in extras] == [
         run_dirs[:1], run_dirs[:3]]  # fmt: skip
 
