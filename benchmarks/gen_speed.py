@@ -199,6 +199,9 @@ def main() -> None:
     p.add_argument("--max-seconds", type=float, default=120.0)
     p.add_argument("--out", help="write the full results (incl. AdamW histories) as JSON")
     args = p.parse_args()
+    if args.batch_size < args.buckets:  # the diffusion arm draws batch_size // buckets rows a map
+        p.error(f"--batch-size {args.batch_size} < --buckets {args.buckets}: every bucket's map "
+                "needs at least one row a step")  # fmt: skip
     res = run(args)
     print(report(res))
     if args.out:

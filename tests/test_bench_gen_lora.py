@@ -77,6 +77,8 @@ def test_gen_speed_bad_data_and_dataset_fail_naming_them(tmp_path):
     assert proc.returncode != 0 and f"{empty}/SHA256SUMS not found" in proc.stderr
     proc = _run([GEN, "--device", "cpu", "--dataset", "nope", "--data", empty, "--n-train", 10])
     assert proc.returncode != 0 and "unknown image dataset 'nope'" in proc.stderr
+    proc = _run([GEN, "--device", "cpu", "--data", empty, "--batch-size", 4, "--buckets", 10])
+    assert proc.returncode != 0 and "--batch-size 4 < --buckets 10" in proc.stderr
     assert not list(tmp_path.glob("*.json"))
 
 
