@@ -87,3 +87,19 @@ def test_deterministic_embedding_on_cuda():
     w = torch.zeros(vocab, 256, device="cuda", requires_grad=True)
     F.embedding(ids, w).backward(grad)
     assert torch.allclose(grads[0], w.grad, rtol=0, atol=1e-6 * grad.abs().max().item())
+
+
+def test_gpt_token_embedding_keeps_the_module_contract():
+    """GPT.wte is an nn.Embedding (same state-dict key, init, forward hooks: the probe reads
+    the ids through one) whose forward is embed."""
+    from pillm.models.embedding import TokenEmbedding
+    from pillm.models.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=40, context=8, n_layer=1, d_model=16, n_head=2))
+    assert isinstance(model.wte, TokenEmbedding) and isinstance(model.wte, torch.nn.Embedding)
+    assert "wte.weight" in model.state_dict() and model.lm_head.weight is model.wte.weight
+    seen = []
+    model.wte.register_forward_hook(lambda mod, args, out: seen.append(args[0]))
+    ids = torch.randint(0, 40, (2, 8))
+    model(ids)
+    assert len(seen) == 1 and torch.equal(seen[0], ids)

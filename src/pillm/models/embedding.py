@@ -72,3 +72,10 @@ def embed(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     if ids.is_cuda and torch.are_deterministic_algorithms_enabled() and weight.requires_grad:
         return _FixedPointEmbedding.apply(weight, ids)
     return F.embedding(ids, weight)
+
+
+class TokenEmbedding(torch.nn.Embedding):
+    """``nn.Embedding`` (same parameters, state-dict keys and hooks) whose forward is ``embed``."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return embed(self.weight, ids)

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pillm.models.embedding import embed
+from pillm.models.embedding import TokenEmbedding
 
 
 @dataclass
@@ -96,7 +96,7 @@ class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.cfg = cfg
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wte = TokenEmbedding(cfg.vocab_size, cfg.d_model)  # deterministic CUDA backward
         self.wpe = nn.Embedding(cfg.context, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
@@ -123,7 +123,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         assert self.cfg.context >= T, f"sequence length {T} > context {self.cfg.context}"
         pos = torch.arange(T, device=idx.device)
-        x = self.drop(embed(self.wte.weight, idx) + self.wpe(pos))  # (B, T, d)
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, d)
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x)
