@@ -35,6 +35,7 @@ import contextlib
 import json
 import math
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -380,6 +381,10 @@ def main() -> None:
                     help="also the reference with this library's fused linear cross-entropy "
                          "(cut-cross-entropy, liger-kernel) where importable; repeatable")  # fmt: skip
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every trainer this many times at each batch, alternating reference "
+                         "and ours, and report each round's ratio and their median (the "
+                         "reference's speed varied by 8 %% between H100 calls)")  # fmt: skip
     ap.add_argument("--peak-flops", type=float, help="peak dense bf16 FLOP/s for MFU")
     ap.add_argument("--eval-windows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
@@ -441,11 +446,11 @@ def main() -> None:
           f"steps {report['steps']} x {T} tokens; model {model_cfg}", flush=True)  # fmt: skip
 
     def record(name: str, B: int, model: nn.Module, timings: dict, losses: list[float],
-               role: str) -> None:  # fmt: skip
+               role: str, round_: int) -> None:  # fmt: skip
         last = max(1, steps_at(B) // 10)
         fpt = flops_per_token(model, model_cfg["n_layer"], model_cfg["d_model"], T)
         row = {
-            "trainer": name, "role": role, "batch_size": B, "steps": steps_at(B),
+            "trainer": name, "role": role, "round": round_, "batch_size": B, "steps": steps_at(B),
             "tokens": steps_at(B) * B * T, **timings,
             "flops_per_token": fpt,
             "mfu": fpt * timings["tokens_per_s"] / peak if peak else None,
@@ -465,21 +470,25 @@ def main() -> None:
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
 
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds {args.rounds}: at least 1")
     try:
-        for B in batches:
+        for B, round_ in ((B, r) for B in batches for r in range(args.rounds)):
             tcfg, steps = {**train_cfg, "batch_size": B}, steps_at(B)
             refs = {} if args.no_reference else {"": None, **ref_losses}
             for lib, loss_fn in refs.items():
                 suffix = f", {lib} loss" if lib else ""
                 name = f"reference (nanoGPT-style, compile={ref_compile}{suffix})"
                 if isinstance(loss_fn, str):  # not importable
-                    report["skipped"][name] = loss_fn
-                    print(f"skipped: {name}: {loss_fn}", file=sys.stderr, flush=True)
+                    if round_ == 0:
+                        report["skipped"][name] = loss_fn
+                        print(f"skipped: {name}: {loss_fn}", file=sys.stderr, flush=True)
                     continue
                 reset_peak()
                 model, timings, losses = run_reference(arrays, model_cfg, tcfg, steps, args.seed,
                                                        device, ref_compile, loss_fn)  # fmt: skip
-                record(name, B, model, timings, losses, "reference" + (f"+{lib}" if lib else ""))
+                record(name, B, model, timings, losses, "reference" + (f"+{lib}" if lib else ""),
+                       round_)  # fmt: skip
                 del model
             for over in overrides:
                 reset_peak()
@@ -491,7 +500,7 @@ def main() -> None:
                 label = ",".join(f"{k}={v}" for k, v in (keys | over).items())
                 if not device.startswith("cuda"):
                     label += "; CPU: eager step"
-                record(f"ours ({label})", B, model, timings, losses, "ours")
+                record(f"ours ({label})", B, model, timings, losses, "ours", round_)
                 del model
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -499,29 +508,36 @@ def main() -> None:
 
 
 def print_table(report: dict) -> None:
-    """One table per batch size; "x ref": tokens/s over the plain reference's at that batch."""
+    """One table per batch size; "x ref": tokens/s over the plain reference's of the same batch
+    and round. With several rounds, each trainer's per-round ratios and their median follow."""
     head = ("trainer", "tokens/s", "MFU", "warm-up s", "train loss", "held-out", "x ref",
-            "peak MiB", "path")  # fmt: skip
+            "peak MiB", "path", "round")  # fmt: skip
     for B in report["batches"]:
         runs = [r for r in report["runs"] if r["batch_size"] == B]
         if not runs:
             continue
-        ref = next((r for r in runs if r["role"] == "reference"), None)
+        refs = {r.get("round", 0): r for r in runs if r["role"] == "reference"}
         print(f"\nbatch {B} ({report['steps'][B]} steps):\n| " + " | ".join(head) + " |\n|"
               + "---|" * len(head))  # fmt: skip
+        ratios: dict[str, list[float]] = {}
         for r in runs:
-            ratio = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}" if ref else "-"
+            ref = refs.get(r.get("round", 0))
+            ratio = r["tokens_per_s"] / ref["tokens_per_s"] if ref else None
+            if ratio is not None and r["role"] != "reference":
+                ratios.setdefault(r["trainer"], []).append(ratio)
             mfu = f"{100 * r['mfu']:.1f} %" if r["mfu"] is not None else "n/a"
             mem = f"{r['peak_memory_mb']:,.0f}" if r["peak_memory_mb"] is not None else "-"
             path = "-" if "compiled" not in r else (
                 f"compiled={int(r['compiled'])} cuda_graphs={int(r['cuda_graphs'])}")  # fmt: skip
+            shown = f"{ratio:.2f}" if ratio is not None else "-"
             print(f"| {r['trainer']} | {r['tokens_per_s']:,.0f} | {mfu} | {r['warmup_s']:.1f} | "
-                  f"{r['final_train_loss']:.4f} | {r['heldout_loss']:.4f} | {ratio} | {mem} | "
-                  f"{path} |")  # fmt: skip
-    for name, why in report["skipped"].items():
-        print(f"skipped: {name}: {why}")
-    print(f"train loss: mean of the last tenth of the steps; held-out: validation windows; "
-          f"peak FLOP/s: {report['peak_flops_source']}")  # fmt: skip
+                  f"{r['final_train_loss']:.4f} | {r['heldout_loss']:.4f} | {shown} | {mem} | "
+                  f"{path} | {r.get('round', 0)} |")  # fmt: skip
+        for name, values in ratios.items():
+            if len(values) > 1:
+                print(f"x ref over {len(values)} rounds, {name}: median "
+                      f"{statistics.median(values):.2f} (rounds: "
+                      f"{', '.join(f'{v:.2f}' for v in values)})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ back to the eager step and say so.
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,26 @@ def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
     # same tokens, schedule, init and function (vocab 64 needs no padding): the same losses
     assert ours["final_train_loss"] == pytest.approx(ref["final_train_loss"], rel=1e-5)
     assert ref["heldout_loss"] < math.log(64)  # it learned the toy language
+
+
+def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
+    """--rounds 2: reference and ours twice, alternating; each row's x ref is against its own
+    round's reference, and the median of the per-round ratios is printed."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "benchmarks/trainer_throughput.py", "--tiny", "--device", "cpu",
+           "--steps", "6", "--rounds", "2", "--out", str(out), "--max-seconds", "120"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["role"], r["round"]) for r in runs] == [
+        ("reference", 0),
+        ("ours", 0),
+        ("reference", 1),
+        ("ours", 1),
+    ]
+    ratios = [runs[i + 1]["tokens_per_s"] / runs[i]["tokens_per_s"] for i in (0, 2)]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("x ref over 2 rounds"))
+    assert f"{statistics.median(ratios):.2f}" in line
+    assert f"rounds: {ratios[0]:.2f}, {ratios[1]:.2f}" in line
+    bad = subprocess.run(cmd[:-2] + ["--rounds", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "--rounds 0" in bad.stderr
