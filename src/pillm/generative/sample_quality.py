@@ -104,8 +104,9 @@ def train_feature_classifier(
 
     Deterministic given ``seed`` on one device: init and batch order come from the seed, and on
     CUDA it trains with deterministic kernels where PyTorch has them (core.runtime.deterministic,
-    warn-only). cuDNN's convolution backward is not deterministic by default, and the classifier
-    differed between two builds of the paper DAG; that it no longer does is not yet measured.
+    warn-only). With them two builds still gave another MNIST classifier (the CIFAR-10 one was
+    equal): adaptive_avg_pool2d's backward warned, and WindowAvgPool2d replaces it since. That
+    the MNIST classifier is now equal across builds is not yet measured.
     """
     device = torch.device(device)
     torch.manual_seed(seed)
