@@ -209,7 +209,8 @@ def test_every_output_of_a_run_lies_under_its_results_tree():
 
 def test_start_order_puts_awaited_and_long_jobs_first():
     """The paper DAG's priorities (workflow/rules/common.smk PRIORITY), read from a dry run: jobs
-    others wait for first, then the longest, the short jobs last; the default profile schedules
+    others wait for first, then the longest (LoRA's rate grid and the LAMBADA passes before the
+    probes), the short jobs last; the default profile schedules
     greedily (in priority order: the ILP scheduler maximises the priorities' sum instead)."""
     out = dry_run("--forceall", "--configfile", "config/config.yaml")
     prio: dict[str, set[int]] = {}
@@ -226,6 +227,8 @@ def test_start_order_puts_awaited_and_long_jobs_first():
             key = "saffu rates" if "setting=cat_b16_r4, frac=f100" in wc[1] else "saffu other"
         elif rule == "generative":
             key = "generative adamw" if "_adamw" in wc[1] else "generative pil"
+        elif rule == "lora":
+            key = "lora gradient" if "method=lora" in wc[1] else "lora head"
         prio.setdefault(key, set()).add(int(p[1]) if p else 0)
     one = {k: v.pop() for k, v in prio.items() if len(v) == 1}
     assert set(one) == set(prio), prio  # one priority per kind of job
@@ -233,7 +236,9 @@ def test_start_order_puts_awaited_and_long_jobs_first():
              "saffu other", "run_lm scratch", "run_lm derived", "generative pil"]  # fmt: skip
     assert [one[k] for k in order] == sorted((one[k] for k in order), reverse=True), one
     assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm scratch"]
-    assert one["run_lm scratch"] > one["run_lm derived"] > one["probe"] == one["lora"] == 0
+    assert one["run_lm scratch"] > one["run_lm derived"] == one["lora gradient"]
+    # the jobs that came last in the 8e42bac build, the longest first; the short ones at 0
+    assert one["lora gradient"] > one["lm_extras"] > one["probe"] > one["lora head"] == 0
     assert one["sensitivity_run"] == one["run_lm scratch"]
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     assert profile["scheduler"] == "greedy"

@@ -83,9 +83,13 @@ def gpu_mem(key):
 # they are long, so they come before the short jobs, the longest first (shared, run H: the
 # sensitivity grids 84-106 s, variants trained from scratch 51-92 s, variants that solve or
 # fine-tune on top of another 18-54 s).
+# Among the jobs that used to share priority 0, the longest go first too: in the one-GPU build of
+# 8e42bac (..._h100_det/one_gpu) they all waited until 376-464 s and the LoRA arms (38-47 s
+# shared), started last, ended the run at 493 s behind the LAMBADA passes (29-39 s), the probes
+# (8-27 s) and the short SST-2 heads and PIL fits.
 PRIORITY = {"saffu_rates": 10, "gen_classifier": 9, "lm_built_on": 8, "gen_lr_run": 7,
             "generative_adamw": 6, "saffu": 5, "sensitivity_run": 4, "lm_scratch": 4,
-            "lm_derived": 3}  # fmt: skip
+            "lm_derived": 3, "lora_gradient": 3, "lm_extras": 2, "probe": 1}  # fmt: skip
 
 
 def lm_priority(wildcards):

@@ -62,6 +62,7 @@ rule lm_extras:
         samples=expand(res("lm/{{variant}}/seed{seed}/samples.json"), seed=SEEDS),
     log:
         logfile("lm_extras/{variant}"),
+    priority: PRIORITY["lm_extras"]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

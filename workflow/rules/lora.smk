@@ -15,6 +15,7 @@ rule lora:
         benchfile("lora/{model}/{method}")
     wildcard_constraints:
         method="pil_lora|ridge|pil_adapter|lora",
+    priority: lambda w: PRIORITY["lora_gradient"] if w.method == "lora" else 0  # longest
     conda:
         "../envs/pillm.yaml"
     # One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran

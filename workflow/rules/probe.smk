@@ -14,6 +14,7 @@ rule probe:
         logfile("probe/{model}/{corpus}"),
     benchmark:
         benchfile("probe/{model}/{corpus}")
+    priority: PRIORITY["probe"]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
