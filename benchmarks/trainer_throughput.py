@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import signal
@@ -467,7 +468,15 @@ def main() -> None:
               file=sys.stderr, flush=True)  # fmt: skip
 
     def reset_peak() -> None:
+        """Each run starts from the same process state. Without this, in one H100 call
+        (gpu_runs/2026-11-27_h100_rounds) the reference slowed round after round at batch 256
+        (2.09, 1.87, 1.52 M tokens/s, its peak memory growing) and ran at 254k tokens/s at
+        batch 32 after batch 256 (455-472k when batch 32 came first): Dynamo, having compiled
+        another batch size, recompiles for dynamic shapes, and freed blocks stay cached."""
+        gc.collect()
+        torch._dynamo.reset()  # compile anew for this batch (Inductor's caches keep it quick)
         if device.startswith("cuda"):
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
 
     if args.rounds < 1:
