@@ -211,7 +211,12 @@ def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mod
                    model_cfg["ffn_mult"], model_cfg["dropout"]).to(device)  # fmt: skip
     model.loss_fn = loss_fn
     opt = ref_optimizer(model, train_cfg, device)
-    fwd = model if compile_mode == "none" else torch.compile(model, backend=compile_mode)
+    # Static shapes, as ours (train_step.py): otherwise the held-out pass's other batch size
+    # makes Dynamo recompile for dynamic shapes, and its profile of them carries over to later
+    # runs in this process (one H100: the reference at batch 32 ran 229-242k tokens/s after the
+    # batch-256 runs against 455-472k first in a process; at 256 its rounds gave 2.08/1.57/1.80M).
+    fwd = (model if compile_mode == "none"
+           else torch.compile(model, backend=compile_mode, dynamic=False))  # fmt: skip
     amp = torch.bfloat16 if device.startswith("cuda") else None
     warmup = max(1, round(train_cfg["warmup_frac"] * steps))
     timed_from = train_cfg["warmup_steps_timing"]
