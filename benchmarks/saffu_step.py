@@ -27,7 +27,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import kernel_profile  # noqa: E402
-from pillm.saffu.model import SaffuLM, SparseRowsTimesW  # noqa: E402
+from pillm.saffu.model import SaffuLM, SparseRowsBagGrad, SparseRowsTimesW  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -60,7 +60,8 @@ def bag(idx, wts, weight):
     return F.embedding_bag(idx, weight, per_sample_weights=wts, mode="sum")
 
 
-PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply}  # csr: SaffuLM's CUDA path
+# csr: two cuSPARSE products; csr_bag: cuSPARSE forward, embedding_bag's backward (deterministic)
+PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": SparseRowsBagGrad.apply}
 
 
 def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:
@@ -93,7 +94,7 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         r[f"{name}_step_ms"] = timed(step, dev, args.repeats)
     r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
     grads = []
-    for product in PRODUCTS.values():
+    for product in (bag, SparseRowsTimesW.apply):
         w = model.weight.detach().clone().requires_grad_()
         F.cross_entropy(product(idx, wts, w), y).backward()
         grads.append(w.grad)

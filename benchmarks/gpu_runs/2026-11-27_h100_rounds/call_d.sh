@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 6 call D (one H100): SAFFU's cuSPARSE rerun test with its message, then the trainer at
+# Session 6 calls D and E (one H100): SAFFU rerun test with its message (D), then the trainer at
 # batches 256 and 32, three alternating rounds, every run from the same process state
 # (trainer_throughput.reset_peak: gc, Dynamo reset, empty CUDA cache).
 . benchmarks/gpu_env.sh

@@ -176,6 +176,31 @@ class SparseRowsTimesW(torch.autograd.Function):
         return None, None, csr_columns(idx, wts, ctx.n_in) @ grad.contiguous()
 
 
+def bag_weight_grad(idx: Tensor, wts: Tensor, grad: Tensor, n_in: int) -> Tensor:
+    """``X^T G`` as ``embedding_bag``'s own backward computes it: the entries sorted by input
+    (a stable sort) and each input's rows added in that order, with no atomics, so a rerun on
+    CUDA gives the same bits. (cuSPARSE's product of the transposed rows does not: two calls
+    on the same inputs differed by up to 1.8e-5, one H100, gpu_runs/2026-11-27_h100_rounds.)"""
+    b, k = idx.shape
+    flat = idx.flatten()
+    offset2bag = torch.arange(b * k, device=idx.device) // k
+    bag_size = torch.full((b,), k, dtype=flat.dtype, device=idx.device)
+    return torch.ops.aten._embedding_bag_dense_backward(
+        grad.contiguous(), flat, offset2bag, bag_size, flat.new_empty(0), n_in, False, 0,
+        wts.flatten(), -1,
+    )  # fmt: skip
+
+
+class SparseRowsBagGrad(SparseRowsTimesW):
+    """``SparseRowsTimesW``'s forward (one CSR product) with ``bag_weight_grad`` as its
+    weight gradient."""
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        idx, wts = ctx.saved_tensors
+        return None, None, bag_weight_grad(idx, wts, grad, ctx.n_in)
+
+
 class SaffuLM(nn.Module):
     """One softmax layer on sparse non-negative inputs: logits = x W (no bias: with
     ||x||_1 = 1 a bias is a column translation of W). On CUDA the product runs as sparse
@@ -188,7 +213,7 @@ class SaffuLM(nn.Module):
 
     def forward(self, idx: Tensor, wts: Tensor) -> Tensor:
         if idx.device.type == "cuda":
-            return SparseRowsTimesW.apply(idx, wts, self.weight)  # (B, V)
+            return SparseRowsBagGrad.apply(idx, wts, self.weight)  # (B, V)
         return F.embedding_bag(idx, self.weight, per_sample_weights=wts, mode="sum")
 
 
