@@ -474,7 +474,7 @@ def main() -> None:
 
     def reset_peak() -> None:
         """Each run starts from the same process state. Without this, in one H100 call
-        (gpu_runs/2026-11-27_h100_rounds) the reference slowed round after round at batch 256
+        (gpu_runs/2026-11-27_strict_builds) the reference slowed round after round at batch 256
         (2.09, 1.87, 1.52 M tokens/s, its peak memory growing) and ran at 254k tokens/s at
         batch 32 after batch 256 (455-472k when batch 32 came first): Dynamo, having compiled
         another batch size, recompiles for dynamic shapes, and freed blocks stay cached."""
