@@ -269,3 +269,4 @@ def test_gpu_rerun_sentence_follows_the_config():
     assert "deterministic kernels" in on and "identical weights" in on
     assert "default kernels" in off and "is off" in off and "identical" not in off
     assert r"\texttt{train.deterministic}" in on and r"\texttt{train.deterministic}" in off
+    assert all("SAFFU" in text and "either way" in text for text in (on, off))  # not switched

@@ -91,15 +91,18 @@ def gpu_determinism(enabled: bool) -> str:
     varying = ("atomics in backward passes add in a varying order, so a rerun can give a "
                "slightly different model and claims whose intervals lie near zero can change "
                "verdict between builds")  # fmt: skip
+    # Not this setting's: SAFFU's gradient is always summed in a fixed order (pillm.saffu.model).
+    saffu = ("SAFFU's sparse weight gradient is summed in a fixed order on a GPU either way "
+             "(a test reruns it and requires the same bits).")  # fmt: skip
     if not enabled:
         return ("Gradient training on a GPU runs PyTorch's default kernels "
-                f"(\\texttt{{train.deterministic}} is off): {varying}.")  # fmt: skip
+                f"(\\texttt{{train.deterministic}} is off): {varying}. {saffu}")  # fmt: skip
     return ("Gradient training on a GPU runs PyTorch's deterministic kernels "
             "(\\texttt{train.deterministic}): strictly for the language models, where flash "
             "attention's deterministic backward replaces cuDNN's and the token embedding's "
             "gradient is summed in exact 64-bit fixed point, and where PyTorch has them for the "
             "sample-quality classifiers. A test trains one language-model run twice on a GPU and "
-            f"requires identical weights. Without these kernels {varying}.")  # fmt: skip
+            f"requires identical weights. Without these kernels {varying}. {saffu}")  # fmt: skip
 
 
 def describe_policy(policy: str) -> str:
