@@ -35,9 +35,12 @@ import contextlib
 import gc
 import json
 import math
+import os
 import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -388,9 +391,10 @@ def main() -> None:
                          "(cut-cross-entropy, liger-kernel) where importable; repeatable")  # fmt: skip
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="run every trainer this many times at each batch, alternating reference "
-                         "and ours, and report each round's ratio and their median (the "
-                         "reference's speed varied by 8 %% between H100 calls)")  # fmt: skip
+                    help="run every trainer this many times at each batch, each batch and round "
+                         "in a fresh process (reference first), and report each round's ratio "
+                         "and their median (the reference's speed varied by 8 %% between H100 "
+                         "calls)")  # fmt: skip
     ap.add_argument("--peak-flops", type=float, help="peak dense bf16 FLOP/s for MFU")
     ap.add_argument("--eval-windows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
@@ -451,12 +455,19 @@ def main() -> None:
     print(f"# {report['device']}, torch {torch.__version__}; {data_name}; batches {batches}, "
           f"steps {report['steps']} x {T} tokens; model {model_cfg}", flush=True)  # fmt: skip
 
+    units = [(B, r) for B in batches for r in range(args.rounds)]
+    if len(units) > 1:  # one fresh process per batch and round
+        signal.setitimer(signal.ITIMER_REAL, 0)  # each child keeps its own clock
+        run_isolated(args, units, report)
+        return
+
     def record(name: str, B: int, model: nn.Module, timings: dict, losses: list[float],
                role: str, round_: int) -> None:  # fmt: skip
         last = max(1, steps_at(B) // 10)
         fpt = flops_per_token(model, model_cfg["n_layer"], model_cfg["d_model"], T)
         row = {
-            "trainer": name, "role": role, "round": round_, "batch_size": B, "steps": steps_at(B),
+            "trainer": name, "role": role, "round": round_, "pid": os.getpid(),
+            "batch_size": B, "steps": steps_at(B),
             "tokens": steps_at(B) * B * T, **timings,
             "flops_per_token": fpt,
             "mfu": fpt * timings["tokens_per_s"] / peak if peak else None,
@@ -473,11 +484,10 @@ def main() -> None:
               file=sys.stderr, flush=True)  # fmt: skip
 
     def reset_peak() -> None:
-        """Each run starts from the same process state. Without this, in one H100 call
-        (gpu_runs/2026-11-27_strict_builds) the reference slowed round after round at batch 256
-        (2.09, 1.87, 1.52 M tokens/s, its peak memory growing) and ran at 254k tokens/s at
-        batch 32 after batch 256 (455-472k when batch 32 came first): Dynamo, having compiled
-        another batch size, recompiles for dynamic shapes, and freed blocks stay cached."""
+        """Clean up between the trainers of one process (gc, a Dynamo reset so each compiles
+        anew for its batch, freed CUDA blocks returned). That alone did not keep the reference
+        steady over rounds in one process (one H100, gpu_runs/2026-11-27_strict_builds call
+        D), hence one process per batch and round (``run_isolated``)."""
         gc.collect()
         torch._dynamo.reset()  # compile anew for this batch (Inductor's caches keep it quick)
         if device.startswith("cuda"):
@@ -518,6 +528,53 @@ def main() -> None:
                 del model
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        print_table(report)
+
+
+def child_argv(argv: list[str], drop: set[str]) -> list[str]:
+    """``argv`` without the options in ``drop`` (given as '--opt value' or '--opt=value')."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.split("=", 1)[0] in drop:
+            skip = "=" not in arg
+        else:
+            kept.append(arg)
+    return kept
+
+
+def run_isolated(args, units: list[tuple[int, int]], report: dict) -> None:
+    """Each (batch, round) in a fresh process of this script, the reference first in each; the
+    runs are merged into ``report`` (their round set), written to --out and tabulated. In one
+    process the reference slowed run after run (one H100, gpu_runs/2026-11-27_strict_builds:
+    at batch 256 2.09, 1.87, 1.52 M tokens/s over three rounds, and half its speed at batch 32
+    after batch 256; in fresh processes 2.10-2.11 M every time), so sharing a process would
+    bias every ratio after the first towards ours."""
+    base = child_argv(sys.argv[1:], {"--batch", "--rounds", "--out", "--max-seconds"})
+    deadline = time.monotonic() + args.max_seconds
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for B, round_ in units:
+                left = deadline - time.monotonic()
+                if left < 1:
+                    raise TimeoutError(f"stopped after --max-seconds {args.max_seconds:.0f} "
+                                       "(results so far are in --out)")  # fmt: skip
+                out = Path(tmp) / f"batch{B}_round{round_}.json"
+                cmd = [sys.executable, __file__, *base, "--batch", str(B), "--out", str(out),
+                       "--max-seconds", f"{left:.0f}"]  # fmt: skip
+                proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+                if proc.returncode != 0:
+                    sys.stdout.write(proc.stdout)
+                    raise SystemExit(f"batch {B}, round {round_}: {' '.join(cmd)} exited with "
+                                     f"{proc.returncode}")  # fmt: skip
+                child = json.loads(out.read_text())
+                report["runs"] += [{**row, "round": round_} for row in child["runs"]]
+                report["skipped"] |= child["skipped"]
+                if args.out:
+                    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                    Path(args.out).write_text(json.dumps(report, indent=1))
+    finally:
         print_table(report)
 
 

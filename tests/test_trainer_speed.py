@@ -197,8 +197,9 @@ def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
 
 
 def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
-    """--rounds 2: reference and ours twice, alternating; each row's x ref is against its own
-    round's reference, and the median of the per-round ratios is printed."""
+    """--rounds 2: reference and ours twice, each round in a fresh process with the reference
+    first; each row's x ref is against its own round's reference, and the median of the
+    per-round ratios is printed."""
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "benchmarks/trainer_throughput.py", "--tiny", "--device", "cpu",
            "--steps", "6", "--rounds", "2", "--out", str(out), "--max-seconds", "120"]  # fmt: skip
@@ -211,6 +212,8 @@ def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
         ("reference", 1),
         ("ours", 1),
     ]
+    pids = [r["pid"] for r in runs]
+    assert pids[0] == pids[1] != pids[2] == pids[3]  # one process a round
     ratios = [runs[i + 1]["tokens_per_s"] / runs[i]["tokens_per_s"] for i in (0, 2)]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("x ref over 2 rounds"))
     assert f"{statistics.median(ratios):.2f}" in line
