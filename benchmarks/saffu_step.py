@@ -27,7 +27,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import kernel_profile  # noqa: E402
-from pillm.saffu.model import SaffuLM, SparseRowsBagGrad, SparseRowsTimesW  # noqa: E402
+from pillm.saffu.model import (  # noqa: E402
+    SaffuLM,
+    SparseRowsFixedOrder,
+    SparseRowsTimesW,
+    bag_weight_grad,
+)
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -60,8 +65,19 @@ def bag(idx, wts, weight):
     return F.embedding_bag(idx, weight, per_sample_weights=wts, mode="sum")
 
 
-# csr: two cuSPARSE products; csr_bag: cuSPARSE forward, embedding_bag's backward (deterministic)
-PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": SparseRowsBagGrad.apply}
+class CsrBagGrad(SparseRowsTimesW):
+    """The CSR forward with ``embedding_bag``'s sorted backward as the weight gradient."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        idx, wts = ctx.saved_tensors
+        return None, None, bag_weight_grad(idx, wts, grad, ctx.n_in)
+
+
+# csr: two cuSPARSE products (reruns differ); csr_bag: embedding_bag's backward; csr_fixed:
+# SaffuLM's CUDA path (pillm.saffu.segment_sum), the last two rerun bit for bit
+PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": CsrBagGrad.apply,
+            "csr_fixed": SparseRowsFixedOrder.apply}  # fmt: skip
 
 
 def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:

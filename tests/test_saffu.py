@@ -18,7 +18,7 @@ from pillm.saffu.figures import saffu_figures
 from pillm.saffu.kn_job import run_kneser_ney
 from pillm.saffu.model import (
     SaffuLM,
-    SparseRowsBagGrad,
+    SparseRowsFixedOrder,
     SparseRowsTimesW,
     context_features,
     cooccurrence,
@@ -199,7 +199,7 @@ def test_sparse_products_match_embedding_bag_in_values_and_gradients():
     torch.testing.assert_close(w1.grad, w2.grad, atol=1e-6, rtol=1e-6)
     assert w1.grad[-3:].abs().max() == 0  # unused inputs: no gradient
     w3 = weight.clone().requires_grad_()
-    (SparseRowsBagGrad.apply(idx, wts, w3) * up).sum().backward()  # embedding_bag's backward
+    (SparseRowsFixedOrder.apply(idx, wts, w3) * up).sum().backward()  # CPU: bag's backward
     torch.testing.assert_close(w3.grad, w2.grad, atol=1e-6, rtol=1e-6)
     # the transpose built by sorting is the transpose of the rows
     dense = csr_rows(idx, wts, n_in).to_dense()

@@ -1,23 +1,85 @@
-"""SAFFU's CUDA product on a GPU: reruns give the same bits. Its own module, without polars, so
-the GPU host (no polars) can run it."""
+"""SAFFU's CUDA path: the fixed-order weight gradient (pillm.saffu.segment_sum) against
+embedding_bag's, its Triton kernel in the interpreter (CPU), and bit-for-bit reruns on a GPU.
+Its own module, without polars, so the GPU host (no polars) can run it."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+from pillm.core.kernels import triton_available, uses_kernels
 from pillm.saffu.model import SaffuLM
+from pillm.saffu.segment_sum import chunk_table, segment_weight_grad
+from tests.test_fused_ce import INTERPRETER_LIMIT, LOOP_PROBE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_chunk_table_cuts_long_inputs_and_keeps_empty_ones():
+    """Inputs of 0, 3, 9 and 4 entries, chunks of 4: three written in one chunk (the empty one
+    writes zeros), the 9 in chunks of 4, 4 and 1, merged back in that order."""
+    crow = torch.tensor([0, 0, 3, 12, 16])
+    o_start, o_end, o_dest, c_start, c_end, m_first, m_last, m_dest = chunk_table(crow, 4)
+    assert o_dest.tolist() == [0, 1, 3]
+    assert list(zip(o_start.tolist(), o_end.tolist(), strict=True)) == [(0, 0), (0, 3), (12, 16)]
+    assert list(zip(c_start.tolist(), c_end.tolist(), strict=True)) == [(3, 7), (7, 11), (11, 12)]
+    assert (m_first.tolist(), m_last.tolist(), m_dest.tolist()) == ([0], [3], [2])
+
+
+def _interpreter_check() -> None:
+    """Run by the subprocess below (TRITON_INTERPRET=1): the kernel on CPU tensors."""
+    assert uses_kernels(torch.device("cpu")), "the interpreter did not engage"
+    g = torch.Generator().manual_seed(5)
+    n_in, vocab, b, k = 12, 1100, 40, 5  # two column blocks, the second ragged
+    idx = torch.randint(0, n_in - 3, (b, k), generator=g)  # the last 3 inputs never appear
+    idx[:, 0] = 4  # one input in every row: 40+ entries, several chunks of 8
+    wts = torch.rand(b, k, generator=g)
+    wts[1, 2:] = 0.0
+    grad = torch.randn(b, vocab, generator=g)
+    w = torch.zeros(n_in, vocab, requires_grad=True)
+    F.embedding_bag(idx, w, per_sample_weights=wts, mode="sum").backward(grad)
+    got = segment_weight_grad(idx, wts, grad, n_in, chunk=8)
+    torch.testing.assert_close(got, w.grad, atol=1e-5, rtol=1e-5)
+    assert got[-3:].abs().max() == 0  # unused inputs: zero rows
+    assert torch.equal(got, segment_weight_grad(idx, wts, grad, n_in, chunk=8))
+    print("interpreter ok")
+
+
+def test_fixed_order_kernel_matches_embedding_bag_in_the_interpreter():
+    if not triton_available():
+        pytest.skip("Triton is not installed (pip install triton): the kernel's interpreter "
+                    "test cannot run here; the CUDA test below runs it compiled")  # fmt: skip
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    probe = subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    if probe.returncode and INTERPRETER_LIMIT in probe.stderr:
+        pytest.skip(f"this Triton's interpreter cannot run a loop over run-time bounds with "
+                    f"NumPy {np.__version__} ({INTERPRETER_LIMIT}; Triton 3.9 can): the kernel "
+                    "runs compiled in the CUDA test below")  # fmt: skip
+    code = "from tests.test_saffu_cuda import _interpreter_check; _interpreter_check()"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "interpreter ok" in out.stdout
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_sparse_products_rerun_bitwise_on_cuda():
     """SaffuLM's product on CUDA, run three times on the same inputs at the paper's SAFFU shape
     (4,098 inputs, a 50,257-type vocabulary, 20 non-zeros a row, 1,024 rows): the same logits
-    and the same weight gradient bit for bit. (Two GPU builds of the paper differed in SAFFU's
-    8th digit while its explicit solution did not; with cuSPARSE's product of the transposed
-    rows as the weight gradient, this test failed: up to 1.8e-5 apart, one H100.)"""
+    and the same weight gradient bit for bit, equal to embedding_bag's within float32 rounding.
+    (Two GPU builds of the paper differed in SAFFU's 8th digit while its explicit solution did
+    not; with cuSPARSE's product of the transposed rows as the weight gradient this test
+    failed: up to 1.8e-5 apart, one H100.)"""
     g = torch.Generator(device="cuda").manual_seed(0)
     n_in, vocab, b, k = 4098, 50257, 1024, 20
     idx = torch.randint(0, n_in, (b, k), generator=g, device="cuda")
-    idx[:, :4] = 7  # a frequent input: many entries add into one row of the gradient
+    idx[:, :4] = 7  # a frequent input: 4,096 entries add into one row of the gradient
     wts = torch.rand(b, k, generator=g, device="cuda")
     wts = wts / wts.sum(1, keepdim=True)
     weight = torch.randn(n_in, vocab, generator=g, device="cuda") * 0.02
@@ -33,3 +95,6 @@ def test_sparse_products_rerun_bitwise_on_cuda():
     diffs = [(float((o - runs[0][0]).abs().max()), float((g - runs[0][1]).abs().max()))
              for o, g in runs[1:]]  # fmt: skip
     assert diffs == [(0.0, 0.0)] * len(diffs), f"(forward, weight gradient) max |diff|: {diffs}"
+    w = weight.clone().requires_grad_()
+    F.embedding_bag(idx, w, per_sample_weights=wts, mode="sum").backward(up)
+    torch.testing.assert_close(runs[0][1], w.grad, atol=1e-5, rtol=1e-5)

@@ -31,7 +31,6 @@ tensor outside the Triton interpreter) the op computes the same values with ``li
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 import os
 import sys
@@ -39,9 +38,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from pillm.core.kernels import interpreting, triton_available, uses_kernels  # noqa: F401
 from pillm.lm.linear_ce import loss_and_grads
-
-HAS_TRITON = importlib.util.find_spec("triton") is not None  # kernels: fused_ce_kernels
 
 
 @dataclass(frozen=True)
@@ -83,20 +81,6 @@ class Blocks:
 
 
 BLOCKS = Blocks.parse(os.environ.get("PILLM_FUSED_CE_BLOCKS", ""))
-
-
-def triton_available() -> bool:
-    return HAS_TRITON
-
-
-def interpreting() -> bool:
-    """True under TRITON_INTERPRET=1 (the kernels then run on CPU tensors, for tests)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def uses_kernels(device: torch.device) -> bool:
-    """Whether the op runs the Triton kernels on tensors of this device."""
-    return HAS_TRITON and (device.type == "cuda" or interpreting())
 
 
 @functools.cache

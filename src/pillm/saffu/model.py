@@ -41,6 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pillm.saffu.segment_sum import segment_weight_grad
+
 AGGREGATIONS = ("sum", "cat")
 # torch calls its sparse CSR layout beta; the two products used here are tested against
 # embedding_bag (tests/test_saffu.py), so the per-process notice is noise in the job logs.
@@ -191,25 +193,23 @@ def bag_weight_grad(idx: Tensor, wts: Tensor, grad: Tensor, n_in: int) -> Tensor
     )  # fmt: skip
 
 
-class SparseRowsBagGrad(SparseRowsTimesW):
-    """``SparseRowsTimesW``'s forward (one CSR product) with ``bag_weight_grad`` as its
-    weight gradient."""
+class SparseRowsFixedOrder(SparseRowsTimesW):
+    """``SparseRowsTimesW``'s forward (one CSR product: each output row adds its own k terms)
+    with the weight gradient summed in a fixed order (``pillm.saffu.segment_sum``), so that a
+    rerun on CUDA gives the same bits."""
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         idx, wts = ctx.saved_tensors
-        return None, None, bag_weight_grad(idx, wts, grad, ctx.n_in)
+        return None, None, segment_weight_grad(idx, wts, grad, ctx.n_in)
 
 
 class SaffuLM(nn.Module):
     """One softmax layer on sparse non-negative inputs: logits = x W (no bias: with
     ||x||_1 = 1 a bias is a column translation of W). On CUDA the product runs as one CSR
-    product and its weight gradient as ``embedding_bag``'s sorted backward
-    (``SparseRowsBagGrad``), elsewhere as ``embedding_bag`` (faster on CPU); tests/test_saffu.py
-    checks both give the same logits and gradients, tests/test_saffu_cuda.py that CUDA reruns
-    give the same bits. The price of those bits, one H100 at the paper shape, batch 1,024
-    (benchmarks/saffu_step.py): 9.54 ms a step against 6.53 with cuSPARSE's transposed product,
-    11.8 with ``embedding_bag`` both ways."""
+    product and its weight gradient as a fixed-order sum (``SparseRowsFixedOrder``), elsewhere
+    as ``embedding_bag`` (faster on CPU); tests/test_saffu.py checks both give the same logits
+    and gradients, tests/test_saffu_cuda.py that CUDA reruns give the same bits."""
 
     def __init__(self, n_in: int, vocab: int):
         super().__init__()
@@ -217,7 +217,7 @@ class SaffuLM(nn.Module):
 
     def forward(self, idx: Tensor, wts: Tensor) -> Tensor:
         if idx.device.type == "cuda":
-            return SparseRowsBagGrad.apply(idx, wts, self.weight)  # (B, V)
+            return SparseRowsFixedOrder.apply(idx, wts, self.weight)  # (B, V)
         return F.embedding_bag(idx, self.weight, per_sample_weights=wts, mode="sum")
 
 

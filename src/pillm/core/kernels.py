@@ -1,0 +1,25 @@
+"""Where the project's Triton kernels run: on CUDA tensors, and on CPU tensors under the Triton
+interpreter (``TRITON_INTERPRET=1``, for tests). Used by the fused output layer
+(``pillm.lm.fused_ce``) and SAFFU's fixed-order gradient (``pillm.saffu.segment_sum``); each
+imports its kernel module only where it runs, so a CPU job does not pay for importing Triton."""
+
+import importlib.util
+import os
+
+import torch
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+
+
+def triton_available() -> bool:
+    return HAS_TRITON
+
+
+def interpreting() -> bool:
+    """True under TRITON_INTERPRET=1 (the kernels then run on CPU tensors, for tests)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def uses_kernels(device: torch.device) -> bool:
+    """Whether Triton kernels run on tensors of this device."""
+    return HAS_TRITON and (device.type == "cuda" or interpreting())
