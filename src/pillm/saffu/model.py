@@ -179,10 +179,10 @@ class SparseRowsTimesW(torch.autograd.Function):
 
 
 def bag_weight_grad(idx: Tensor, wts: Tensor, grad: Tensor, n_in: int) -> Tensor:
-    """``X^T G`` as ``embedding_bag``'s own backward computes it: the entries sorted by input
-    (a stable sort) and each input's rows added in that order, with no atomics, so a rerun on
-    CUDA gives the same bits. (cuSPARSE's product of the transposed rows does not: two calls
-    on the same inputs differed by up to 1.8e-5, one H100, gpu_runs/2026-11-27_strict_builds.)"""
+    """``X^T G`` as ``embedding_bag``'s own backward computes it (entries sorted by input, no
+    atomics): the fixed-order gradient where the Triton kernel of ``pillm.saffu.segment_sum``
+    does not run (a CPU tensor outside the interpreter), and a comparison in
+    benchmarks/saffu_step.py (on an H100 it is slower than that kernel)."""
     b, k = idx.shape
     flat = idx.flatten()
     offset2bag = torch.arange(b * k, device=idx.device) // k
