@@ -9,7 +9,6 @@ compiled or not.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.plan import ConfigError
 from pillm.settings import TrainConfig
+from tests.triton_interpreter import run_interpreter_check
 
 ROOT = Path(__file__).resolve().parents[1]
 # small tiles so a few rows and columns give several blocks, slices to merge and masked edges
@@ -115,40 +115,8 @@ def _interpreter_check() -> None:
     print("interpreter ok")
 
 
-# A loop over run-time bounds, as the kernels have. Triton 3.6's interpreter turns such a bound
-# into an int through a 1-element array, which NumPy >= 2.4 refuses (Triton 3.9's does not).
-LOOP_PROBE = """
-import torch, triton, triton.language as tl
-@triton.jit
-def loop(out_ptr, n, STEP: tl.constexpr):
-    count = 0
-    for i in range(tl.program_id(0), n, STEP):
-        count += 1
-    tl.store(out_ptr, count)
-out = torch.zeros(1, dtype=torch.int32)
-loop[(1,)](out, 5, STEP=2)
-assert out.item() == 3, out
-"""
-INTERPRETER_LIMIT = "only 0-dimensional arrays can be converted to Python scalars"
-
-
 def test_triton_kernels_match_cross_entropy_in_the_interpreter():
-    if not fused_ce.triton_available():
-        pytest.skip("Triton is not installed (pip install triton): the kernels' interpreter "
-                    "test cannot run here; the torch path is tested above")  # fmt: skip
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PILLM_FUSED_CE_BLOCKS": INTERPRETER_BLOCKS}
-    probe = subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
-    if probe.returncode and INTERPRETER_LIMIT in probe.stderr:
-        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot run a loop over run-time "
-                    f"bounds with NumPy {np.__version__} ({INTERPRETER_LIMIT}; Triton 3.9 can): "
-                    "the kernels run compiled in the GPU tests below")  # fmt: skip
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    code = "from tests.test_fused_ce import _interpreter_check; _interpreter_check()"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "interpreter ok" in out.stdout
+    run_interpreter_check("tests.test_fused_ce", PILLM_FUSED_CE_BLOCKS=INTERPRETER_BLOCKS)
 
 
 def _compile_for_hopper(kernel, dtype: str, constexprs: dict, warps: int, stages: int):

@@ -2,22 +2,14 @@
 embedding_bag's, its Triton kernel in the interpreter (CPU), and bit-for-bit reruns on a GPU.
 Its own module, without polars, so the GPU host (no polars) can run it."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from pillm.core.kernels import triton_available, uses_kernels
+from pillm.core.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM
 from pillm.saffu.segment_sum import chunk_table, segment_weight_grad
-from tests.test_fused_ce import INTERPRETER_LIMIT, LOOP_PROBE
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.triton_interpreter import run_interpreter_check
 
 
 def test_chunk_table_cuts_long_inputs_and_keeps_empty_ones():
@@ -51,21 +43,7 @@ def _interpreter_check() -> None:
 
 
 def test_fixed_order_kernel_matches_embedding_bag_in_the_interpreter():
-    if not triton_available():
-        pytest.skip("Triton is not installed (pip install triton): the kernel's interpreter "
-                    "test cannot run here; the CUDA test below runs it compiled")  # fmt: skip
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    probe = subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
-    if probe.returncode and INTERPRETER_LIMIT in probe.stderr:
-        pytest.skip(f"this Triton's interpreter cannot run a loop over run-time bounds with "
-                    f"NumPy {np.__version__} ({INTERPRETER_LIMIT}; Triton 3.9 can): the kernel "
-                    "runs compiled in the CUDA test below")  # fmt: skip
-    code = "from tests.test_saffu_cuda import _interpreter_check; _interpreter_check()"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "interpreter ok" in out.stdout
+    run_interpreter_check("tests.test_saffu_cuda")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
