@@ -41,6 +41,7 @@ from pillm.generative.flow import (
     fit_pil_flow,
     flow_heldout_mse,
 )
+from pillm.generative.run import warm_up_solvers
 
 
 def reset_peak(device: str) -> None:
@@ -97,6 +98,7 @@ def run(args) -> dict:
     n = len(x)
 
     # ---- flow matching
+    warm_up_solvers(device)  # as the pipeline's PIL jobs: no library start-up in the first fit
     rows = {}
     for ppi in (1, args.pairs_per_image):
         reset_peak(device)
