@@ -118,6 +118,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
+    if a.scale > 1 and a.n_train == 0:
+        ap.error("--scale needs --n-train > 0: --n-train 0 fits every train row not in --n-dev, "
+                 "so there are no more rows to scale to (pass --scale 1)")  # fmt: skip
     if a.threads:
         torch.set_num_threads(a.threads)
     device = resolve_device(a.device)

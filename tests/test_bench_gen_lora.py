@@ -156,4 +156,6 @@ def test_lora_speed_bad_model_options_fail_naming_them(shared_data, tmp_path):
     assert proc.returncode != 0 and "unknown lora model 'nope-s0'" in proc.stderr
     proc = _run([LORA, "--model", "pillm", "--checkpoint", tmp_path / "model.pt", *common])
     assert proc.returncode != 0 and "needs --checkpoint and --tokenizer" in proc.stderr
+    proc = _run([LORA, "--model", "pillm", "--n-train", "0", "--scale", "4", *common])
+    assert proc.returncode != 0 and "--scale needs --n-train > 0" in proc.stderr
     assert not out.exists()
