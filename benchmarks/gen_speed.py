@@ -182,6 +182,9 @@ def report(res: dict) -> str:
         f"{full['peak_mb']:.0f} MiB (ratio {full['peak_mb'] / one['peak_mb']:.2f}), "
         f"fit {one['seconds']:.2f} s vs {full['seconds']:.2f} s"
     )
+    if res["device"] == "cpu":  # ru_maxrss only grows: a later figure includes the earlier ones
+        lines.append("CPU: MiB figures are the process's peak resident memory so far, not each "
+                     "fit's own (only CUDA counts each fit's peak)")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -68,6 +68,7 @@ def test_gen_speed_tiny_mnist_on_cpu(shared_data, tmp_path):
     assert f"mnist on cpu: {n_fit} images, width 16" in proc.stdout
     assert f"PIL flow streaming: {n_fit} pairs" in proc.stdout
     assert f"{ppi * n_fit} pairs" in proc.stdout
+    assert "CPU: MiB figures are the process's peak resident memory so far" in proc.stdout
 
 
 def test_gen_speed_bad_data_and_dataset_fail_naming_them(tmp_path):
