@@ -23,6 +23,7 @@ try:
 except ImportError:  # the tests that need it say so
     triton = None
 
+from pillm.core.kernels import interpreting, triton_available, uses_kernels
 from pillm.lm import fused_ce
 from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
 from pillm.lm.train_step import StepOptions, TrainStep
@@ -74,7 +75,7 @@ def _check(h, w, y, dtype, upstream: float = 2.5) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_torch_path_matches_cross_entropy(dtype):
-    assert not fused_ce.uses_kernels(torch.device("cpu")) or fused_ce.interpreting()
+    assert not uses_kernels(torch.device("cpu")) or interpreting()
     _check(*_case(70, 300, 40, seed=0), dtype)
 
 
@@ -105,7 +106,7 @@ def test_bad_input_is_named():
 
 def _interpreter_check() -> None:
     """Run by the subprocess below (TRITON_INTERPRET=1): the Triton kernels on CPU tensors."""
-    assert fused_ce.uses_kernels(torch.device("cpu")), "the interpreter did not engage"
+    assert uses_kernels(torch.device("cpu")), "the interpreter did not engage"
     # ragged tiles and a width not a power of 2; slices of the vocabulary and of the rows;
     # whole tiles only (the unmasked loads)
     for n, v, d in ((45, 300, 40), (70, 60, 24), (64, 128, 32)):
@@ -141,7 +142,7 @@ def test_kernels_compile_for_an_h100():
     """Ahead of time, no GPU needed: the default bf16 tiles of both kernels (and their masked
     forms) build for sm_90 with Hopper's tensor-core instructions, within its 227 KiB of shared
     memory per block. (float32 operands, the tests' exact mode, build for minutes: not here.)"""
-    if not fused_ce.triton_available():
+    if not triton_available():
         pytest.skip("Triton is not installed: the kernels cannot be compiled here")
     from pillm.lm import fused_ce_kernels
 
@@ -165,7 +166,7 @@ def test_kernels_compile_for_an_h100():
 def test_triton_kernels_on_gpu_at_the_paper_width():
     """bf16 (the trainer's dtype), d = 256, vocabulary 50,304, a batch of 32 x 128 tokens and a
     ragged one; float32 exactness is the interpreter test's."""
-    assert fused_ce.uses_kernels(torch.device("cuda"))
+    assert uses_kernels(torch.device("cuda"))
     for n in (4096, 1000):
         _check(*_case(n, 50304, 256, seed=n, device="cuda"), torch.bfloat16)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from pillm.core.kernels import interpreting, triton_available, uses_kernels  # noqa: F401
+from pillm.core.kernels import interpreting, uses_kernels
 from pillm.lm.linear_ce import loss_and_grads
 
 
