@@ -16,11 +16,14 @@ def test_chunk_table_cuts_long_inputs_and_keeps_empty_ones():
     """Inputs of 0, 3, 9 and 4 entries, chunks of 4: three written in one chunk (the empty one
     writes zeros), the 9 in chunks of 4, 4 and 1, merged back in that order."""
     crow = torch.tensor([0, 0, 3, 12, 16])
-    o_start, o_end, o_dest, c_start, c_end, m_first, m_last, m_dest = chunk_table(crow, 4)
-    assert o_dest.tolist() == [0, 1, 3]
-    assert list(zip(o_start.tolist(), o_end.tolist(), strict=True)) == [(0, 0), (0, 3), (12, 16)]
-    assert list(zip(c_start.tolist(), c_end.tolist(), strict=True)) == [(3, 7), (7, 11), (11, 12)]
-    assert (m_first.tolist(), m_last.tolist(), m_dest.tolist()) == ([0], [3], [2])
+    direct, parts, merge = chunk_table(crow, 4)
+
+    def ranges(c):
+        return list(zip(c.start.tolist(), c.end.tolist(), c.dest.tolist(), strict=True))
+
+    assert ranges(direct) == [(0, 0, 0), (0, 3, 1), (12, 16, 3)]
+    assert ranges(parts) == [(3, 7, 0), (7, 11, 1), (11, 12, 2)]
+    assert ranges(merge) == [(0, 3, 2)]  # partial rows 0-2, in order, into input 2's row
 
 
 def _interpreter_check() -> None:

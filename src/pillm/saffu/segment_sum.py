@@ -19,6 +19,8 @@ same values come from ``embedding_bag``'s backward.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -28,10 +30,24 @@ CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
 
 
-def chunk_table(crow: Tensor, chunk: int) -> tuple[Tensor, ...]:
-    """From CSR offsets (n_in + 1): (start, end, dest) of the inputs written in one chunk,
-    (start, end) of the chunks of longer inputs (their partial rows are numbered in order),
-    and (first, last, dest) of those inputs' partial rows for the merge."""
+@dataclass(frozen=True)
+class Chunks:
+    """Programs of ``weighted_rows_kernel``: chunk c adds entries ``start[c]`` to ``end[c]``
+    (exclusive) into row ``dest[c]`` of its output."""
+
+    start: Tensor
+    end: Tensor
+    dest: Tensor
+
+    def __len__(self) -> int:
+        return self.start.numel()
+
+
+def chunk_table(crow: Tensor, chunk: int) -> tuple[Chunks, Chunks, Chunks]:
+    """From CSR offsets (n_in + 1): ``direct``, the inputs of at most ``chunk`` entries (an
+    empty one writes a zero row), into the gradient; ``parts``, the chunks of the longer
+    inputs, into partial rows numbered in order; ``merge``, per longer input, the range of its
+    partial rows, into the gradient."""
     lengths = crow[1:] - crow[:-1]
     n_chunks = torch.clamp((lengths + chunk - 1) // chunk, min=1)
     multi = n_chunks > 1
@@ -41,9 +57,25 @@ def chunk_table(crow: Tensor, chunk: int) -> tuple[Tensor, ...]:
     seg = torch.repeat_interleave(long, counts)
     first = torch.cumsum(counts, 0) - counts
     j = torch.arange(seg.numel(), device=crow.device) - torch.repeat_interleave(first, counts)
-    c_start = crow[seg] + j * chunk
-    c_end = torch.minimum(c_start + chunk, crow[seg + 1])
-    return crow[one], crow[one + 1], one, c_start, c_end, first, first + counts, long
+    part_start = crow[seg] + j * chunk
+    part_end = torch.minimum(part_start + chunk, crow[seg + 1])
+    slots = torch.arange(seg.numel(), device=crow.device)
+    return (
+        Chunks(crow[one], crow[one + 1], one),
+        Chunks(part_start, part_end, slots),
+        Chunks(first, first + counts, long),
+    )
+
+
+def _launch(src: Tensor, rows: Tensor, vals: Tensor, chunks: Chunks, out: Tensor) -> None:
+    """out[dest] = Σ vals[e] · src[rows[e]] over each chunk's entries, all columns."""
+    from pillm.saffu.segment_kernels import weighted_rows_kernel
+
+    if len(chunks):
+        v = src.shape[1]
+        weighted_rows_kernel[(len(chunks), -(-v // BLOCK_V))](
+            src, rows, vals, chunks.start, chunks.end, chunks.dest, out, v, BV=BLOCK_V
+        )
 
 
 def segment_weight_grad(
@@ -54,31 +86,19 @@ def segment_weight_grad(
         from pillm.saffu.model import bag_weight_grad
 
         return bag_weight_grad(idx, wts, grad, n_in)
-    from pillm.saffu.segment_kernels import weighted_rows_kernel
-
-    b, k = idx.shape
-    v = grad.shape[1]
+    k = idx.shape[1]
     g = grad.float().contiguous()
     flat = idx.flatten()
-    order = torch.argsort(flat, stable=True)
+    order = torch.argsort(flat, stable=True)  # equal inputs keep their row order
     rows, vals = order // k, wts.flatten()[order].float().contiguous()
     crow = torch.zeros(n_in + 1, dtype=torch.long, device=idx.device)
     crow[1:] = torch.bincount(flat, minlength=n_in).cumsum(0)
-    o_start, o_end, o_dest, c_start, c_end, m_first, m_last, m_dest = chunk_table(crow, chunk)
-    out = torch.empty(n_in, v, dtype=torch.float32, device=grad.device)
-    blocks = -(-v // BLOCK_V)
-    if o_start.numel():
-        weighted_rows_kernel[(o_start.numel(), blocks)](
-            g, rows, vals, o_start, o_end, o_dest, out, v, BV=BLOCK_V
-        )
-    if c_start.numel():
-        partial = torch.empty(c_start.numel(), v, dtype=torch.float32, device=grad.device)
-        slots = torch.arange(c_start.numel(), device=grad.device)
-        weighted_rows_kernel[(c_start.numel(), blocks)](
-            g, rows, vals, c_start, c_end, slots, partial, v, BV=BLOCK_V
-        )
-        ones = torch.ones(c_start.numel(), dtype=torch.float32, device=grad.device)
-        weighted_rows_kernel[(m_first.numel(), blocks)](
-            partial, slots, ones, m_first, m_last, m_dest, out, v, BV=BLOCK_V
-        )
+    direct, parts, merge = chunk_table(crow, chunk)
+    out = torch.empty(n_in, g.shape[1], dtype=torch.float32, device=g.device)
+    _launch(g, rows, vals, direct, out)
+    if len(parts):
+        partial = torch.empty(len(parts), g.shape[1], dtype=torch.float32, device=g.device)
+        _launch(g, rows, vals, parts, partial)
+        ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
+        _launch(partial, parts.dest, ones, merge, out)  # the partial rows in chunk order
     return out
