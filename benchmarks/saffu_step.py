@@ -27,12 +27,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import kernel_profile  # noqa: E402
-from pillm.saffu.model import (  # noqa: E402
-    SaffuLM,
-    SparseRowsFixedOrder,
-    SparseRowsTimesW,
-    bag_weight_grad,
-)
+from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
+from pillm.saffu.segment_sum import bag_weight_grad  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:

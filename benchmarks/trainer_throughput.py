@@ -215,9 +215,8 @@ def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mod
     model.loss_fn = loss_fn
     opt = ref_optimizer(model, train_cfg, device)
     # Static shapes, as ours (train_step.py): otherwise the held-out pass's other batch size
-    # makes Dynamo recompile for dynamic shapes, and its profile of them carries over to later
-    # runs in this process (one H100: the reference at batch 32 ran 229-242k tokens/s after the
-    # batch-256 runs against 455-472k first in a process; at 256 its rounds gave 2.08/1.57/1.80M).
+    # makes Dynamo recompile the model for dynamic shapes. One H100, fresh processes: 506-531k
+    # tokens/s at batch 32, against 455-472k before (gpu_runs/2026-11-27_strict_builds).
     fwd = (model if compile_mode == "none"
            else torch.compile(model, backend=compile_mode, dynamic=False))  # fmt: skip
     amp = torch.bfloat16 if device.startswith("cuda") else None
@@ -477,9 +476,7 @@ def main() -> None:
             if device.startswith("cuda") else None,
         }  # fmt: skip
         report["runs"].append(row)
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(report, indent=1))
+        save(report, args.out)
         print(f"done: batch {B}: {name}: {timings['tokens_per_s']:,.0f} tokens/s",
               file=sys.stderr, flush=True)  # fmt: skip
 
@@ -531,6 +528,13 @@ def main() -> None:
         print_table(report)
 
 
+def save(report: dict, path: str | None) -> None:
+    """Write the results so far as JSON (--out), if asked."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report, indent=1))
+
+
 def child_argv(argv: list[str], drop: set[str]) -> list[str]:
     """``argv`` without the options in ``drop`` (given as '--opt value' or '--opt=value')."""
     kept, skip = [], False
@@ -571,9 +575,7 @@ def run_isolated(args, units: list[tuple[int, int]], report: dict) -> None:
                 child = json.loads(out.read_text())
                 report["runs"] += [{**row, "round": round_} for row in child["runs"]]
                 report["skipped"] |= child["skipped"]
-                if args.out:
-                    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                    Path(args.out).write_text(json.dumps(report, indent=1))
+                save(report, args.out)
     finally:
         print_table(report)
 

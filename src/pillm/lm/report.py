@@ -91,7 +91,7 @@ def gpu_determinism(enabled: bool) -> str:
     varying = ("atomics in backward passes add in a varying order, so a rerun can give a "
                "slightly different model and claims whose intervals lie near zero can change "
                "verdict between builds")  # fmt: skip
-    # Not this setting's: SAFFU's gradient is always summed in a fixed order (pillm.saffu.model).
+    # Not this setting's: SAFFU's gradient is always summed in a fixed order (saffu.segment_sum).
     saffu = ("SAFFU's sparse weight gradient is summed in a fixed order on a GPU either way "
              "(a test reruns it and requires the same bits).")  # fmt: skip
     if not enabled:

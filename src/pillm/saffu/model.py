@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pillm.saffu.segment_sum import segment_weight_grad
+from pillm.saffu.segment_sum import by_input, segment_weight_grad
 
 AGGREGATIONS = ("sum", "cat")
 # torch calls its sparse CSR layout beta; the two products used here are tested against
@@ -150,14 +150,8 @@ def csr_rows(idx: Tensor, wts: Tensor, n_in: int) -> Tensor:
 
 def csr_columns(idx: Tensor, wts: Tensor, n_in: int) -> Tensor:
     """The transpose of ``csr_rows`` (n_in, B), built directly: entries sorted by input."""
-    b, k = idx.shape
-    flat = idx.flatten()
-    order = torch.argsort(flat, stable=True)
-    crow = torch.zeros(n_in + 1, dtype=flat.dtype, device=idx.device)
-    crow[1:] = torch.bincount(flat, minlength=n_in).cumsum(0)
-    return torch.sparse_csr_tensor(
-        crow, order // k, wts.flatten()[order], (n_in, b), check_invariants=False
-    )
+    crow, rows, vals = by_input(idx, wts, n_in)
+    return torch.sparse_csr_tensor(crow, rows, vals, (n_in, idx.shape[0]), check_invariants=False)
 
 
 class SparseRowsTimesW(torch.autograd.Function):
@@ -176,21 +170,6 @@ class SparseRowsTimesW(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         idx, wts = ctx.saved_tensors
         return None, None, csr_columns(idx, wts, ctx.n_in) @ grad.contiguous()
-
-
-def bag_weight_grad(idx: Tensor, wts: Tensor, grad: Tensor, n_in: int) -> Tensor:
-    """``X^T G`` as ``embedding_bag``'s own backward computes it (entries sorted by input, no
-    atomics): the fixed-order gradient where the Triton kernel of ``pillm.saffu.segment_sum``
-    does not run (a CPU tensor outside the interpreter), and a comparison in
-    benchmarks/saffu_step.py (on an H100 it is slower than that kernel)."""
-    b, k = idx.shape
-    flat = idx.flatten()
-    offset2bag = torch.arange(b * k, device=idx.device) // k
-    bag_size = torch.full((b,), k, dtype=flat.dtype, device=idx.device)
-    return torch.ops.aten._embedding_bag_dense_backward(
-        grad.contiguous(), flat, offset2bag, bag_size, flat.new_empty(0), n_in, False, 0,
-        wts.flatten(), -1,
-    )  # fmt: skip
 
 
 class SparseRowsFixedOrder(SparseRowsTimesW):

@@ -30,6 +30,32 @@ CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
 
 
+def by_input(idx: Tensor, wts: Tensor, n_in: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The rows' entries sorted by input, as CSR of the transpose: offsets (n_in + 1), each
+    entry's row and weight. The sort is stable, so an input's entries keep their row order."""
+    k = idx.shape[1]
+    flat = idx.flatten()
+    order = torch.argsort(flat, stable=True)
+    crow = torch.zeros(n_in + 1, dtype=flat.dtype, device=idx.device)
+    crow[1:] = torch.bincount(flat, minlength=n_in).cumsum(0)
+    return crow, order // k, wts.flatten()[order]
+
+
+def bag_weight_grad(idx: Tensor, wts: Tensor, grad: Tensor, n_in: int) -> Tensor:
+    """``X^T G`` as ``embedding_bag``'s own backward computes it (entries sorted by input, no
+    atomics): the fixed-order gradient where the kernel does not run (a CPU tensor outside the
+    interpreter), and a comparison in benchmarks/saffu_step.py (on an H100 it is slower than
+    the kernel)."""
+    b, k = idx.shape
+    flat = idx.flatten()
+    offset2bag = torch.arange(b * k, device=idx.device) // k
+    bag_size = torch.full((b,), k, dtype=flat.dtype, device=idx.device)
+    return torch.ops.aten._embedding_bag_dense_backward(
+        grad.contiguous(), flat, offset2bag, bag_size, flat.new_empty(0), n_in, False, 0,
+        wts.flatten(), -1,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Chunks:
     """Programs of ``weighted_rows_kernel``: chunk c adds entries ``start[c]`` to ``end[c]``
@@ -83,16 +109,10 @@ def segment_weight_grad(
 ) -> Tensor:
     """``X^T G`` (n_in, V) in float32, summed in a fixed order (see the module docstring)."""
     if not uses_kernels(grad.device):
-        from pillm.saffu.model import bag_weight_grad
-
         return bag_weight_grad(idx, wts, grad, n_in)
-    k = idx.shape[1]
     g = grad.float().contiguous()
-    flat = idx.flatten()
-    order = torch.argsort(flat, stable=True)  # equal inputs keep their row order
-    rows, vals = order // k, wts.flatten()[order].float().contiguous()
-    crow = torch.zeros(n_in + 1, dtype=torch.long, device=idx.device)
-    crow[1:] = torch.bincount(flat, minlength=n_in).cumsum(0)
+    crow, rows, vals = by_input(idx, wts, n_in)
+    vals = vals.float().contiguous()
     direct, parts, merge = chunk_table(crow, chunk)
     out = torch.empty(n_in, g.shape[1], dtype=torch.float32, device=g.device)
     _launch(g, rows, vals, direct, out)
