@@ -53,7 +53,9 @@ if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $
 # the SST-2 jobs, ready at 77 s, waited until 166 s (logs of 2026-11-26_h100_paper_build_2).
 GPU_JOBS=${GPU_JOBS:-6}
 # Where the time goes: the GPU's busy share and memory each second, the host's load every 5 s.
-nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader \
+# "Busy" only says some kernel ran; the power draw tells a full GPU from one running tiny kernels.
+nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \
+  --format=csv,noheader \
   -l 1 >>"$OUT/gpu_util.csv" 2>/dev/null &
 SAMPLER=$!
 (while sleep 5; do echo "$(date +%T) $(cut -d' ' -f1-4 /proc/loadavg)"; done >>"$OUT/loadavg.txt") &

@@ -10,6 +10,7 @@ from PIL import Image
 
 from pillm.data.files import DataError
 from pillm.data.images import (
+    decode_images,
     from_hf_dataset,
     load_images,
     load_images_hub,
@@ -56,6 +57,22 @@ def test_cifar10_is_flattened_channel_first(shared_data):
     rgb = np.asarray(Image.open(io.BytesIO(blob)).convert("RGB"), dtype=np.float32)  # (H, W, C)
     expected = torch.from_numpy(rgb.transpose(2, 0, 1) / 127.5 - 1.0)
     assert torch.equal(d.x[0].reshape(3, 32, 32), expected)
+
+
+def test_decoding_in_worker_processes_gives_the_same_images(shared_data):
+    one = load_images("cifar10", "test", "local", shared_data, limit=203, subset_seed=1)
+    three = load_images("cifar10", "test", "local", shared_data, 203, 1, workers=3)
+    assert torch.equal(three.x, one.x) and torch.equal(three.labels, one.labels)
+
+
+def test_a_wrong_size_is_reported_with_the_image_number_from_any_worker():
+    blobs = []
+    for size in [(4, 4)] * 9 + [(5, 4)] + [(4, 4)] * 2:
+        buf = io.BytesIO()
+        Image.new("L", size).save(buf, format="PNG")
+        blobs.append(buf.getvalue())
+    with pytest.raises(DataError, match=r"image 9 has size \(4, 5\)"):
+        decode_images(blobs, (1, 4, 4), workers=3)
 
 
 def test_random_subset_is_seeded_and_covers_classes_of_a_label_sorted_file(shared_data):

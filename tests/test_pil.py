@@ -10,6 +10,8 @@ from pillm.lm.pil import (
     search_grid,
     solve_all_layers,
     step_grid,
+    stream_to_ffn,
+    target_functional_gradient,
     target_residual,
 )
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
@@ -67,6 +69,21 @@ def test_residual_target_leaves_the_attention_only_model_unchanged():
     solve_all_layers(model, target_residual, tokens(), tokens(seed=2), CFG, "cpu")
     x = tokens(16, seed=3)[None]
     torch.testing.assert_close(model(x)[0], base(x)[0])
+
+
+def test_functional_gradient_in_chunks_equals_one_pass(monkeypatch):
+    """A batch larger than the logits bound is cut into sequences; the target is unchanged."""
+    import pillm.lm.pil as pil
+
+    model = tiny(use_ffn=True)
+    model.eval()
+    idx, nxt = tokens(16 * 6, seed=4).view(6, 16), tokens(16 * 6, seed=5).view(6, 16)
+    x, u = stream_to_ffn(model, idx, 1)
+    whole = target_functional_gradient(model, 1, x, u, nxt)  # 6 x 16 x 50 logits: one chunk
+    monkeypatch.setattr(pil, "FGRAD_CHUNK_LOGITS", 2 * 16 * 50)  # two sequences a chunk
+    chunked = target_functional_gradient(model, 1, x, u, nxt)
+    assert whole.shape == x.shape and whole.abs().amax() > 0
+    torch.testing.assert_close(chunked, whole, atol=1e-7, rtol=1e-6)
 
 
 def test_checkpoint_round_trip_rebuilds_a_solved_model(tmp_path):

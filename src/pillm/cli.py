@@ -218,7 +218,8 @@ COMMANDS: tuple[Command, ...] = (
         "gen-images", "pillm.generative.run:prepare_images",
         "decode an image dataset's splits into one uint8 .npz",
         (req("--dataset"), js("--data", "the config's data section"), req("--out")),
-        ("dataset", "data", "out"),
+        ("dataset", "data", "out", "threads"),
+        threads=True,
     ),
     Command(
         "gen-classifier", "pillm.generative.run:classifier_job",

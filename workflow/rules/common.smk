@@ -43,9 +43,10 @@ def generated(path):
 if estimate.device_kind() == "cpu":
     workflow.global_resources["gpu"] = 1_000_000
 # GPU memory (MiB) one job may take at the paper scale, per GPU rule: the peak_memory_mb the H100
-# paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, the functional-gradient solve 26.9 GB,
-# SAFFU 9.6 GB, generative 5.7 GB, probe 3.9 GB, SST-2 3.1 GB; the generative AdamW arms and grid
-# runs <= 1.9 GB in the builds of 2026-11-27, so they declare less than the PIL fits), rounded
+# paper build of 2026-11-26 recorded (LM runs <= 4.7 GB, SAFFU 9.6 GB, generative 5.7 GB, probe
+# 3.9 GB, SST-2 3.1 GB; the generative AdamW arms and grid runs <= 1.9 GB in the builds of
+# 2026-11-27, so they declare less than the PIL fits; the functional-gradient LM solve, 26.9 GB
+# then, takes its logits a few sequences at a time since: pillm.lm.pil), rounded
 # up for the CUDA context and the allocator's cache. Jobs that would not fit beside each other
 # wait instead of failing with "CUDA out of memory" (sharing one H100 twelve ways did); the
 # budget is the visible GPUs' memory unless --resources gpu_mem_mb=N sets it; on CPU it limits
@@ -55,7 +56,7 @@ if estimate.device_kind() == "cpu":
 # at most 3.9 GB, and at 6 GB declared 3 jobs failed out of memory (run F of 2026-11-27). Each run's
 # memory is now handed back after it (pillm.lm.run.run_many; before, the allocated peak grew by
 # ~0.3 GB a run): the baseline's 5 seeds alone then peaked at 6.0 GiB in nvidia-smi.
-GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 30000, "lm_extras": 4000, "sensitivity_run": 8000,
+GPU_MEM_MB = {"run_lm": 8000, "lm_extras": 4000, "sensitivity_run": 8000,
               "probe": 6000, "generative": 8000, "generative_adamw": 3000, "gen_classifier": 3000,
               "gen_lr_run": 3000, "lora": 5000, "saffu": 12000}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
@@ -176,16 +177,21 @@ def benchfile(path):
 DEVICE = config["device"]
 
 
+# MPS's below-normal client priority (see gpu_shell).
+MPS_BELOW_NORMAL = "CUDA_MPS_CLIENT_PRIORITY=1 "
+
+
 def gpu_shell(command, bulk=False):
     """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
     PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.core.gpu_slots) the memory it declared.
 
-    bulk: the job's kernels are large and fill the GPU (generative fits, SAFFU). Where jobs
+    bulk: the job's kernels are large and fill the GPU (PIL generative fits, SAFFU). Where jobs
     share a GPU through CUDA MPS, such a job runs at MPS's below-normal client priority, so the
-    small kernels of the latency-bound jobs (LM training, whose steps are chains of tiny kernels)
-    are not queued behind its blocks; without MPS the variable does nothing.
+    small kernels of the latency-bound jobs (LM training, the generative AdamW arms, whose steps
+    are chains of small kernels) are not queued behind its blocks; without MPS the variable does
+    nothing. A rule whose jobs differ passes its ``{params.mps}`` (MPS_BELOW_NORMAL or "").
     """
-    priority = "CUDA_MPS_CLIENT_PRIORITY=1 " if bulk else ""
+    priority = MPS_BELOW_NORMAL if bulk is True else (bulk or "")
     return (
         f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
         " --device {params.device} --threads {threads} > {log} 2>&1"

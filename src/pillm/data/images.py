@@ -78,8 +78,33 @@ def _check_split_limit(split: str, limit: int | None) -> None:
         raise DataError(f"limit must be a positive number of images or None, got {limit}")
 
 
-def decode_images(blobs: list[bytes], shape: tuple[int, int, int]) -> torch.Tensor:
-    """PNG/JPEG bytes -> (n, C·H·W) float32 in [-1, 1], flattened channel-first."""
+def decode_images(
+    blobs: list[bytes], shape: tuple[int, int, int], workers: int = 1
+) -> torch.Tensor:
+    """PNG/JPEG bytes -> (n, C·H·W) float32 in [-1, 1], flattened channel-first.
+
+    ``workers`` > 1 decodes slices in that many forked processes (PIL's per-image Python
+    dominates: 60,000 CIFAR-10 JPEGs took 12 s in one process); the bytes decoded are the same.
+    """
+    c, h, w = shape
+    if workers > 1 and len(blobs) >= 4 * workers:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        per = math.ceil(len(blobs) / workers)
+        parts = [blobs[i : i + per] for i in range(0, len(blobs), per)]
+        fork = multiprocessing.get_context("fork")  # no re-import of torch in each worker
+        with ProcessPoolExecutor(len(parts), mp_context=fork) as pool:
+            starts = range(0, len(blobs), per)
+            out = np.concatenate(list(pool.map(_decode_uint8, parts, [shape] * len(parts), starts)))
+    else:
+        out = _decode_uint8(blobs, shape)
+    x = torch.from_numpy(out.reshape(len(blobs), -1)).float()
+    return x / 127.5 - 1.0
+
+
+def _decode_uint8(blobs: list[bytes], shape: tuple[int, int, int], first: int = 0) -> np.ndarray:
+    """(n, C, H, W) uint8 of the images; ``first``: the first one's number (error messages)."""
     from PIL import Image
 
     c, h, w = shape
@@ -89,10 +114,9 @@ def decode_images(blobs: list[bytes], shape: tuple[int, int, int]) -> torch.Tens
         with Image.open(io.BytesIO(blob)) as im:
             a = np.asarray(im.convert(mode))  # (H, W) or (H, W, C)
         if a.shape[:2] != (h, w):
-            raise DataError(f"image {i} has size {a.shape[:2]}, expected {(h, w)}")
+            raise DataError(f"image {first + i} has size {a.shape[:2]}, expected {(h, w)}")
         out[i] = a[None] if c == 1 else a.transpose(2, 0, 1)
-    x = torch.from_numpy(out.reshape(len(blobs), -1)).float()
-    return x / 127.5 - 1.0
+    return out
 
 
 def subset_rows(n: int, limit: int | None, subset_seed: int | None) -> np.ndarray:
@@ -104,12 +128,12 @@ def subset_rows(n: int, limit: int | None, subset_seed: int | None) -> np.ndarra
     return np.sort(np.random.default_rng(subset_seed).choice(n, size=limit, replace=False))
 
 
-def _build(table, spec: ImageSpec, rows: np.ndarray, meta: dict) -> ImageData:
+def _build(table, spec: ImageSpec, rows: np.ndarray, meta: dict, workers: int = 1) -> ImageData:
     table = table.take(rows)
     blobs = [r["bytes"] for r in table.column(spec.image_column).to_pylist()]
     labels = torch.tensor(table.column("label").to_pylist(), dtype=torch.int64)
     index = torch.from_numpy(rows.astype(np.int64))
-    return ImageData(decode_images(blobs, spec.shape), labels, spec.shape, index, meta)
+    return ImageData(decode_images(blobs, spec.shape, workers), labels, spec.shape, index, meta)
 
 
 def load_images_local(
@@ -118,6 +142,7 @@ def load_images_local(
     local_dir: str | os.PathLike,
     limit: int | None = None,
     subset_seed: int | None = 0,
+    workers: int = 1,
 ) -> ImageData:
     """Read ``<local_dir>/<name>/<split>.parquet`` after verifying it against SHA256SUMS."""
     import pyarrow.parquet as pq
@@ -131,11 +156,11 @@ def load_images_local(
     rows = subset_rows(table.num_rows, limit, subset_seed)
     meta = {"source": "local", "dataset": name, "split": split, "file": rel, "sha256": digest}
     meta.update(limit=limit, subset_seed=subset_seed, n_split=table.num_rows)
-    return _build(table, spec, rows, meta)
+    return _build(table, spec, rows, meta, workers)
 
 
 def load_images_hub(
-    name: str, split: str, limit: int | None = None, subset_seed: int | None = 0
+    name: str, split: str, limit: int | None = None, subset_seed: int | None = 0, workers: int = 1
 ) -> ImageData:
     """``datasets.load_dataset(repo, split=..., revision=<pinned>)``; offline, a DataError."""
     spec = _spec(name)
@@ -145,13 +170,13 @@ def load_images_hub(
 
     what = f"{hub.repo_id!r} (it is {spec.local_dir}/{{train,test}}.parquet in the mirror)"
     ds = hub_call(what, datasets.load_dataset, hub.repo_id, split=split, revision=hub.revision)
-    data = from_hf_dataset(ds, name, limit, subset_seed)
+    data = from_hf_dataset(ds, name, limit, subset_seed, workers)
     data.meta.update(source="hub", split=split, hub_id=hub.repo_id, revision=hub.revision)
     return data
 
 
 def from_hf_dataset(
-    ds, name: str, limit: int | None = None, subset_seed: int | None = 0
+    ds, name: str, limit: int | None = None, subset_seed: int | None = 0, workers: int = 1
 ) -> ImageData:
     """A ``datasets.Dataset`` with the spec's image column and ``label`` -> ImageData.
 
@@ -164,7 +189,7 @@ def from_hf_dataset(
     rows = subset_rows(len(ds), limit, subset_seed)
     meta = {"dataset": name, "fingerprint": ds._fingerprint, "n_split": len(ds)}
     meta.update(limit=limit, subset_seed=subset_seed)
-    return _build(ds.with_format("arrow")[:], spec, rows, meta)
+    return _build(ds.with_format("arrow")[:], spec, rows, meta, workers)
 
 
 def load_images(
@@ -174,17 +199,19 @@ def load_images(
     local_dir: str | os.PathLike | None = None,
     limit: int | None = None,
     subset_seed: int | None = 0,
+    workers: int = 1,
 ) -> ImageData:
     """Load ``limit`` images (all when None) of ``name``'s ``split`` from ``source``.
 
     ``subset_seed``: seed of the uniformly random subset; None takes the first ``limit`` rows.
+    ``workers``: processes that decode the images (``decode_images``).
     """
     source, local_dir = resolve_source(source, local_dir)
     if source == "local":
         if local_dir is None:
             raise DataError("data.source is 'local' but data.local_dir is not set")
-        return load_images_local(name, split, local_dir, limit, subset_seed)
-    return load_images_hub(name, split, limit, subset_seed)
+        return load_images_local(name, split, local_dir, limit, subset_seed, workers)
+    return load_images_hub(name, split, limit, subset_seed, workers)
 
 
 def to_uint8_images(x: torch.Tensor, shape: tuple[int, int, int]) -> np.ndarray:

@@ -70,15 +70,16 @@ from pillm.settings import ClassifierJobConfig, DataConfig, GenerativeConfig
 # ------------------------------------------------------------------------------------ data
 
 
-def prepare_images(dataset: str, data: dict, out_path: str) -> None:
+def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) -> None:
     """Decode both splits once (local mirror, checksum-verified, or hub) into one uint8 .npz that
     every job of the dataset reads: the decode costs seconds, the read milliseconds.
 
-    ``data`` is the config's data section (a dict, checked here once)."""
+    ``data`` is the config's data section (a dict, checked here once); ``threads``: processes
+    that decode (0: one). Every GPU job of the dataset waits for this one."""
     source = DataConfig.from_dict(data, "data")
     arrays, meta = {}, {}
     for split in ("train", "test"):
-        d = load_images(dataset, split, source.source, source.local_dir, None, None)
+        d = load_images(dataset, split, source.source, source.local_dir, None, None, threads or 1)
         arrays[f"{split}_x"] = ((d.x + 1) * 127.5).round().to(torch.uint8).numpy()
         arrays[f"{split}_y"] = d.labels.numpy()
         meta[split] = {k: v for k, v in d.meta.items() if isinstance(v, str | int)}

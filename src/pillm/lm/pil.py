@@ -81,14 +81,26 @@ def make_distill_target(teacher: GPT) -> Target:
     return target
 
 
+# Logits (and their softmax and gradient) per functional-gradient chunk: 2**28 float32 entries
+# (1 GiB each). A whole paper batch (256 x 128 tokens x 50,304 classes) held four such tensors of
+# 6.6 GB at once: 27 GB, for which the job waited to the end of the one-GPU build (2026-11-27).
+FGRAD_CHUNK_LOGITS = 2**28
+
+
 def target_functional_gradient(model, layer, x, u, y):
-    """−∂L/∂o at the current FFN output o (one functional-gradient step; step size set later)."""
+    """−∂L/∂o at the current FFN output o (one functional-gradient step; step size set later).
+
+    Sequences do not interact past the FFN output, so the gradient is taken a few sequences
+    at a time (``FGRAD_CHUNK_LOGITS``); a batch within that bound is one chunk, as before."""
+    per = max(1, FGRAD_CHUNK_LOGITS // (x.shape[1] * model.cfg.vocab_size))
+    grads = []
     with torch.enable_grad():
-        o = model.blocks[layer].mlp(u).detach().requires_grad_(True)
-        logits = head_from(model, x + o, layer)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum")
-        (grad,) = torch.autograd.grad(loss, o)
-    return -grad
+        for xc, uc, yc in zip(x.split(per), u.split(per), y.split(per), strict=True):
+            o = model.blocks[layer].mlp(uc).detach().requires_grad_(True)
+            logits = head_from(model, xc + o, layer)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), yc.flatten(), reduction="sum")
+            grads.append(-torch.autograd.grad(loss, o)[0])
+    return grads[0] if len(grads) == 1 else torch.cat(grads)
 
 
 def batches(tokens: torch.Tensor, context: int, batch_size: int, max_tokens: int) -> Iterator:
