@@ -513,7 +513,7 @@ def main() -> None:
                 del model
             for over in overrides:
                 reset_peak()
-                profiled = kernel_profile(device, f"profile B={B}", 25) if args.profile else None
+                profiled = kernel_profile(device, f"profile B={B}", 45) if args.profile else None
                 with profiled or contextlib.nullcontext():
                     model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
                                                       steps, args.seed, device)  # fmt: skip
