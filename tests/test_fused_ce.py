@@ -9,6 +9,7 @@ compiled or not.
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,9 +108,15 @@ def test_bad_input_is_named():
 def _interpreter_check() -> None:
     """Run by the subprocess below (TRITON_INTERPRET=1): the Triton kernels on CPU tensors."""
     assert uses_kernels(torch.device("cpu")), "the interpreter did not engage"
-    # ragged tiles and a width not a power of 2; slices of the vocabulary and of the rows;
-    # whole tiles only (the unmasked loads)
-    for n, v, d in ((45, 300, 40), (70, 60, 24), (64, 128, 32)):
+    # ragged tiles and a width not a power of 2; rows finished in the kernel (several row
+    # blocks: one slice) and slices of the vocabulary merged after it (one row block); whole
+    # tiles only (the unmasked loads)
+    cases = ((45, 300, 40), (70, 60, 24), (64, 128, 32), (13, 300, 40), (16, 128, 32))
+    b = fused_ce.BLOCKS
+    one_slice = {fused_ce._slices(-(-n // b.dx_m), v, b.dx_n, 2, b.waves)[0] == 1
+                 for n, v, _ in cases}  # fmt: skip
+    assert one_slice == {True, False}, "both the finishing and the merging path are covered"
+    for n, v, d in cases:
         for dtype in (torch.float32, torch.bfloat16):
             _check(*_case(n, v, d, seed=n), dtype)
     _check(*_case(48, 256, 16, seed=3, growing=True), torch.float32)
@@ -127,7 +134,7 @@ def _compile_for_hopper(kernel, dtype: str, constexprs: dict, warps: int, stages
     names = list(kernel.arg_names)
     ptr = {"x_ptr": f"*{dtype}", "w_ptr": f"*{dtype}", "t_ptr": "*i64"}
     sig = {n: "constexpr" if n in constexprs else ptr.get(n, "*fp32") if n.endswith("_ptr")
-           else "fp32" if n == "scale" else "i32" for n in names}  # fmt: skip
+           else "fp32" if n in ("scale", "log_n") else "i32" for n in names}  # fmt: skip
     # as at run time: pointers and sizes divisible by 16 (Triton specializes them so, and then
     # pipelines the tiles deeper: 128 x 128 no-gradient tiles took 128 KiB unspecialized but
     # 256 KiB specialized, over the H100's limit, and failed only on the GPU)
@@ -138,10 +145,12 @@ def _compile_for_hopper(kernel, dtype: str, constexprs: dict, warps: int, stages
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def test_kernels_compile_for_an_h100():
+def test_kernels_compile_for_an_h100(tmp_path):
     """Ahead of time, no GPU needed: the default bf16 tiles of both kernels (and their masked
     forms) build for sm_90 with Hopper's tensor-core instructions, within its 227 KiB of shared
-    memory per block. (float32 operands, the tests' exact mode, build for minutes: not here.)"""
+    memory per block, and spill no registers (the first version of the rows' finish in
+    softmax_pass spilled 664 bytes a thread). (float32 operands, the tests' exact mode, build
+    for minutes: not here.)"""
     if not triton_available():
         pytest.skip("Triton is not installed: the kernels cannot be compiled here")
     from pillm.lm import fused_ce_kernels
@@ -151,15 +160,29 @@ def test_kernels_compile_for_an_h100():
         base = {"D": 200 if masked else 256, "BD": 256, "MASK_N": masked, "MASK_V": masked,
                 "MASK_D": masked, "PRECISION": precision, "UPCAST": False}  # fmt: skip
         builds = [
-            (fused_ce_kernels.softmax_pass, {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True}, b.dx_warps),
-            (fused_ce_kernels.softmax_pass, {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False},
-             b.lse_warps),
+            *((fused_ce_kernels.softmax_pass,
+               {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True, "FINISH": f}, b.dx_warps)
+              for f in (False, True)),
+            (fused_ce_kernels.softmax_pass,
+             {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False, "FINISH": True}, b.lse_warps),
             (fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps),
         ]  # fmt: skip
         for kernel, constexprs, warps in builds:
             compiled = _compile_for_hopper(kernel, dtype, constexprs, warps, b.stages)
             assert 0 < compiled.metadata.shared <= 227 * 1024, (kernel, constexprs)
             assert "wgmma" in compiled.asm["ptx"]  # Hopper's tensor cores
+            assert _stack_bytes(compiled.asm["cubin"], tmp_path) == 0, (kernel, constexprs)
+
+
+def _stack_bytes(cubin: bytes, tmp_path) -> int:
+    """Local memory a kernel takes per thread: registers spilled (Triton's cuobjdump reads it)."""
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends/nvidia/bin/cuobjdump"
+    (tmp_path / "k.cubin").write_bytes(cubin)
+    usage = subprocess.run([str(tool), "-res-usage", str(tmp_path / "k.cubin")],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return int(re.search(r"STACK:(\d+)", usage)[1])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")

@@ -9,13 +9,14 @@ kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 - ``softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
   block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with an online
   maximum ``m`` and sum of exponentials ``s`` and (with gradients) the accumulator
-  ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``;
-  slices (more programs for a small batch) are merged afterwards in float32;
+  ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``.
+  With one slice (enough row blocks to fill the GPU) each program finishes its rows: their loss
+  and ``dL/dh`` from the gathered target rows ``w_y``; slices (more programs for a small batch)
+  are merged afterwards in float32 by torch operations;
 - ``grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
   ``G = (softmax - onehot) / N`` recomputed from the saved log-sum-exp (row slices merged
   afterwards when the vocabulary alone gives too few programs).
 
-The target logits ``h_i · w_{y_i}`` come from the gathered target rows outside the kernels.
 With gradients that is four logits-sized matmuls (the dense head: three, plus the logits and
 their gradient through memory several times) and no (tokens x vocab) buffer at all.
 
@@ -138,25 +139,38 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     bm, bn, warps = (b.dx_m, b.dx_n, b.dx_warps) if with_grad else (b.lse_m, b.lse_n, b.lse_warps)
     blocks = _cdiv(n, bm)
     split, per = _slices(blocks, v, bn, sms, b.waves)
-    m, s = buffer(split, n), buffer(split, n)
-    acc = buffer(split, n, d) if with_grad else m  # unused without gradients
-    launch(kernels.softmax_pass, (blocks, split), h, w, m, s, acc, n, v, per, warps=warps, BM=bm,
-           BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0, GRAD=with_grad)  # fmt: skip
-    top = m.max(0).values
-    scale = torch.exp(m - top)  # (slices, N): each slice's sums to the common maximum
-    total = (s * scale).sum(0)
-    lse = top + torch.log(total)
-    w_y = w[t].float()  # the target rows: their logits, and dL/dh's -w_y / N
-    loss = (lse - (h.float() * w_y).sum(1)).mean()
+    finish = split == 1  # one slice: the kernel finishes the rows (nothing to merge)
+    log_n = math.log(n)  # lse + log N: exp(l - lse_n) = softmax / N (grad_w_kernel)
+    if finish:
+        row_loss, lse_n = buffer(n), buffer(n)
+        dh = buffer(n, d) if with_grad else row_loss  # unused without gradients
+        m = s = acc = row_loss  # unused
+    else:
+        m, s = buffer(split, n), buffer(split, n)
+        acc = buffer(split, n, d) if with_grad else m  # unused without gradients
+        row_loss = lse_n = dh = m  # unused
+    launch(kernels.softmax_pass, (blocks, split), h, w, m, s, acc, t, row_loss, lse_n, dh, n, v,
+           per, log_n, warps=warps, BM=bm, BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0,
+           GRAD=with_grad, FINISH=finish)  # fmt: skip
+    if finish:
+        loss = row_loss.mean()
+    else:  # the slices' statistics merged in float32
+        top = m.max(0).values
+        scale = torch.exp(m - top)  # (slices, N): each slice's sums to the common maximum
+        total = (s * scale).sum(0)
+        lse = top + torch.log(total)
+        w_y = w[t].float()  # the target rows: their logits, and dL/dh's -w_y / N
+        loss = (lse - (h.float() * w_y).sum(1)).mean()
+        lse_n = lse + log_n
+        if with_grad:
+            acc = (acc * scale[..., None]).sum(0)
+            dh = (acc / total[:, None] - w_y) / n  # (softmax w - w_y) / N
     if not with_grad:
         return loss, h.new_empty(0, **f32), w.new_empty(0, **f32)
-    acc = (acc * scale[..., None]).sum(0) if split > 1 else acc[0]
-    dh = (acc / total[:, None] - w_y) / n  # (softmax w - w_y) / N
 
     blocks = _cdiv(v, b.dw_n)
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    lse_n = lse + math.log(n)  # exp(l - lse_n) = softmax / N
     launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, n, v, per, 1.0 / n,
            warps=b.dw_warps, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
            MASK_V=v % b.dw_n != 0)  # fmt: skip

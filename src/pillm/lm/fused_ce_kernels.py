@@ -68,12 +68,20 @@ def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
 
 
 @triton.jit
-def softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
+def softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr, lse_ptr, dh_ptr, N, V,
+                 v_per_split, log_n,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                  MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
-                 GRAD: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+                 GRAD: tl.constexpr, FINISH: tl.constexpr, PRECISION: tl.constexpr,
+                 UPCAST: tl.constexpr):  # fmt: skip
     """Rows' maximum m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
-    Whole tiles run unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them."""
+    Whole tiles run unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them.
+
+    FINISH (one slice holds the whole vocabulary): no merge is needed, so the program finishes
+    its rows itself instead of storing (m, s, acc): each row's loss lse - x·w_y, lse + log N
+    (``grad_w_kernel``'s input) and, with GRAD, dL/dx = (Σ softmax w - w_y) / N. The torch
+    operations this replaces took 0.46 ms of a 10.7 ms step at 32,768 rows (one H100 profile,
+    2026-11-27)."""
     pid_m, pid_s = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BM + tl.arange(0, BM)
     dims = tl.arange(0, BD)
@@ -92,12 +100,39 @@ def softmax_pass(x_ptr, w_ptr, m_ptr, s_ptr, acc_ptr, N, V, v_per_split,
         if v_full < v_hi:
             m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
                                       True, MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
-    out = pid_s * N + rows
-    tl.store(m_ptr + out, m, mask=rmask)
-    tl.store(s_ptr + out, s, mask=rmask)
-    if GRAD:
-        tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
-                 mask=rmask[:, None] & dmask[None, :])  # fmt: skip
+    if FINISH:
+        lse = m + tl.log(s)
+        tl.store(lse_ptr + rows, lse + log_n, mask=rmask)
+        if GRAD:  # Σ softmax w / N first: acc's registers are free for what follows
+            scale = 1.0 / (s * N)  # one division a row, not one an entry (and no spills)
+            tl.store(dh_ptr + rows[:, None] * D + dims[None, :], acc * scale[:, None],
+                     mask=rmask[:, None] & dmask[None, :])  # fmt: skip
+            tl.debug_barrier()  # these stores are visible to all the block's threads below
+        if MASK_N:  # noqa: SIM108 - a compile-time branch, one load each
+            t = tl.load(t_ptr + rows, mask=rmask, other=0)
+        else:
+            t = tl.load(t_ptr + rows)
+        # x·w_y and dL/dx -= w_y / N, one half of the width at a time (x re-read from L2):
+        # whole (BM, BD) float32 tiles of x and w_y beside acc spilled registers
+        target = tl.zeros([BM], tl.float32)
+        for half in tl.static_range(2):
+            cols = half * (BD // 2) + tl.arange(0, BD // 2)
+            cmask = cols < D
+            xh = _load(x_ptr, rows, cols, rmask, cmask, D, MASK_N, MASK_D).to(tl.float32)
+            wh = _load(w_ptr, t, cols, rmask, cmask, D, MASK_N, MASK_D).to(tl.float32)
+            target += tl.sum(xh * wh, 1)
+            if GRAD:
+                ptrs = dh_ptr + rows[:, None] * D + cols[None, :]
+                mask = rmask[:, None] & cmask[None, :]
+                tl.store(ptrs, tl.load(ptrs, mask=mask) - wh / N, mask=mask)
+        tl.store(loss_ptr + rows, lse - target, mask=rmask)
+    else:
+        out = pid_s * N + rows
+        tl.store(m_ptr + out, m, mask=rmask)
+        tl.store(s_ptr + out, s, mask=rmask)
+        if GRAD:
+            tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
+                     mask=rmask[:, None] & dmask[None, :])  # fmt: skip
 
 
 @triton.jit
