@@ -103,7 +103,7 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     """Every GPU job's shell tells the slot picker its memory; the jobs whose kernels fill the
     GPU (PIL generative fits, SAFFU) run at MPS's below-normal client priority, the
     latency-bound ones (LM training, probes, SST-2, the generative classifier, AdamW arms and
-    their rate grids) at the normal one."""
+    their rate grids) and the SAFFU job the other settings wait for at the normal one."""
     out = dry_run("-p", "--configfile", "config/smoke.yaml")
     gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
     bulk = {"saffu", "generative"}
@@ -115,7 +115,10 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
         seen.add(command)
         assert "PILLM_GPU_MEM_MB=" in prefix, (command, prefix)
         method = "adamw" if re.search(r"--setting \S+_adamw ", rest) else "pil"
-        low = command in bulk and not (command == "generative" and method == "adamw")
+        gates = (command == "generative" and method == "adamw") or (
+            command == "saffu" and "--rates-from" not in rest and "--fraction 1.0 " in rest
+        )  # the AdamW arms and the SAFFU job whose rates other settings reuse: normal priority
+        low = command in bulk and not gates
         assert ("CUDA_MPS_CLIENT_PRIORITY=1" in prefix) == low, (command, prefix)
         if command == "generative":  # the AdamW arms (peaks <= 1.9 GB) declare less than PIL fits
             generative_mb[method].add(int(re.search(r"PILLM_GPU_MEM_MB=(\d+)", prefix)[1]))

@@ -101,11 +101,15 @@ def lm_priority(wildcards):
     return PRIORITY["lm_derived" if dependencies(wildcards.variant) else "lm_scratch"]
 
 
+def saffu_rates_job(wildcards):
+    """The SAFFU job whose chosen rates the other settings reuse (they wait for it)."""
+    job = f"{wildcards.setting}/{wildcards.frac}"
+    return job in {plan.saffu_rates_job(config, s) for s in SAFFU_SETTINGS}
+
+
 def saffu_priority(wildcards):
     """SAFFU jobs are the longest; the one whose rates the other settings reuse goes first."""
-    job = f"{wildcards.setting}/{wildcards.frac}"
-    reused = {plan.saffu_rates_job(config, s) for s in SAFFU_SETTINGS}
-    return PRIORITY["saffu_rates" if job in reused else "saffu"]
+    return PRIORITY["saffu_rates" if saffu_rates_job(wildcards) else "saffu"]
 
 
 # CPU threads of every GPU rule. On CPU they do the work: up to 4, but at least two jobs run at
