@@ -18,7 +18,8 @@ set -u
 # MPS=1: the jobs' kernels share the GPU through the CUDA Multi-Process Service (a user-level
 # daemon started here and quit on exit; no card setting changes). Without it the GPU
 # time-slices between the job processes: one process's kernels at a time. Under MPS the bulk
-# jobs (generative fits, SAFFU) run at below-normal client priority (gpu_shell in common.smk).
+# jobs (PIL generative fits, SAFFU) run at below-normal client priority (mps_priority in
+# common.smk).
 if [ -n "${MPS:-}" ]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/pillm_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pillm_mps/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

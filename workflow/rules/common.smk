@@ -181,21 +181,23 @@ def benchfile(path):
 DEVICE = config["device"]
 
 
-# MPS's below-normal client priority (see gpu_shell).
-MPS_BELOW_NORMAL = "CUDA_MPS_CLIENT_PRIORITY=1 "
+def mps_priority(bulk):
+    """A rule's ``params.mps`` (see gpu_shell): MPS's below-normal client priority for a bulk job.
+
+    Bulk: the job's kernels are large and fill the GPU (PIL generative fits, SAFFU). Where jobs
+    share a GPU through CUDA MPS, such a job yields, so the small kernels of the latency-bound
+    jobs (LM training, the generative AdamW arms, whose steps are chains of small kernels) are
+    not queued behind its blocks; without MPS the variable does nothing.
+    """
+    return "CUDA_MPS_CLIENT_PRIORITY=1 " if bulk else ""
 
 
-def gpu_shell(command, bulk=False):
+def gpu_shell(command, mps=False):
     """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
     PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.core.gpu_slots) the memory it declared.
-
-    bulk: the job's kernels are large and fill the GPU (PIL generative fits, SAFFU). Where jobs
-    share a GPU through CUDA MPS, such a job runs at MPS's below-normal client priority, so the
-    small kernels of the latency-bound jobs (LM training, the generative AdamW arms, whose steps
-    are chains of small kernels) are not queued behind its blocks; without MPS the variable does
-    nothing. A rule whose jobs differ passes its ``{params.mps}`` (MPS_BELOW_NORMAL or "").
+    ``mps``: the rule's ``params.mps`` (mps_priority, per job) prefixes the command.
     """
-    priority = MPS_BELOW_NORMAL if bulk is True else (bulk or "")
+    priority = "{params.mps}" if mps else ""
     return (
         f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
         " --device {params.device} --threads {threads} > {log} 2>&1"

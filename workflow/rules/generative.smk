@@ -145,7 +145,7 @@ rule generative:
         ),
         lr=lambda w, input: f"--lr {input.lr}" if input.lr else "",
         # The AdamW arms gate the run's end (chains of small graphed steps): normal priority.
-        mps=lambda w: "" if gen_is_adamw(w) else MPS_BELOW_NORMAL,
+        mps=lambda w: mps_priority(bulk=not gen_is_adamw(w)),
         out_dir=subpath(output.metrics, parent=True),
         device=DEVICE,
     shell:
@@ -153,7 +153,7 @@ rule generative:
             "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
             " --seed {wildcards.seed} --params {params.cfg:q} --images {input.images}"
             " --classifier {input.classifier} {params.lr} --out-dir {params.out_dir}",
-            bulk="{params.mps}",
+            mps=True,
         )
 
 

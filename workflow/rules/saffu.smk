@@ -45,14 +45,14 @@ rule saffu:
         rates=lambda w, input: f"--rates-from {input.rates[0]}" if input.rates else "",
         # The rates job gates the other settings: on two H100s it ran 254 s at MPS's
         # below-normal priority and they ended the run after it (2026-11-27): normal priority.
-        mps=lambda w: "" if saffu_rates_job(w) else MPS_BELOW_NORMAL,
+        mps=lambda w: mps_priority(bulk=not saffu_rates_job(w)),
         device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm saffu --setting {wildcards.setting} --fraction {params.fraction}"
             " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
             " --out-dir {params.out_dir} {params.rates}",
-            bulk="{params.mps}",
+            mps=True,
         )
 
 

@@ -84,9 +84,9 @@ def decode_images(
     """PNG/JPEG bytes -> (n, C·H·W) float32 in [-1, 1], flattened channel-first.
 
     ``workers`` > 1 decodes slices in that many forked processes (PIL's per-image Python
-    dominates: 60,000 CIFAR-10 JPEGs took 12 s in one process); the bytes decoded are the same.
+    dominates: preparing CIFAR-10's 60,000 JPEGs took 6.6 s in one process, 5.0 s in two, on 2
+    cores); the bytes decoded are the same.
     """
-    c, h, w = shape
     if workers > 1 and len(blobs) >= 4 * workers:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
