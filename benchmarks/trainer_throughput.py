@@ -398,9 +398,12 @@ def main() -> None:
     ap.add_argument("--eval-windows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=170.0, help="hard wall-clock limit")
-    ap.add_argument("--profile", action="store_true",
-                    help="print the top kernels of each of our runs (torch.profiler over the "
-                         "whole run: warm-up and capture included, the timed steps dominate)")  # fmt: skip
+    ap.add_argument("--profile", type=int, nargs="?", const=45, default=0, metavar="ROWS",
+                    help="print the top ROWS (45) kernels of each of our runs (torch.profiler "
+                         "over the whole run: warm-up and capture included, the timed steps "
+                         "dominate)")  # fmt: skip
+    ap.add_argument("--profile-shapes", action="store_true",
+                    help="with --profile: one row per operator and input shapes")  # fmt: skip
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
 
@@ -513,7 +516,8 @@ def main() -> None:
                 del model
             for over in overrides:
                 reset_peak()
-                profiled = kernel_profile(device, f"profile B={B}", 45) if args.profile else None
+                profiled = (kernel_profile(device, f"profile B={B}", args.profile, args.profile_shapes)
+                            if args.profile else None)  # fmt: skip
                 with profiled or contextlib.nullcontext():
                     model, timings, losses = run_ours(arrays, meta, model_cfg, {**tcfg, **over},
                                                       steps, args.seed, device)  # fmt: skip

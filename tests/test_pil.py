@@ -86,6 +86,25 @@ def test_functional_gradient_in_chunks_equals_one_pass(monkeypatch):
     torch.testing.assert_close(chunked, whole, atol=1e-7, rtol=1e-6)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_functional_gradient_reruns_bitwise_on_cuda():
+    """The target's backward through attention is deterministic on CUDA (strict mode: flash
+    attention's deterministic backward, not cuDNN's), so two builds fit the same FFN."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=50304, context=128, n_layer=4, d_model=256, n_head=4, use_ffn=True)
+    model = GPT(cfg).cuda().eval()
+    gen = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, 50257, (32, 128), generator=gen).cuda()
+    nxt = torch.randint(0, 50257, (32, 128), generator=gen).cuda()
+    with torch.no_grad():
+        x, u = stream_to_ffn(model, idx, 1)
+    runs = [target_functional_gradient(model, 1, x, u, nxt) for _ in range(3)]
+    assert runs[0].abs().amax() > 0
+    for again in runs[1:]:
+        assert torch.equal(again, runs[0])
+    assert not torch.are_deterministic_algorithms_enabled()  # restored after the target
+
+
 def test_checkpoint_round_trip_rebuilds_a_solved_model(tmp_path):
     model = tiny()
     attach_pil(model, "bi", seed=5)

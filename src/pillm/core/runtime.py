@@ -29,21 +29,23 @@ def sync(device: str | torch.device) -> None:
 
 
 @contextlib.contextmanager
-def kernel_profile(device: str, label: str, rows: int = 15):
+def kernel_profile(device: str, label: str, rows: int = 15, shapes: bool = False):
     """torch.profiler around the block, then its top kernels printed under ``label``: by CUDA
     time on CUDA (where a CUDA graph replays, its kernels are not attributed: profile eagerly),
-    by CPU time elsewhere."""
+    by CPU time elsewhere. ``shapes``: one row per operator and input shapes (which call of a
+    many-times-called operator costs what)."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts) as p:
+    with profile(activities=acts, record_shapes=shapes) as p:
         yield
         sync(device)
-    table = p.key_averages().table(
+    table = p.key_averages(group_by_input_shape=shapes).table(
         sort_by="cuda_time_total" if cuda else "cpu_time_total",
         row_limit=rows,
         max_name_column_width=70,
+        max_shapes_column_width=90,
     )
     print(f"{label}:\n{table}", flush=True)
 

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from pillm.core.ridge import GramStats, RidgeFit, solve_relative, spectrum
-from pillm.core.runtime import sync
+from pillm.core.runtime import deterministic, sync
 from pillm.models.gpt import GPT
 from pillm.plan import ConfigError
 from pillm.settings import PILConfig
@@ -91,10 +91,13 @@ def target_functional_gradient(model, layer, x, u, y):
     """−∂L/∂o at the current FFN output o (one functional-gradient step; step size set later).
 
     Sequences do not interact past the FFN output, so the gradient is taken a few sequences
-    at a time (``FGRAD_CHUNK_LOGITS``); a batch within that bound is one chunk, as before."""
+    at a time (``FGRAD_CHUNK_LOGITS``); a batch within that bound is one chunk, as before.
+    On CUDA the backward through the upper blocks runs in strict deterministic mode (as LM
+    training does): cuDNN's attention backward has no deterministic mode, and with it two
+    builds of attn_then_fgrad differed in 23 values (two H100 builds of one commit)."""
     per = max(1, FGRAD_CHUNK_LOGITS // (x.shape[1] * model.cfg.vocab_size))
     grads = []
-    with torch.enable_grad():
+    with torch.enable_grad(), deterministic(x.is_cuda, strict=True):
         for xc, uc, yc in zip(x.split(per), u.split(per), y.split(per), strict=True):
             o = model.blocks[layer].mlp(uc).detach().requires_grad_(True)
             logits = head_from(model, xc + o, layer)
