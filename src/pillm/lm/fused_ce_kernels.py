@@ -8,6 +8,10 @@ both in the compute dtype; statistics and accumulators in float32.
 import triton
 import triton.language as tl
 
+# exp(l - m) as exp2(l log2(e) - m log2(e)): one fused multiply-add an entry, where tl.exp
+# subtracts, then multiplies by log2(e) itself before the same exp2 instruction
+LOG2E = tl.constexpr(1.4426950408889634)
+
 
 @triton.jit
 def _mm(a, b, acc, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
@@ -60,7 +64,7 @@ def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
         if GRAD:
             acc = acc * alpha[:, None]
         m = m_new
-    p = tl.exp(logits - m[:, None])  # 0 in masked columns
+    p = tl.exp2(logits * LOG2E - (m * LOG2E)[:, None])  # exp(l - m); 0 in masked columns
     s += tl.sum(p, 1)
     if GRAD:
         acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
@@ -162,7 +166,7 @@ def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, n_per_split, scale
             t = tl.load(t_ptr + rows)
             lse = tl.load(lse_ptr + rows)
         logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
-        p = tl.exp(logits - lse[None, :])  # softmax / N, transposed: (BN, BM)
+        p = tl.exp2(logits * LOG2E - (lse * LOG2E)[None, :])  # softmax / N, transposed: (BN, BM)
         g = tl.where(cols[:, None] == t[None, :], p - scale, p)
         acc = _mm(g.to(x.dtype), x, acc, PRECISION, UPCAST)
     tl.store(dw_ptr + (pid_s * V + cols[:, None]) * D + dims[None, :], acc,
