@@ -1,8 +1,9 @@
 #!/bin/bash
 # Session 8 call B (one H100): the fused head's exponentials as exp2 of one fused multiply-add
-# (this commit) against the kernels before it (fused_ce_kernels_before.py, swapped in for the
-# second head run): GPU tests of the head, the head alone at 32,768 and 4,096 rows, then the
-# trainer at batch 256 and 32 (fresh process each, the reference first).
+# (this commit) against the kernels before it, swapped in for the second head run (the call
+# copied the parent commit's file; exp2.patch, reversed, gives the same). GPU tests of the
+# head, the head alone at 32,768 and 4,096 rows, then the trainer at batch 256 and 32 (fresh
+# process each, the reference first).
 . benchmarks/gpu_env.sh
 D=benchmarks/gpu_runs/2026-11-27_session8/call_b
 K=src/pillm/lm/fused_ce_kernels.py
@@ -10,7 +11,7 @@ timeout 100 python -m pytest -q -p no:cacheprovider tests/test_fused_ce.py 2>&1 
   | tee $OUT/pytest_gpu.txt
 H="--only fused --rows 32768 --rows 4096 --iters 50"
 timeout 60 python benchmarks/output_layer_speed.py $H --out $OUT/head_exp2.json >$OUT/head.txt 2>&1
-cp $K /tmp/k_now.py && cp $D/fused_ce_kernels_before.py $K
+cp $K /tmp/k_now.py && patch -s -R $K <$D/exp2.patch
 timeout 60 python benchmarks/output_layer_speed.py $H --out $OUT/head_before.json >>$OUT/head.txt 2>&1
 cp /tmp/k_now.py $K
 grep -h "fused" $OUT/head.txt | cut -c1-140
