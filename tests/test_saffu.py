@@ -307,8 +307,12 @@ def test_rate_chosen_at_the_first_seed_and_runs_stop_on_patience(jobs):
         assert r[(0, init, "lr")] == r[(1, init, "lr")] in CFG["lrs"]
         for seed in CFG["seeds"]:
             steps, best = r[(seed, init, "train_steps")], r[(seed, init, "best_step")]
+            if r[(seed, init, "stopped_at_step_cap")]:
+                assert (
+                    steps == CFG["max_steps"] and steps - best < CFG["patience"] * CFG["eval_every"]
+                )
             if r[(seed, init, "hit_step_cap")]:
-                assert steps == best == CFG["max_steps"]
+                assert steps == best == CFG["max_steps"] and r[(seed, init, "stopped_at_step_cap")]
             else:  # stopped: `patience` evaluations after the best one, or at the cap
                 assert steps - best == CFG["patience"] * CFG["eval_every"] or (
                     steps == CFG["max_steps"]
@@ -376,8 +380,18 @@ def test_early_stopping_keeps_the_best_point(tokens_dir):
     fit = train_adamw(model, start, data, data, lr=50.0, seed=0, job=job, label="diverge")
     # at lr 50 the first steps overshoot: the held-out loss rises, the run stops after one
     # evaluation without improvement and keeps the start
-    assert fit.best_step == 0 and fit.steps == 2 and not fit.hit_cap
+    assert fit.best_step == 0 and fit.steps == 2 and not fit.hit_cap and not fit.cap_stop
     torch.testing.assert_close(model.weight.data, start)
+    # patience running out at the cap's own step: the patience ended it, not the cap
+    job = SaffuJobConfig.from_dict({**CFG, "patience": 1, "eval_every": 1, "max_steps": 1},
+                                   "saffu")  # fmt: skip
+    fit = train_adamw(model, start, data, data, lr=50.0, seed=0, job=job, label="diverge")
+    assert fit.steps == 1 and fit.best_step == 0 and not fit.cap_stop and not fit.hit_cap
+    # a small rate still improving when the cap comes: ended by the cap, minimum at the end
+    job = SaffuJobConfig.from_dict({**CFG, "patience": 2, "eval_every": 2, "max_steps": 4},
+                                   "saffu")  # fmt: skip
+    fit = train_adamw(model, start, data, data, lr=1e-2, seed=0, job=job, label="capped")
+    assert fit.steps == fit.best_step == 4 and fit.cap_stop and fit.hit_cap
 
 
 def test_early_stopping_on_a_subset_of_held_out_rows_scores_the_pick_on_all_of_them():
@@ -478,6 +492,10 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     assert "\\newcommand{\\SaffuBaselinePPL}{123.5}" in text
     assert "\\newcommand{\\SaffuPilPurePPL}{--}" in text  # not in this LM summary
     assert "\\newcommand{\\SaffuAlphaEdgeHits}{" in text
+    for macro, metric in (("StepCapStops", "stopped_at_step_cap"), ("StepCapHits", "hit_step_cap")):
+        runs = sum(int(v) for f in (1.0, 0.25)
+                   for (_, _, m), v in _records(jobs[f] / "metrics.json").items() if m == metric)  # fmt: skip
+        assert f"\\newcommand{{\\Saffu{macro}}}{{{runs}}}" in text  # runs, not cells
     table = (tmp_path / "saffu.tex").read_text()
     rows = [line for line in table.splitlines() if line.strip().startswith(("GPT", "SAFFU", "Kn"))]
     assert len(rows) == 5 and "123.5 $\\pm$ 2.5" in rows[0]

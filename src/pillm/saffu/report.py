@@ -344,11 +344,14 @@ class SaffuReport:
         out["SaffuWarmTrainTime"] = fmt_num(ex("train_time_s"), 1)
         out["SaffuColdTrainTime"] = fmt_num(rnd("train_time_s"), 1)
         out["SaffuAlpha"] = _g(ex("alpha"))
-        caps = [
-            self.value(st, init, "hit_step_cap", f)
-            for st in self.settings for init in ("explicit", "random") for f in self.fractions
-        ]  # fmt: skip
-        out["SaffuStepCapHits"] = str(sum(int((c or 0) > 0) for c in caps))
+        # runs (not cells): a 0/1 metric's mean over a cell's seeds times their number
+        for macro, metric in (("SaffuStepCapStops", "stopped_at_step_cap"),
+                              ("SaffuStepCapHits", "hit_step_cap")):  # fmt: skip
+            cells = [
+                self.cell(st, init, metric, f)
+                for st in self.settings for init in ("explicit", "random") for f in self.fractions
+            ]  # fmt: skip
+            out[macro] = str(sum(round(c["mean"] * c["n"]) for c in cells if c and c["mean"]))
         out.update(self.selection_numbers())
         for name, variant in (("Baseline", "baseline"), ("PilPure", "pil_pure")):
             out[f"Saffu{name}PPL"] = fmt_num(_get(self.lm.get((variant, "test_ppl"))), 1)

@@ -69,7 +69,8 @@ class Fit:
     best_val: float
     best_step: int
     steps: int  # steps taken (patience stop or the cap)
-    hit_cap: bool  # stopped by max_steps while still improving
+    cap_stop: bool  # ended by max_steps before patience ran out (its budget, not its curve)
+    hit_cap: bool  # ... with the minimum at the last measurement: still improving
     seconds: float
     curve: list[dict[str, Any]]
     weight: Tensor | None  # the best weights (None once another lr won)
@@ -99,7 +100,7 @@ def train_adamw(
     curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": best_val, "lr": lr}]
     sync(str(device))
     t0 = time.perf_counter()
-    step = 0
+    step, cap_stop = 0, False
     for step in tqdm(range(1, job.max_steps + 1), desc=label, mininterval=5):
         if pos + bs > n_train:
             order, pos = torch.randperm(n_train, generator=gen).to(device), 0
@@ -123,13 +124,15 @@ def train_adamw(
             curve.append(row)
             if not math.isfinite(val) or bad >= job.patience:
                 break
+    else:  # neither patience nor a diverged loss ended the run: the cap did
+        cap_stop = True
     sync(str(device))
     seconds = time.perf_counter() - t0
     model.weight.data.copy_(best_w)
     if watched is not valid:  # rates are compared on every held-out row, at each run's best
         best_val = evaluate(model, *valid, job.eval_chunk)["loss"]
-    hit_cap = step == job.max_steps and best_step == step
-    return Fit(lr, best_val, best_step, step, hit_cap, seconds, curve, best_w)
+    hit_cap = cap_stop and best_step == step
+    return Fit(lr, best_val, best_step, step, cap_stop, hit_cap, seconds, curve, best_w)
 
 
 def early_stop_rows(valid: tuple, rows: int) -> tuple:
@@ -373,7 +376,8 @@ def run_saffu(
             out.update(
                 val_loss=fit.best_val, val_ppl=perplexity(fit.best_val),
                 best_step=float(fit.best_step), train_steps=float(fit.steps),
-                hit_step_cap=float(fit.hit_cap), train_time_s=fit.seconds,
+                stopped_at_step_cap=float(fit.cap_stop), hit_step_cap=float(fit.hit_cap),
+                train_time_s=fit.seconds,
                 tokens_per_s=fit.steps * job.batch_size / fit.seconds if fit.seconds > 0 else math.nan,
                 params=float(win.n_in * vocab), n_inputs=float(win.n_in),
                 other_share=win.other_share, test_predicted=float(win.data["test"][2].shape[0]),
