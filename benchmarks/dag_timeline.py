@@ -6,7 +6,9 @@ event), the jobs started, finished, failed and interrupted (an error within ``--
 of the call's last event is the interruption killing the job, an earlier one a failure), the
 most jobs running at once and the time-averaged number running (jobs of every rule, the CPU-only
 ones included). With ``--tsv`` every job's row
-(call, rule, first output, start, end, status; seconds from the call's first job start).
+(call, rule, first output, start, end, status; seconds from the call's first job start); with
+``--by-rule`` one line per rule: its jobs, the sum of their walls, the longest and when its last
+job ended (under a shared GPU a job's wall is its share of the run, not its work alone).
 
     python benchmarks/dag_timeline.py logs/h100_call1.snakemake.log.gz logs/h100_call2.snakemake.log.gz
 """
@@ -122,15 +124,39 @@ def summary(calls: list[tuple[list[Job], float]]) -> list[str]:
     return out
 
 
+def by_rule(calls: list[tuple[list[Job], float]]) -> list[str]:
+    """Per rule, most summed wall first: jobs, summed and longest wall, its last job's end
+    (seconds from the first call's start; a job still running counts to its call's end)."""
+    rules: dict[str, list[float]] = {}
+    offset = 0.0
+    for jobs, span in calls:
+        for j in jobs:
+            end = j.end if j.end is not None else span
+            r = rules.setdefault(j.rule, [0, 0.0, 0.0, 0.0])
+            r[0] += 1
+            r[1] += end - j.start
+            r[2] = max(r[2], end - j.start)
+            r[3] = max(r[3], offset + end)
+        offset += span
+    width = max((len(n) for n in rules), default=4)
+    out = [f"{'rule':<{width}}  jobs  sum of walls s  longest s  last end s"]
+    for name, (n, total, longest, last) in sorted(rules.items(), key=lambda kv: -kv[1][1]):
+        out.append(f"{name:<{width}}  {n:>4}  {total:>14.0f}  {longest:>9.0f}  {last:>10.0f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", nargs="+", help="Snakemake logs, one per call, in order (.gz ok)")
     ap.add_argument("--grace", type=float, default=10.0,
                     help="an error this close to a call's end is the interruption (s)")  # fmt: skip
     ap.add_argument("--tsv", help="write every job's row here")
+    ap.add_argument("--by-rule", action="store_true", help="also one line per rule")
     args = ap.parse_args(argv)
     calls = [parse(p, i, args.grace) for i, p in enumerate(args.logs, 1)]
     print("\n".join(summary(calls)))
+    if args.by_rule:
+        print("\n".join(by_rule(calls)))
     if args.tsv:
         rows = ["call\trule\toutput\tstart_s\tend_s\tstatus"]
         for jobs, _ in calls:

@@ -58,3 +58,18 @@ def test_jobs_their_spans_and_fates(tmp_path):
         ["1", "probe", "results/paper/probe/pillm-s0/wikitext2/blocks.parquet", "20", "50",
          "failed"],
     ]  # fmt: skip
+
+
+def test_by_rule_sums_each_rules_walls(tmp_path):
+    log = tmp_path / "call1.snakemake.log"
+    log.write_text(LOG)
+    out = subprocess.run([sys.executable, "benchmarks/dag_timeline.py", str(log), "--by-rule"],
+                         cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    lines = out.stdout.splitlines()[2:]  # after the call and total lines
+    assert lines[0].split() == ["rule", "jobs", "sum", "of", "walls", "s", "longest", "s",
+                                "last", "end", "s"]  # fmt: skip
+    assert [line.split() for line in lines[1:]] == [
+        ["saffu", "1", "90", "90", "100"],  # the most summed wall first
+        ["run_lm", "1", "40", "40", "40"],
+        ["probe", "1", "30", "30", "50"],
+    ]
