@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from pillm.core.runtime import deterministic, lr_at, tf32
+from pillm.core.runtime import deterministic, kernel_profile, lr_at, tf32
 from pillm.lm.run import run_variant
 
 from .conftest import write_toy_tokens
@@ -170,3 +170,17 @@ def test_rerun_benchmark_reports_equal_weights_on_cpu(tmp_path):
     first, second = json.loads(out.read_text())["runs"]
     assert second["bitwise_equal"] and second["max_param_diff"] == 0.0
     assert second["test_loss"] == first["test_loss"]
+
+
+def test_kernel_profile_groups_by_input_shapes(capsys):
+    """The benchmarks' profile table (by CPU time on a CPU): with ``shapes`` one row per
+    operator and input shapes, so two matmuls of other shapes are told apart."""
+    a, b = torch.randn(64, 32), torch.randn(16, 8)
+    with kernel_profile("cpu", "toy", rows=50, shapes=True):
+        a @ a.T, b @ b.T
+    out = capsys.readouterr().out
+    assert out.startswith("toy:") and "Input Shapes" in out
+    assert "[[64, 32], [32, 64]]" in out and "[[16, 8], [8, 16]]" in out
+    with kernel_profile("cpu", "toy", rows=50):
+        a @ a.T
+    assert "Input Shapes" not in capsys.readouterr().out
