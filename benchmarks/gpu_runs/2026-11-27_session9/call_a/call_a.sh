@@ -18,6 +18,7 @@ timeout 180 python benchmarks/trainer_throughput.py $T --batch 256 --min-steps 6
 tail -3 $OUT/profile_shapes.txt | cut -c1-150
 TORCH_LOGS=output_code timeout 120 python benchmarks/trainer_throughput.py $T --batch 256 \
   --steps 12 --no-reference --ours deterministic=false >$OUT/output_code.txt 2>&1
-grep -n "aten\.sum\|extern_kernels\.\|torch\.ops\.aten\." $OUT/output_code.txt | cut -c1-200 \
-  | sort | uniq -c | sort -rn | head -40 | tee $OUT/aten_calls.txt
+grep -o "aten\.[a-z_0-9.]*\|extern_kernels\.[a-z_0-9]*" $OUT/output_code.txt | sort | uniq -c \
+  | sort -rn | head -40 | tee $OUT/aten_calls.txt
+grep -n -B4 -A1 "aten\.sum" $OUT/output_code.txt | head -150 >$OUT/sum_context.txt
 gzip -9 $OUT/output_code.txt
