@@ -22,7 +22,6 @@ handle) the step falls back, warns on stderr, and ``path()`` reports what actual
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,23 +35,6 @@ from pillm.models.gpt import GPT
 from pillm.settings import TrainConfig, check_output_layer
 
 GRAPH_WARMUP = 3  # eager steps before capture (pillm.core.cuda_graph)
-# Partial sums LayerNorm's backward leaves per gain vector (0: Inductor's own split); see
-# inductor_options. The environment variable is for benchmarks only.
-MIX_ORDER_PARTIALS = int(os.environ.get("PILLM_MIX_ORDER_PARTIALS", "0"))
-
-
-def inductor_options(rows: int, partials: int = MIX_ORDER_PARTIALS) -> dict:
-    """Inductor settings for a step of ``rows`` tokens.
-
-    Inductor fuses LayerNorm's backward (row reductions) with its gain and bias gradients
-    (column sums) into one kernel that writes partial column sums of ``split`` rows each; an
-    eager ``sum`` then adds the partials. Its default split (16 rows on 132 SMs) leaves 2,048
-    partial rows at 32,768 tokens: 18 such sums a step. ``partials``: the split that leaves
-    about that many (a power of two in Inductor's range 16-128); 0 leaves Inductor's choice."""
-    if partials <= 0:
-        return {}
-    split = 1 << max(0, (rows // partials).bit_length() - 1)
-    return {"triton.mix_order_reduction_split_size": min(128, max(16, split))}
 
 
 @dataclass(frozen=True)
@@ -124,13 +106,8 @@ class TrainStep:
         self.amp = torch.bfloat16 if device.startswith("cuda") else None
         self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
         self.lr = self.opt.param_groups[0]["lr"] if options.cuda_graphs else None
-        inductor = (
-            {"options": inductor_options(train_cfg.batch_size * model.cfg.context)}
-            if options.backend == "inductor" and MIX_ORDER_PARTIALS > 0
-            else {}
-        )
         self.loss_fn = (
-            torch.compile(self._loss, dynamic=False, backend=options.backend, **inductor)
+            torch.compile(self._loss, dynamic=False, backend=options.backend)
             if options.compile
             else self._loss
         )
