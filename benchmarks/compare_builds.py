@@ -5,9 +5,12 @@
 Reads every result-record file (a JSON list of records with ``metric`` and ``value``, the
 pipeline's report contract) under the first tree and its namesake under the second, and
 counts per study (the first two path parts, e.g. ``lm/attn_only``) how many science values
-are equal and how many differ, with a few examples. Timing and memory metrics (names with
-``time``, ``_s``, ``per_s``, ``memory``, ``_mb``, ...) are left out: they differ on every
-run. Standard library only, so it runs where the GPU builds run.
+are equal and how many differ, with a few examples. A value is matched with the one at the
+same place in the other file: the same metric's n-th record (a file holds one metric for
+several seeds, starts, fractions or samplers, in the order the job wrote them). Timing and
+memory metrics (names ending in ``_s``, ``_ms``, ``_mb``, or holding ``time``, ``seconds``,
+``memory``, ``per_s``, ...) are left out: they differ on every run. Standard library only, so
+it runs where the GPU builds run.
 """
 
 from __future__ import annotations
@@ -18,11 +21,19 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-TIMING = ("time", "_s", "per_s", "memory", "_mb", "tokens_per", "throughput", "speed",
-          "step_ms", "rows_per", "startup")  # fmt: skip
+TIMING_ENDINGS = ("_s", "_ms", "_mb")
+TIMING_PARTS = ("time", "seconds", "per_s", "memory", "throughput", "speed", "startup")
 
 
-def science_values(path: Path) -> dict[tuple[str, str, str], float] | None:
+def is_timing(metric: str) -> bool:
+    """Seconds, rates and memory (``train_time_s``, ``tokens_per_s``, ``peak_memory_mb``), not
+    counts that merely contain ``_s`` (``train_steps``, ``best_step``)."""
+    return metric.endswith(TIMING_ENDINGS) or any(t in metric for t in TIMING_PARTS)
+
+
+def science_values(path: Path) -> dict[tuple[str, int], float] | None:
+    """(metric, its n-th record in the file) -> value, timings left out; None if ``path`` is
+    not a result-record file."""
     try:
         records = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -31,11 +42,13 @@ def science_values(path: Path) -> dict[tuple[str, str, str], float] | None:
         return None
     if "metric" not in records[0]:
         return None
-    return {
-        (r["metric"], str(r.get("seed")), str(r.get("variant"))): r["value"]
-        for r in records
-        if not any(t in r["metric"] for t in TIMING)
-    }
+    seen: dict[str, int] = defaultdict(int)
+    values = {}
+    for r in records:
+        n, seen[r["metric"]] = seen[r["metric"]], seen[r["metric"]] + 1
+        if not is_timing(r["metric"]):
+            values[(r["metric"], n)] = r["value"]
+    return values
 
 
 def compare(a: Path, b: Path, examples: int = 3) -> dict[str, dict]:

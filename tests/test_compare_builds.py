@@ -1,11 +1,13 @@
 """benchmarks/compare_builds.py counts equal and differing science values of two builds."""
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
 
 
 def _write(root: Path, rel: str, values: dict[str, float]) -> None:
@@ -35,3 +37,41 @@ def test_compare_builds_counts_science_values_and_ignores_timings(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compare_builds.py"),
                           str(a), str(tmp_path / "nope")], capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "is not a folder" in bad.stderr
+
+
+def test_compare_builds_matches_records_in_order_and_keeps_step_counts(tmp_path):
+    """Two records of one metric and seed (SAFFU's warm and cold start) are two values: a change
+    in the first is found whatever the second does; step counts are science, not timings."""
+    spec = importlib.util.spec_from_file_location("compare_builds", BENCH / "compare_builds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    compare, is_timing = module.compare, module.is_timing
+
+    def write(root, first_ppl, steps):
+        path = root / "saffu/cat/f100/metrics.json"
+        path.parent.mkdir(parents=True)
+        records = [
+            {"metric": m, "value": v, "seed": 1, "init": init}
+            for init, ppl in (("explicit", first_ppl), ("random", 300.0))
+            for m, v in (("test_ppl", ppl), ("train_steps", steps), ("job_time_s", 9.0))
+        ]
+        path.write_text(json.dumps(records))
+
+    write(tmp_path / "a", 298.9, 1000)
+    write(tmp_path / "b", 297.9, 1025)
+    row = compare(tmp_path / "a", tmp_path / "b")["saffu/cat"]
+    assert (row["equal"], row["differ"], row["missing"]) == (1, 3, 0)
+    assert not is_timing("best_step") and not is_timing("train_steps")
+    assert all(
+        map(
+            is_timing,
+            (
+                "train_time_s",
+                "tokens_per_s",
+                "peak_memory_mb",
+                "fit_seconds",
+                "step_ms",
+                "startup_time_s",
+            ),
+        )
+    )
