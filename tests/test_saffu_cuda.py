@@ -8,22 +8,37 @@ import torch.nn.functional as F
 
 from pillm.core.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM
-from pillm.saffu.segment_sum import chunk_table, segment_weight_grad
+from pillm.saffu.segment_sum import chunk_table, max_parts, segment_weight_grad
 from tests.triton_interpreter import run_interpreter_check
 
 
 def test_chunk_table_cuts_long_inputs_and_keeps_empty_ones():
-    """Inputs of 0, 3, 9 and 4 entries, chunks of 4: three written in one chunk (the empty one
-    writes zeros), the 9 in chunks of 4, 4 and 1, merged back in that order."""
+    """Inputs of 0, 3, 9 and 4 entries, chunks of 4, room for 5 chunks: every input has a direct
+    program (the empty one and the long one write zeros, the long one's row is merged over),
+    the 9 are cut into chunks of 4, 4 and 1, the two spare part programs and the merge programs
+    of the short inputs are empty (they store nothing)."""
     crow = torch.tensor([0, 0, 3, 12, 16])
-    direct, parts, merge = chunk_table(crow, 4)
+    direct, parts, merge = chunk_table(crow, 4, 5)
 
     def ranges(c):
         return list(zip(c.start.tolist(), c.end.tolist(), c.dest.tolist(), strict=True))
 
-    assert ranges(direct) == [(0, 0, 0), (0, 3, 1), (12, 16, 3)]
-    assert ranges(parts) == [(3, 7, 0), (7, 11, 1), (11, 12, 2)]
-    assert ranges(merge) == [(0, 3, 2)]  # partial rows 0-2, in order, into input 2's row
+    assert ranges(direct) == [(0, 0, 0), (0, 3, 1), (3, 3, 2), (12, 16, 3)]
+    assert ranges(parts) == [(3, 7, 0), (7, 11, 1), (11, 12, 2), (0, 0, 3), (0, 0, 4)]
+    assert ranges(merge) == [(0, 0, 0), (0, 0, 1), (0, 3, 2), (3, 3, 3)]  # partial rows 0-2
+    assert (direct.skip_empty, parts.skip_empty, merge.skip_empty) == (False, True, True)
+
+
+def test_part_bound_holds_at_its_worst_case():
+    """max_parts bounds the chunks whatever the inputs: at its worst every long input has one
+    entry more than a chunk (two chunks each)."""
+    for entries, chunk in ((20 * 1024, 256), (45, 4), (9, 8), (1, 256)):
+        for length in (chunk + 1, 2 * chunk, entries):
+            lengths = [length] * (entries // length) + [entries % length]
+            crow = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+            _, parts, _ = chunk_table(crow, chunk, max_parts(entries, chunk))
+            used = int((parts.end > parts.start).sum())
+            assert used == sum(-(-n // chunk) for n in lengths if n > chunk) <= len(parts)
 
 
 def _interpreter_check() -> None:
@@ -79,3 +94,33 @@ def test_sparse_products_rerun_bitwise_on_cuda():
     w = weight.clone().requires_grad_()
     F.embedding_bag(idx, w, per_sample_weights=wts, mode="sum").backward(up)
     torch.testing.assert_close(runs[0][1], w.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_training_step_never_waits_for_the_gpu():
+    """A SAFFU training step (forward, fixed-order weight gradient, fused AdamW) at the paper's
+    shape makes no synchronising CUDA call: under MPS beside a dozen other jobs a step that
+    waited a few times on the GPU ran at a third of its speed alone."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    n_in, vocab, b, k = 4098, 50257, 1024, 20
+    idx = torch.randint(0, n_in, (b, k), generator=g, device="cuda")
+    idx[:, :4] = 7  # a long input: its chunks and merge run too
+    wts = torch.rand(b, k, generator=g, device="cuda")
+    y = torch.randint(0, vocab, (b,), generator=g, device="cuda")
+    model = SaffuLM(n_in, vocab).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+
+    def step():
+        loss = F.cross_entropy(model(idx, wts).float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step()  # compiles the kernel, creates the optimizer state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -7,18 +7,21 @@ import triton.language as tl
 
 @triton.jit
 def weighted_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr, out_ptr, V,
-                         BV: tl.constexpr):  # fmt: skip
+                         BV: tl.constexpr, SKIP_EMPTY: tl.constexpr):  # fmt: skip
     """Program (chunk c, column block): out[dest[c], cols] = Σ_{e in start[c]..end[c]} vals[e]
     · g[rows[e], cols], the entries added one after another in their order (no atomics: a
-    rerun gives the same bits). An empty chunk writes zeros."""
+    rerun gives the same bits). An empty chunk writes zeros, or with SKIP_EMPTY nothing."""
     pid, pv = tl.program_id(0), tl.program_id(1)
     cols = pv * BV + tl.arange(0, BV)
-    cmask = cols < V
     start = tl.load(start_ptr + pid)
     end = tl.load(end_ptr + pid)
+    cmask = cols < V
+    smask = cmask  # where this program stores
+    if SKIP_EMPTY:
+        smask = cols < tl.where(end > start, V, 0)
     acc = tl.zeros([BV], tl.float32)
     for e in range(start, end):
         row = tl.load(rows_ptr + e).to(tl.int64)
         acc += tl.load(vals_ptr + e) * tl.load(g_ptr + row * V + cols, mask=cmask, other=0.0)
     dest = tl.load(dest_ptr + pid).to(tl.int64)
-    tl.store(out_ptr + dest * V + cols, acc, mask=cmask)
+    tl.store(out_ptr + dest * V + cols, acc, mask=smask)
