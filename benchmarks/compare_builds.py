@@ -9,8 +9,10 @@ are equal and how many differ, with a few examples. A value is matched with the 
 same place in the other file: the same metric's n-th record (a file holds one metric for
 several seeds, starts, fractions or samplers, in the order the job wrote them). Timing and
 memory metrics (names ending in ``_s``, ``_ms``, ``_mb``, or holding ``time``, ``seconds``,
-``memory``, ``per_s``, ...) are left out: they differ on every run. Standard library only, so
-it runs where the GPU builds run.
+``memory``, ``per_s``, ...) are left out: they differ on every run. Where pyarrow is
+importable, the jobs' parquet files (the probe's R² values per block, curves) are compared too,
+cell by cell: row n with row n, numeric columns only, timing columns left out. Standard library
+otherwise, so it runs where the GPU builds run.
 """
 
 from __future__ import annotations
@@ -51,16 +53,38 @@ def science_values(path: Path) -> dict[tuple[str, int], float] | None:
     return values
 
 
+def table_values(path: Path) -> dict[tuple[str, int], float] | None:
+    """(column, row) -> value of a parquet file's numeric, non-timing columns; None without
+    pyarrow or for an unreadable file."""
+    try:
+        import pyarrow.parquet as pq
+        import pyarrow.types as pt
+    except ImportError:
+        return None
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError):
+        return None
+    return {
+        (name, row): value
+        for name, column in zip(table.column_names, table.columns, strict=True)
+        if (pt.is_integer(column.type) or pt.is_floating(column.type)) and not is_timing(name)
+        for row, value in enumerate(column.to_pylist())
+    }
+
+
 def compare(a: Path, b: Path, examples: int = 3) -> dict[str, dict]:
     """study -> {"equal": n, "differ": n, "missing": n, "examples": [...]}."""
     out: dict[str, dict] = defaultdict(lambda: {"equal": 0, "differ": 0, "missing": 0,
                                                 "examples": []})  # fmt: skip
-    for path in sorted(a.rglob("*.json")):
-        ours = science_values(path)
+    files = [(p, science_values) for p in a.rglob("*.json")]
+    files += [(p, table_values) for p in a.rglob("*.parquet")]
+    for path, read in sorted(files):
+        ours = read(path)
         if ours is None:
             continue
         rel = path.relative_to(a)
-        theirs = science_values(b / rel) or {}
+        theirs = read(b / rel) or {}
         study = out["/".join(rel.parts[:2])]
         for key, value in ours.items():
             if key not in theirs:

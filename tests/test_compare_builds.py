@@ -75,3 +75,23 @@ def test_compare_builds_matches_records_in_order_and_keeps_step_counts(tmp_path)
             ),
         )
     )
+
+
+def test_compare_builds_reads_parquet_cells_and_leaves_timing_columns_out(tmp_path):
+    """A job's parquet table (the probe's R² per block) is compared cell by cell, row with row;
+    strings and timing columns are not science values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.spec_from_file_location("compare_builds", BENCH / "compare_builds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for root, low in (("a", 0.9671708024413976), ("b", 0.9671708024413977)):
+        path = tmp_path / root / "probe/pillm-s1/wikitext2/blocks.parquet"
+        path.parent.mkdir(parents=True)
+        table = {"name": ["h.0", "h.1"], "r2_lin": [0.97, 0.98], "r2_lin_lo": [low, 0.95],
+                 "fit_time_s": [1.0, 2.0] if root == "a" else [3.0, 4.0]}  # fmt: skip
+        pq.write_table(pa.table(table), path)
+    row = module.compare(tmp_path / "a", tmp_path / "b")["probe/pillm-s1"]
+    assert (row["equal"], row["differ"], row["missing"]) == (3, 1, 0)
+    assert row["examples"][0][1:] == ["r2_lin_lo", 0.9671708024413976, 0.9671708024413977]

@@ -266,3 +266,35 @@ def test_block_bootstrap_of_rank_correlations():
     assert diff.value > 0 and diff.lo > 0  # b ranks y perfectly, noise does not: paired
     few = bootstrap_blocks({"a": [1.0, 2.0], "y": [1.0, None]}, rank_corr("a", "y"), 300)
     assert few.value is None and few.n == 1
+
+
+def test_window_scores_equal_a_plain_sum_per_window():
+    """WindowScores.of: per window, the row count and the sums of y, y² and squared errors
+    (float64), whatever order the rows come in."""
+    g = torch.Generator().manual_seed(3)
+    y, pred = torch.randn(50, 4, generator=g), torch.randn(50, 4, generator=g)
+    window = torch.randint(0, 6, (50,), generator=g)
+    got = WindowScores.of(y, pred, window, 7)
+    for w in range(7):
+        rows = window == w
+        yw, err = y[rows].double(), (y[rows].double() - pred[rows].double()) ** 2
+        assert got.n[w] == rows.sum()
+        np.testing.assert_allclose(got.s[w], yw.sum(0).numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.q[w], (yw * yw).sum(0).numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.e[w], err.sum(0).numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_window_scores_rerun_bitwise_on_cuda():
+    """The probe's per-window sums (and so its bootstrap bounds) are the same bits on a rerun:
+    index_add_'s atomics added in another order each run, and two builds differed in the last
+    bit of a few r2_lin_lo / hi values."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    y = torch.randn(32768, 256, generator=g, device="cuda")
+    pred = y + 0.1 * torch.randn(32768, 256, generator=g, device="cuda")
+    window = torch.randint(0, 64, (32768,), generator=g, device="cuda")
+    runs = [WindowScores.of(y, pred, window, 64) for _ in range(3)]
+    for other in runs[1:]:
+        for a, b in zip((runs[0].n, runs[0].s, runs[0].q, runs[0].e),
+                        (other.n, other.s, other.q, other.e), strict=True):  # fmt: skip
+            assert np.array_equal(a, b)

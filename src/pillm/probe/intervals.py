@@ -37,17 +37,24 @@ class WindowScores:
 
     @classmethod
     def of(cls, y: Tensor, pred: Tensor, window: Tensor, n_windows: int) -> WindowScores:
-        """Scores of one batch: rows y (m, k), predictions (m, k), each row's window (m,)."""
+        """Scores of one batch: rows y (m, k), predictions (m, k), each row's window (m,).
+
+        On CUDA the window sums run in deterministic mode: ``index_add_``'s atomics add in
+        another order each run, and two builds of the paper DAG differed in the last bit of
+        4-5 bootstrap bounds (r2_lin_lo / hi) for that reason alone."""
         k = y.shape[1]
         import torch
+
+        from pillm.core.runtime import deterministic
 
         z = dict(dtype=torch.float64, device=y.device)
         n, s, q, e = (torch.zeros(n_windows, **z), *(torch.zeros(n_windows, k, **z) for _ in "sqe"))
         y = y.to(torch.float64)
-        n.index_add_(0, window, torch.ones(len(window), **z))
-        s.index_add_(0, window, y)
-        q.index_add_(0, window, y * y)
-        e.index_add_(0, window, (y - pred.to(torch.float64)) ** 2)
+        with deterministic(y.is_cuda, strict=True):
+            n.index_add_(0, window, torch.ones(len(window), **z))
+            s.index_add_(0, window, y)
+            q.index_add_(0, window, y * y)
+            e.index_add_(0, window, (y - pred.to(torch.float64)) ** 2)
         return cls(*(t.cpu().numpy() for t in (n, s, q, e)))
 
     @classmethod
