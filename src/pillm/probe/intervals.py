@@ -39,22 +39,27 @@ class WindowScores:
     def of(cls, y: Tensor, pred: Tensor, window: Tensor, n_windows: int) -> WindowScores:
         """Scores of one batch: rows y (m, k), predictions (m, k), each row's window (m,).
 
-        On CUDA the window sums run in deterministic mode: ``index_add_``'s atomics add in
-        another order each run, and two builds of the paper DAG differed in the last bit of
-        4-5 bootstrap bounds (r2_lin_lo / hi) for that reason alone."""
+        On CUDA the window sums run in PyTorch's deterministic mode: ``index_add_``'s atomics
+        add in another order each run, and two builds of the paper DAG differed in the last bit
+        of 4-5 bootstrap bounds (r2_lin_lo / hi) for that reason alone. (Toggled here, not by
+        ``pillm.core.runtime.deterministic``: this module's table side stays torch-free.)"""
         k = y.shape[1]
         import torch
-
-        from pillm.core.runtime import deterministic
 
         z = dict(dtype=torch.float64, device=y.device)
         n, s, q, e = (torch.zeros(n_windows, **z), *(torch.zeros(n_windows, k, **z) for _ in "sqe"))
         y = y.to(torch.float64)
-        with deterministic(y.is_cuda, strict=True):
+        was = torch.are_deterministic_algorithms_enabled()
+        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+        if y.is_cuda:
+            torch.use_deterministic_algorithms(True)
+        try:
             n.index_add_(0, window, torch.ones(len(window), **z))
             s.index_add_(0, window, y)
             q.index_add_(0, window, y * y)
             e.index_add_(0, window, (y - pred.to(torch.float64)) ** 2)
+        finally:
+            torch.use_deterministic_algorithms(was, warn_only=warn_only)
         return cls(*(t.cpu().numpy() for t in (n, s, q, e)))
 
     @classmethod
