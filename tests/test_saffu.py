@@ -496,6 +496,9 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
         runs = sum(int(v) for f in (1.0, 0.25)
                    for (_, _, m), v in _records(jobs[f] / "metrics.json").items() if m == metric)  # fmt: skip
         assert f"\\newcommand{{\\Saffu{macro}}}{{{runs}}}" in text  # runs, not cells
+    trained = sum(1 for f in (1.0, 0.25)
+                  for (_, _, m) in _records(jobs[f] / "metrics.json") if m == "stopped_at_step_cap")  # fmt: skip
+    assert f"\\newcommand{{\\SaffuTrainedRuns}}{{{trained}}}" in text
     table = (tmp_path / "saffu.tex").read_text()
     rows = [line for line in table.splitlines() if line.strip().startswith(("GPT", "SAFFU", "Kn"))]
     assert len(rows) == 5 and "123.5 $\\pm$ 2.5" in rows[0]

@@ -352,6 +352,7 @@ class SaffuReport:
                 for st in self.settings for init in ("explicit", "random") for f in self.fractions
             ]  # fmt: skip
             out[macro] = str(sum(round(c["mean"] * c["n"]) for c in cells if c and c["mean"]))
+        out["SaffuTrainedRuns"] = str(sum(c["n"] for c in cells if c))  # the runs counted above
         out.update(self.selection_numbers())
         for name, variant in (("Baseline", "baseline"), ("PilPure", "pil_pure")):
             out[f"Saffu{name}PPL"] = fmt_num(_get(self.lm.get((variant, "test_ppl"))), 1)
