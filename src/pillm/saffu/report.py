@@ -344,15 +344,18 @@ class SaffuReport:
         out["SaffuWarmTrainTime"] = fmt_num(ex("train_time_s"), 1)
         out["SaffuColdTrainTime"] = fmt_num(rnd("train_time_s"), 1)
         out["SaffuAlpha"] = _g(ex("alpha"))
+
         # runs (not cells): a 0/1 metric's mean over a cell's seeds times their number
+        def cells(metric: str) -> list:
+            return [
+                c for st in self.settings for init in ("explicit", "random") for f in self.fractions
+                if (c := self.cell(st, init, metric, f))
+            ]  # fmt: skip
+
         for macro, metric in (("SaffuStepCapStops", "stopped_at_step_cap"),
                               ("SaffuStepCapHits", "hit_step_cap")):  # fmt: skip
-            cells = [
-                self.cell(st, init, metric, f)
-                for st in self.settings for init in ("explicit", "random") for f in self.fractions
-            ]  # fmt: skip
-            out[macro] = str(sum(round(c["mean"] * c["n"]) for c in cells if c and c["mean"]))
-        out["SaffuTrainedRuns"] = str(sum(c["n"] for c in cells if c))  # the runs counted above
+            out[macro] = str(sum(round(c["mean"] * c["n"]) for c in cells(metric) if c["mean"]))
+        out["SaffuTrainedRuns"] = str(sum(c["n"] for c in cells("stopped_at_step_cap")))
         out.update(self.selection_numbers())
         for name, variant in (("Baseline", "baseline"), ("PilPure", "pil_pure")):
             out[f"Saffu{name}PPL"] = fmt_num(_get(self.lm.get((variant, "test_ppl"))), 1)
