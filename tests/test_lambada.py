@@ -31,19 +31,21 @@ def tiny_gpt(seed: int = 0) -> GPT:
 
 
 class NextPlusOne(torch.nn.Module):
-    """A real GPT (its length check included) whose logits are forced to 'next = current + 1'."""
+    """A real GPT (its length check included) whose logits are forced to 'next = current + 1':
+    its final stream is those logits and its head the identity."""
 
     def __init__(self):
         super().__init__()
         self.gpt = tiny_gpt()
         self.cfg = self.gpt.cfg
+        self.lm_head = torch.nn.Identity()
         self.max_len = 0
 
-    def forward(self, idx):
-        logits, _ = self.gpt(idx)  # asserts T <= context
+    def hidden(self, idx):
+        stream = self.gpt.hidden(idx)  # asserts T <= context
         self.max_len = max(self.max_len, idx.shape[1])
         forced = MARGIN * torch.nn.functional.one_hot((idx + 1) % V, V).float()
-        return forced + 0 * logits, None
+        return forced + 0 * stream.sum(-1, keepdim=True)
 
 
 # NLL of a token the forced model predicts / does not predict.
@@ -141,3 +143,24 @@ def test_generate_samples_is_seeded():
         assert len(s["continuation"].split()) == 40  # one word per token; past the context too
     # A prompt's sample does not depend on the other prompts.
     assert generate_samples(model, tok, prompts[1:], 40, seed=11) == a[1:]
+
+
+def test_head_on_the_read_rows_equals_the_full_forward():
+    """The head runs on the rows the targets are read at only; on CPU that is the full
+    forward's result bit for bit."""
+
+    class FullLogits(torch.nn.Module):  # the head on every position, then those rows
+        def __init__(self, gpt):
+            super().__init__()
+            self.gpt, self.cfg, self.lm_head = gpt, gpt.cfg, torch.nn.Identity()
+
+        def hidden(self, idx):
+            return self.gpt(idx)[0]
+
+    rng = torch.Generator().manual_seed(2)
+    passages = [" ".join(f"w{i}" for i in torch.randint(0, 31, (n,), generator=rng).tolist())
+                for n in (5, 9, 17, 33, 40)]  # fmt: skip
+    model, tok = tiny_gpt(seed=4), toy_tokenizer()
+    assert lambada_accuracy(model, tok, passages, batch_size=3) == lambada_accuracy(
+        FullLogits(model), tok, passages, batch_size=3
+    )

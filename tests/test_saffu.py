@@ -324,6 +324,21 @@ def test_rate_chosen_at_the_first_seed_and_runs_stop_on_patience(jobs):
     assert later["lr"].to_list() == [1, 1]  # one rate per init at later seeds
 
 
+def test_a_later_seed_alone_equals_the_same_seed_after_the_first(jobs, tokens_dir, tmp_path):
+    """The pipeline runs one seed a job (pillm.plan.saffu_jobs): seed 1 with its first seed's
+    rates read from that job's records is the seed 1 of a job that ran both, bit for bit."""
+    both = jobs[1.0] / "metrics.json"
+    run_saffu(SETTING, 1.0, {**CFG, "seeds": [1]}, tokens_dir, tmp_path, "cpu", rates_from=both)
+    timing = ("_time_s", "_s", "_mb", "tokens_per_s")
+    alone = {k: v for k, v in _records(tmp_path / "metrics.json").items()
+             if not k[2].endswith(timing)}  # fmt: skip
+    after = {k: v for k, v in _records(both).items() if k[0] == 1 and not k[2].endswith(timing)}
+    assert alone == after and alone[(1, "random", "lr_reused")] == 0  # same setting: no reuse
+    curve = pl.read_parquet(tmp_path / "curve.parquet")
+    ref = pl.read_parquet(jobs[1.0] / "curve.parquet").filter(pl.col("seed") == 1)
+    assert curve.sort("init", "step").equals(ref.sort("init", "step"))
+
+
 def test_other_settings_reuse_the_main_settings_rates(jobs, tokens_dir, tmp_path):
     cfg = {**CFG, "seeds": [3], "settings": {"sum_b4_r2": dict(agg="sum", block=4, radius=2)}}
     main = jobs[1.0] / "metrics.json"
@@ -513,7 +528,7 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     }
 
 
-def test_plan_lists_one_job_per_setting_and_train_fraction():
+def test_plan_lists_one_job_per_setting_train_fraction_and_seed():
     import yaml
 
     from pillm import plan
@@ -522,19 +537,28 @@ def test_plan_lists_one_job_per_setting_and_train_fraction():
     cfg = yaml.safe_load((REPO_TEMPLATES.parents[1] / "config/config.yaml").read_text())
     saffu = cfg["saffu"]
     jobs = plan.saffu_jobs(cfg)
-    main = saffu["main_setting"]
-    # the main setting at every fraction (and the full split), the others on the full split
+    main, first = saffu["main_setting"], saffu["seeds"][0]
+    # the main setting at every fraction (and the full split) and seed, the others on the full
+    # split at the ablation seeds
     fractions = sorted({*saffu["fractions"], 1.0})
-    assert [tag for s, tag in jobs if s == main] == [fraction_tag(f) for f in fractions]
-    assert {s for s, tag in jobs if s != main} == {s["name"] for s in saffu["settings"]} - {main}
-    assert all(tag == "f100" for s, tag in jobs if s != main)
+    assert [(tag, seed) for s, tag, seed in jobs if s == main] == [
+        (fraction_tag(f), seed) for f in fractions for seed in saffu["seeds"]
+    ]
+    others = [(s, tag, seed) for s, tag, seed in jobs if s != main]
+    assert {s for s, _, _ in others} == {s["name"] for s in saffu["settings"]} - {main}
+    assert {(tag, seed) for _, tag, seed in others} == {
+        ("f100", s) for s in saffu["ablation_seeds"]
+    }
     assert plan.saffu_fraction(cfg, "f10") == 0.1 and plan.saffu_fraction(cfg, "f100") == 1.0
     with pytest.raises(ConfigError, match="f55"):
         plan.saffu_fraction(cfg, "f55")
-    assert plan.saffu_rates_job(cfg, main) is None
-    assert plan.saffu_rates_job(cfg, jobs[-1][0]) == f"{main}/f100"
-    assert plan.saffu_job_params(cfg, main)["seeds"] == saffu["seeds"]
-    assert plan.saffu_job_params(cfg, jobs[-1][0])["seeds"] == saffu["ablation_seeds"]
+    # the first seed chooses at every fraction; later seeds and the other settings reuse
+    assert plan.saffu_rates_job(cfg, main, "f10", first) is None
+    assert plan.saffu_rates_job(cfg, main, "f10", saffu["seeds"][1]) == f"{main}/f10/seed{first}"
+    assert plan.saffu_rates_job(cfg, *others[0]) == f"{main}/f100/seed{first}"
+    assert plan.saffu_job_params(cfg, main, saffu["seeds"][1])["seeds"] == [saffu["seeds"][1]]
+    with pytest.raises(ConfigError, match=r"saffu\.ablation_seeds: 7 is not one of"):
+        plan.saffu_job_params(cfg, others[0][0], 7)
     assert fraction_tag(0.025) == "f2.5" and arm("warm", 0.3) == "warm_f30"
 
 

@@ -95,7 +95,7 @@ def test_every_config_file_builds(config):
     assert LMParams.from_dict({k: cfg[k] for k in ("model", "train")}).pil is None
     ExtrasParams.from_dict({k: cfg[k] for k in ("data", "lambada", "samples")})
     name = cfg["saffu"]["main_setting"]
-    job = SaffuJobConfig.from_dict(saffu_job_params(cfg, name), "saffu")
+    job = SaffuJobConfig.from_dict(saffu_job_params(cfg, name, cfg["saffu"]["seeds"][0]), "saffu")
     assert job.setting(name).block >= 1
 
 
@@ -116,6 +116,7 @@ def test_unknown_and_missing_keys_are_named_by_dotted_path():
     with pytest.raises(ConfigError, match=r"missing config key\(s\) pil\.kappa_max"):
         PILConfig.from_dict(pil, "pil")
     with pytest.raises(ConfigError, match=r"saffu setting 'nope'"):
-        SaffuJobConfig.from_dict(saffu_job_params(cfg, cfg["saffu"]["main_setting"])).setting(
+        main = cfg["saffu"]["main_setting"]
+        SaffuJobConfig.from_dict(saffu_job_params(cfg, main, cfg["saffu"]["seeds"][0])).setting(
             "nope"
         )

@@ -163,10 +163,12 @@ def test_saffu_runs_reach_the_paper_table_and_macros(workdir):
 
     cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["saffu"]
     main = cfg["main_setting"]
-    run = workdir / f"results/smoke/saffu/{main}/f100/metrics.json"
-    rows = json.loads(run.read_text())
+    runs = [workdir / f"results/smoke/saffu/{main}/f100/seed{s}/metrics.json" for s in cfg["seeds"]]
+    rows = [r for run in runs for r in json.loads(run.read_text())]
     ppl = [r["value"] for r in rows if r["init"] == "explicit" and r["metric"] == "test_ppl"]
-    assert len(ppl) == len(cfg["seeds"])  # one job: every seed, both starts
+    assert len(ppl) == len(cfg["seeds"])  # one job a seed, both starts
+    later = [r for r in rows if r["seed"] != cfg["seeds"][0] and r["metric"] == "lr_tuned_here"]
+    assert later and all(r["value"] == 0 for r in later)  # the first seed's job chose the rates
     warm = f"{sum(ppl) / len(ppl):,.1f}".replace(",", "{,}")
     numbers = (workdir / GEN / "saffu_numbers.tex").read_text()
     assert f"\\newcommand{{\\SaffuWarmPPL}}{{{warm}}}" in numbers

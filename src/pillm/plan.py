@@ -417,36 +417,57 @@ def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return named
 
 
-def saffu_job_params(config: dict[str, Any], setting: str) -> dict[str, Any]:
-    """The saffu config one job (one setting, one train fraction) depends on: its own setting
-    and seeds (``seeds`` for the main setting, ``ablation_seeds`` for the others), not the
-    other settings, the fraction list or the n-gram baseline."""
+def saffu_job_params(config: dict[str, Any], setting: str, seed: int) -> dict[str, Any]:
+    """The saffu config one job (one setting, train fraction and seed) depends on: its own
+    setting and seed, not the other settings or seeds, the fraction list or the n-gram
+    baseline. ConfigError when ``seed`` is not one of the setting's seeds."""
     saffu = config["saffu"]
     left_out = ("settings", "main_setting", "fractions", "ablation_seeds", "kn")
     cfg = {k: v for k, v in saffu.items() if k not in left_out}
-    seeds = saffu["seeds"] if setting == saffu["main_setting"] else saffu["ablation_seeds"]
-    return {**cfg, "seeds": seeds, "settings": {setting: saffu_settings(config)[setting]}}
+    if seed not in saffu_seeds(config, setting):
+        key = "seeds" if setting == saffu["main_setting"] else "ablation_seeds"
+        raise ConfigError(f"saffu.{key}: {seed} is not one of {saffu[key]} (setting {setting!r})")
+    return {**cfg, "seeds": [seed], "settings": {setting: saffu_settings(config)[setting]}}
 
 
-def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str]]:
-    """(setting, fraction tag) of every SAFFU job: the main setting at every ``fractions``
-    entry and on the full train split, every other setting on the full split (tag ``f100``)."""
+def saffu_seeds(config: dict[str, Any], setting: str) -> list[int]:
+    """``seeds`` for the main setting, ``ablation_seeds`` for the others."""
+    saffu = config["saffu"]
+    return list(saffu["seeds"] if setting == saffu["main_setting"] else saffu["ablation_seeds"])
+
+
+def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(setting, fraction tag, seed) of every SAFFU job: the main setting at every
+    ``fractions`` entry and on the full train split, every other setting on the full split
+    (tag ``f100``), each at every seed of its own (``saffu_seeds``). One seed a job: the
+    first seed chooses the rates and the later ones start as soon as it has (a job of all
+    seeds held the other settings back for its later seeds' training, 2026-11-27)."""
     from pillm.saffu.data import fraction_tag
 
     saffu = config["saffu"]
     fractions = sorted({float(f) for f in saffu["fractions"]} | {1.0})
-    jobs = [(saffu["main_setting"], fraction_tag(f)) for f in fractions]
-    full = fraction_tag(1.0)
-    return jobs + [(s, full) for s in saffu_settings(config) if s != saffu["main_setting"]]
+    main = saffu["main_setting"]
+    cells = [(main, fraction_tag(f)) for f in fractions]
+    cells += [(s, fraction_tag(1.0)) for s in saffu_settings(config) if s != main]
+    return [(s, tag, seed) for s, tag in cells for seed in saffu_seeds(config, s)]
 
 
-def saffu_rates_job(config: dict[str, Any], setting: str) -> str | None:
-    """The job (``<setting>/<tag>``) whose chosen rates a setting's job reuses: the main
-    setting's on the full train split for every other setting; None for the main setting."""
+def saffu_job(setting: str, tag: str, seed: int) -> str:
+    """A SAFFU job's folder under ``saffu/``: ``<setting>/<tag>/seed<seed>``."""
+    return f"{setting}/{tag}/seed{seed}"
+
+
+def saffu_rates_job(config: dict[str, Any], setting: str, tag: str, seed: int) -> str | None:
+    """The job (``saffu_job``) whose chosen rates a job reuses, None for a job that chooses
+    them: the main setting's first seed at every fraction chooses; its later seeds reuse that
+    job's rates, and every other setting the main setting's first seed on the full train split."""
     from pillm.saffu.data import fraction_tag
 
     main = config["saffu"]["main_setting"]
-    return None if setting == main else f"{main}/{fraction_tag(1.0)}"
+    first = saffu_seeds(config, main)[0]
+    if setting != main:
+        return saffu_job(main, fraction_tag(1.0), first)
+    return None if seed == first else saffu_job(main, tag, first)
 
 
 def saffu_fraction(config: dict[str, Any], tag: str) -> float:

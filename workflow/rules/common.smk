@@ -102,13 +102,13 @@ def lm_priority(wildcards):
 
 
 def saffu_rates_job(wildcards):
-    """The SAFFU job whose chosen rates the other settings reuse (they wait for it)."""
-    job = f"{wildcards.setting}/{wildcards.frac}"
-    return job in {plan.saffu_rates_job(config, s) for s in SAFFU_SETTINGS}
+    """Whether other SAFFU jobs reuse this one's chosen rates (they wait for it)."""
+    job = plan.saffu_job(wildcards.setting, wildcards.frac, int(wildcards.seed))
+    return job in {plan.saffu_rates_job(config, *j) for j in plan.saffu_jobs(config)}
 
 
 def saffu_priority(wildcards):
-    """SAFFU jobs are the longest; the one whose rates the other settings reuse goes first."""
+    """SAFFU jobs are the longest; those whose rates other jobs reuse go first."""
     return PRIORITY["saffu_rates" if saffu_rates_job(wildcards) else "saffu"]
 
 
@@ -299,7 +299,9 @@ def lora_jobs(name):
 
 
 def saffu_runs(name):
-    return [res(f"saffu/{s}/{frac}/{name}") for s, frac in plan.saffu_jobs(config)]
+    return [
+        res(f"saffu/{plan.saffu_job(*job)}/{name}") for job in plan.saffu_jobs(config)
+    ]
 
 
 def sensitivity_grid():

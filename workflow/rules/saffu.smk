@@ -1,6 +1,6 @@
-# SAFFU explicit-solution baseline (re-implementation): one job per (setting, train fraction),
-# GPU when visible, running warm and cold start for every seed; the Kneser-Ney baseline (CPU);
-# then aggregation with the claim frame, tables beside the LM summary, figures.
+# SAFFU explicit-solution baseline (re-implementation): one job per (setting, train fraction,
+# seed), GPU when visible, running warm and cold start; the Kneser-Ney baseline (CPU); then
+# aggregation with the claim frame, tables beside the LM summary, figures.
 
 
 rule saffu:
@@ -13,22 +13,24 @@ rule saffu:
             "meta.json",
         ),
         code=code("saffu"),
-        # the other settings reuse the rates the main setting chose on the full train split
+        # later seeds reuse the rates their first seed chose, the other settings those the
+        # main setting chose on the full train split
         rates=lambda w: [
             res(f"saffu/{job}/metrics.json")
-            for job in [plan.saffu_rates_job(config, w.setting)]
+            for job in [plan.saffu_rates_job(config, w.setting, w.frac, int(w.seed))]
             if job
         ],
     output:
-        metrics=res("saffu/{setting}/{frac}/metrics.json"),
-        curve=res("saffu/{setting}/{frac}/curve.parquet"),
+        metrics=res("saffu/{setting}/{frac}/seed{seed}/metrics.json"),
+        curve=res("saffu/{setting}/{frac}/seed{seed}/curve.parquet"),
     log:
-        logfile("saffu/{setting}/{frac}"),
+        logfile("saffu/{setting}/{frac}/seed{seed}"),
     benchmark:
-        benchfile("saffu/{setting}/{frac}")
-    wildcard_constraints:  # rule-level: "setting" is also a generative wildcard
+        benchfile("saffu/{setting}/{frac}/seed{seed}")
+    wildcard_constraints:  # rule-level: "setting" and "seed" are also generative wildcards
         setting="|".join(SAFFU_SETTINGS),
         frac=r"f[0-9.]+",
+        seed=r"\d+",
     priority: saffu_priority
     conda:
         "../envs/pillm.yaml"
@@ -38,13 +40,13 @@ rule saffu:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("saffu"),
     params:
-        cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting)),
+        cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting, int(w.seed))),
         fraction=lambda w: plan.saffu_fraction(config, w.frac),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
         rates=lambda w, input: f"--rates-from {input.rates[0]}" if input.rates else "",
-        # The rates job gates the other settings: on two H100s it ran 254 s at MPS's
-        # below-normal priority and they ended the run after it (2026-11-27): normal priority.
+        # A rates job gates other jobs: on two H100s the one of the other settings ran 254 s
+        # at MPS's below-normal priority and they ended the run after it (2026-11-27): normal.
         mps=lambda w: mps_priority(bulk=not saffu_rates_job(w)),
         device=DEVICE,
     shell:

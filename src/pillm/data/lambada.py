@@ -78,7 +78,8 @@ def lambada_accuracy(
     device: str = "cpu",
     batch_size: int = 32,
 ) -> dict[str, float]:
-    """Last-word accuracy and target NLL of ``model`` (a ``pillm.model.GPT``) on ``passages``.
+    """Last-word accuracy and target NLL of ``model`` (a ``pillm.models.gpt.GPT``: its
+    ``hidden`` stream and ``lm_head``) on ``passages``.
 
     Context + target is cut from the left to at most ``model.cfg.context`` tokens; the model reads
     all but the last of them. A passage counts as correct iff argmax reproduces every target
@@ -108,13 +109,17 @@ def lambada_accuracy(
                 for r, (seq, _) in enumerate(batch):
                     idx[r, : len(seq) - 1] = torch.tensor(seq[:-1])
                 # Logit at position t predicts token t+1, so row r's targets seq[-n:] are read
-                # at positions len(seq)-1-n .. len(seq)-2. Gather those rows before the softmax:
-                # (B, T, V) log-probs would be ~1 GB for a GPT-2 vocab at batch 32.
+                # at positions len(seq)-1-n .. len(seq)-2. Gather those rows of the final
+                # stream before the head: the (B, T, V) logits of every position were most of
+                # the pass (float32 FLOPs, 0.5 GB a batch for a GPT-2 vocab), read at ~2 % of
+                # their rows. A row's logits do not depend on the other rows.
                 rows = [r for r, (_, n) in enumerate(batch) for _ in range(n)]
                 pos = [len(seq) - 1 - n + j for seq, n in batch for j in range(n)]
                 target = torch.tensor([t for seq, n in batch for t in seq[-n:]])
-                logits, _ = model(idx.to(dev))
-                picked = logits[torch.tensor(rows, device=dev), torch.tensor(pos, device=dev)]
+                stream = model.hidden(idx.to(dev))
+                picked = model.lm_head(
+                    stream[torch.tensor(rows, device=dev), torch.tensor(pos, device=dev)]
+                )
                 logp = F.log_softmax(picked.float(), dim=-1).cpu()  # (targets in batch, V)
                 hit = logp.argmax(-1) == target
                 nll = -logp.gather(1, target[:, None])[:, 0].double()

@@ -281,9 +281,11 @@ def score_test(
     }
 
 
-def reused_rates(path: str | Path, inits: Sequence[str]) -> dict[str, tuple[float, GridPick]]:
+def reused_rates(
+    path: str | Path, inits: Sequence[str]
+) -> tuple[dict[str, tuple[float, GridPick]], str]:
     """Each start's chosen rate and its selection, as another job recorded them (its first
-    seed's run); ValueError naming the file when a start is missing."""
+    seed's run), and that job's setting; ValueError naming the file when a start is missing."""
     import json
 
     rows = json.loads(Path(path).read_text())
@@ -297,7 +299,7 @@ def reused_rates(path: str | Path, inits: Sequence[str]) -> dict[str, tuple[floa
         pick = GridPick(m["lr"], (), bool(m["lr_edge_hit"]), int(m["lr_extensions"]),
                         bool(m["lr_on_edge"]))  # fmt: skip
         out[init] = (m["lr"], pick)
-    return out
+    return out, rows[0]["variant"]
 
 
 def run_saffu(
@@ -312,9 +314,12 @@ def run_saffu(
     """Every seed and init of one SAFFU setting at one train fraction: the explicit solution
     (warm start) and the log-unigram start (cold), each trained by AdamW at a rate chosen on
     held-out data (at the first seed; later seeds reuse it) until the held-out loss stops
-    improving. With ``rates_from`` (another job's ``metrics.json``: the ablation settings take
-    the main setting's full-split choice) each start reuses that job's rate and searches none.
-    Writes ``metrics.json`` (tidy records, one run per seed x init) and ``curve.parquet``.
+    improving. With ``rates_from`` (another job's ``metrics.json``: a later seed takes its
+    first seed's choice, the ablation settings the main setting's full-split one) each start
+    reuses that job's rate and searches none; ``lr_reused`` records a rate taken from another
+    setting. Writes ``metrics.json`` (tidy records, one run per seed x init) and
+    ``curve.parquet``. The records of a seed are the same whether its job ran the seeds before
+    it or took their rate from ``rates_from`` (the pipeline runs one seed a job).
 
     ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
     job = SaffuJobConfig.from_dict(cfg, "saffu")
@@ -332,7 +337,11 @@ def run_saffu(
     tag = fraction_tag(fraction)
     records: list[dict[str, Any]] = []
     curves: list[dict[str, Any]] = []
-    chosen = reused_rates(rates_from, job.inits) if rates_from else {}  # init -> (rate, pick)
+    chosen: dict[str, tuple[float, GridPick]] = {}  # init -> (rate, selection)
+    from_other_setting = False
+    if rates_from:
+        chosen, source = reused_rates(rates_from, job.inits)
+        from_other_setting = source != setting_name
     win: Window | None = None
     model: SaffuLM | None = None
     context = {
@@ -371,7 +380,7 @@ def run_saffu(
                                   chosen[init][0], seed, job, label)  # fmt: skip
                 out["lr_tuned_here"], out["tune_time_s"], curve = 0.0, 0.0, fit.curve
             del start
-            out.update(grid_metrics("lr", chosen[init][1]), lr_reused=float(bool(rates_from)))
+            out.update(grid_metrics("lr", chosen[init][1]), lr_reused=float(from_other_setting))
             out.update(score_test(model, win.data["test"], job.eval_chunk, test_bytes))
             out.update(
                 val_loss=fit.best_val, val_ppl=perplexity(fit.best_val),
