@@ -231,6 +231,24 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
     return {s.name: s for s in out}
 
 
+def pil_fit_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
+    """GPU memory (MiB) a PIL fit of ``setting`` on ``dataset`` declares (``generative``
+    section): its float64 Gram and cross-products hold p² + p·D numbers for p features and D
+    pixels, and the fit's allocator peak was 7.7-8.8 times those bytes where p >= 2,833 (one
+    H100, commit 5c2ff7b: 680-5,121 MiB over p = 2,833-8,977 and D = 784, 3,072; 473 MiB at
+    p = 1,809, where the images and samples weigh more). Declared: ten times, plus 1 GiB for
+    the CUDA context and the allocator's cache. (A flat 8 GB before: the twenty fits declared
+    160 GB, their peaks summed to 55 GB, and at the two-GPU run's end they waited for declared
+    memory that lay idle.)
+    """
+    from pillm.data.image_specs import IMAGE_DATASETS
+
+    d = IMAGE_DATASETS[dataset].pixels
+    f = setting.feature_options(cfg)
+    p = f["n_proj"] * f["width"] + (d if f["direct_link"] else 0) + 1
+    return 1024 + round(10 * 8 * (p * p + p * d) / 2**20)
+
+
 def all_settings(cfg: dict) -> dict[str, list[str]]:
     """dataset -> setting names (what the Snakefile expands)."""
     return {ds: list(settings(cfg, ds)) for ds in cfg["datasets"]}

@@ -56,20 +56,24 @@ if estimate.device_kind() == "cpu":
 # at most 3.9 GB, and at 6 GB declared 3 jobs failed out of memory (run F of 2026-11-27). Each run's
 # memory is now handed back after it (pillm.lm.run.run_many; before, the allocated peak grew by
 # ~0.3 GB a run): the baseline's 5 seeds alone then peaked at 6.0 GiB in nvidia-smi.
-GPU_MEM_MB = {"run_lm": 8000, "lm_extras": 4000, "sensitivity_run": 8000,
-              "probe": 6000, "generative": 8000, "generative_adamw": 3000, "gen_classifier": 3000,
-              "gen_lr_run": 3000, "lora": 5000, "saffu": 12000}  # fmt: skip
+# The one-H100 build of 5c2ff7b (2026-11-28): the functional-gradient variant's runs peaked at
+# 10.2 GB allocated (the others <= 4.1 GB), so it declares 12 GB; the SST-2 jobs at 0.9 GB; a PIL
+# generative fit declares by its feature count (pillm.plan.pil_fit_memory_mb). In the two-GPU
+# build of that commit the declarations held the whole budget from 150 s to 270 s while the
+# cards held at most 62 of their 80 GB each, and one card's jobs ran out at 210-260 s.
+GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 12000, "lm_extras": 4000, "sensitivity_run": 8000,
+              "probe": 6000, "generative_adamw": 3000, "gen_classifier": 3000,
+              "gen_lr_run": 3000, "lora": 3000, "saffu": 12000}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
 
 
-def gpu_mem(key):
-    """GPU memory one job of ``key`` (a GPU_MEM_MB entry) reserves, at most the whole budget."""
+def gpu_mem(need):
+    """GPU memory a job reserves: ``need`` MiB, or a GPU_MEM_MB key; at most the whole budget."""
     budget = workflow.global_resources["gpu_mem_mb"]
-    return min(
-        GPU_MEM_MB[key], getattr(budget, "value", budget)
-    )  # Snakemake 9: a Resource
+    mb = GPU_MEM_MB[need] if isinstance(need, str) else int(need)
+    return min(mb, getattr(budget, "value", budget))  # Snakemake 9: a Resource
 
 
 # Start order where ready jobs wait for GPU memory. Snakemake's greedy scheduler

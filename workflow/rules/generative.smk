@@ -136,7 +136,9 @@ rule generative:
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=lambda w: gpu_mem(
-            "generative_adamw" if gen_is_adamw(w) else "generative"
+            "generative_adamw"
+            if gen_is_adamw(w)
+            else plan.pil_fit_memory_mb(GEN, w.dataset, gen_setting(w))
         ),
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).

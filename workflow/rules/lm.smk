@@ -31,7 +31,9 @@ rule run_lm:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("run_lm"),
+        gpu_mem_mb=lambda w: gpu_mem(
+            "run_lm_fgrad" if plan.VARIANTS[w.variant].target == "fgrad" else "run_lm"
+        ),
     params:
         cfg=lambda w: as_json(plan.lm_params(config, w.variant)),
         deps=lambda w: " ".join(

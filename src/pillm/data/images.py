@@ -30,25 +30,10 @@ import numpy as np
 import torch
 
 from pillm.data.files import DataError, hub_call, pinned, read_checksums, verify_file
+from pillm.data.image_specs import IMAGE_DATASETS, ImageSpec
 from pillm.data.sources import resolve_source
 
 SPLITS = ("train", "test")
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    """Where an image dataset lives, and its image shape (C, H, W)."""
-
-    local_dir: str  # folder inside the mirror holding {train,test}.parquet (hub: HUB_DATASETS)
-    image_column: str
-    shape: tuple[int, int, int]
-    classes: int = 10
-
-
-IMAGE_DATASETS: dict[str, ImageSpec] = {
-    "mnist": ImageSpec("mnist", "image", (1, 28, 28)),
-    "cifar10": ImageSpec("cifar10", "img", (3, 32, 32)),
-}
 
 
 @dataclass
