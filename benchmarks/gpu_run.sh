@@ -62,7 +62,15 @@ nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,cl
 SAMPLER=$!
 (while sleep 5; do echo "$(date +%T) $(cut -d' ' -f1-4 /proc/loadavg)"; done >>"$OUT/loadavg.txt") &
 LOADS=$!
-timeout -s INT -k 30 "${SNAKE_TIMEOUT:-400}" python -m snakemake ${TARGETS:-} $SELECT \
+SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-400}
+if [ -n "${CALL_DEADLINE:-}" ]; then  # leave 50 s of the call: Snakemake's stop (up to 30 s), the packing
+  left=$((CALL_DEADLINE - ($(date +%s) - ${CALL_START:-$(date +%s)}) - 50))
+  if [ "$left" -lt "$SNAKE_TIMEOUT" ]; then
+    echo "SNAKE_TIMEOUT $SNAKE_TIMEOUT s cut to $left s (CALL_DEADLINE $CALL_DEADLINE s)"
+    SNAKE_TIMEOUT=$((left > 1 ? left : 1))
+  fi
+fi
+timeout -s INT -k 30 "$SNAKE_TIMEOUT" python -m snakemake ${TARGETS:-} $SELECT \
   --cores "${CORES:-$((2 * GPU_JOBS + 2))}" \
   --rerun-incomplete --keep-going --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
