@@ -92,6 +92,9 @@ def test_table_perplexity_equals_metrics_json(workdir):
     numbers = (workdir / GEN / "numbers.tex").read_text()
     assert f"\\newcommand{{\\BaselinePPL}}{{{cells[5]}}}" in numbers
     assert (workdir / "results/smoke/paper/main.pdf").read_bytes().startswith(b"%PDF")
+    extras = json.loads((workdir / "results/smoke/lm/baseline/seed0/extras.json").read_text())
+    metrics = {r["metric"]: r["value"] for r in extras}
+    assert 0 <= metrics["lambada_acc"] <= 1 and metrics["extras_peak_memory_mb"] > 0
 
 
 def test_up_to_date_tree_has_nothing_to_do(workdir):

@@ -25,7 +25,7 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import process_seconds, resolve_device, seed_everything
+from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
 from pillm.lm.pil import (
@@ -282,5 +282,8 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
         samples = generate_samples(
             model, tok, list(smp.prompts), smp.max_new_tokens, seed=identity["seed"], device=device
         )
+        # the process's peak so far (what the rule's gpu_mem_mb must cover); named apart from
+        # the training run's peak_memory_mb, which the aggregate reads beside it
+        metrics["extras_peak_memory_mb"] = peak_memory_mb(device)
         write_json(run / "samples.json", [{**identity, **s} for s in samples])
         write_json(run / "extras.json", tidy_records(identity, metrics, context))
