@@ -63,7 +63,7 @@ if estimate.device_kind() == "cpu":
 # 290-350 s, nine of the fourteen slots ran: three or four SAFFU jobs and four probes had
 # declared the whole budget, and the GPU was 51-94 % busy (30 s means). In the two-GPU
 # build of that commit the declarations held the whole budget from 150 s to 270 s while the
-# cards held at most 62 of their 80 GB each, and one card's jobs ran out at 210-260 s.
+# cards held at most 62 of their 80 GB each, and one card was 46-82 % busy for 60 s.
 GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 12000, "lm_extras": 4000, "sensitivity_run": 8000,
               "probe": 6000, "probe_own": 2500, "generative_adamw": 3000, "gen_classifier": 3000,
               "gen_lr_run": 3000, "lora": 3000, "saffu": 12000}  # fmt: skip
