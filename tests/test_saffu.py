@@ -578,3 +578,28 @@ def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     (row,) = report["rows"]
     assert row["csr_max_logit_error"] < 1e-6 and row["csr_max_grad_error"] < 1e-6
     assert report["bag_eval_chunk_ms"] > 0 and report["csr_eval_chunk_ms"] > 0
+
+
+def test_rate_search_keeps_only_the_weights_that_can_still_win(monkeypatch):
+    """Each rate's run holds a weight-sized copy of its best point; a run beaten by another
+    drops it at once (the grid only grows), so at most the best-so-far copies live while the
+    next rate trains, and the winner's weights come back."""
+    from pillm.saffu import run as saffu_run
+
+    losses = {0.01: 1.2, 0.03: 1.5, 0.1: 2.0}  # 0.01 on the lower edge: one rate added below
+    fits, alive = [], []
+
+    def fake_train(model, start, train, valid, lr, seed, job, label):
+        alive.append(sum(f.weight is not None for f in fits))  # copies held while training
+        w = torch.full((2, 2), lr)
+        fits.append(saffu_run.Fit(lr, losses.get(lr, 3.0), 1, 2, False, False, 0.1, [], w))
+        return fits[-1]
+
+    monkeypatch.setattr(saffu_run, "train_adamw", fake_train)
+    model = SaffuLM(2, 2)
+    job = SaffuJobConfig.from_dict({**CFG, "lrs": [0.01, 0.03, 0.1], "lr_extend": 1}, "saffu")
+    data = {"train": None, "valid": None}
+    fit, chosen, _, _ = saffu_run.tune_lr(model, torch.zeros(2, 2), data, 0, job, "t")
+    assert len(fits) == 4 and chosen.extensions == 1 and chosen.value == 0.01
+    assert torch.equal(model.weight.data, torch.full((2, 2), 0.01)) and fit is fits[0]
+    assert alive == [0, 1, 1, 1] and [f.lr for f in fits if f.weight is not None] == [0.01]

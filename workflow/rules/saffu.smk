@@ -38,7 +38,11 @@ rule saffu:
     threads: 1
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("saffu"),
+        gpu_mem_mb=lambda w: gpu_mem(
+            "saffu_reuse"
+            if plan.saffu_rates_job(config, w.setting, w.frac, int(w.seed))
+            else "saffu"
+        ),
     params:
         cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting, int(w.seed))),
         fraction=lambda w: plan.saffu_fraction(config, w.frac),
