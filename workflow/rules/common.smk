@@ -57,8 +57,8 @@ if estimate.device_kind() == "cpu":
 # memory is now handed back after it (pillm.lm.run.run_many; before, the allocated peak grew by
 # ~0.3 GB a run): the baseline's 5 seeds alone then peaked at 6.0 GiB in nvidia-smi.
 # The one-H100 build of 5c2ff7b (2026-11-28): the functional-gradient variant's runs peaked at
-# 10.2 GB allocated (the others <= 4.1 GB), so it declares 12 GB; the SST-2 jobs at 0.9 GB, the
-# probes of this pipeline's models at 1.3 GB (the pretrained ones keep 6 GB); the SAFFU jobs
+# 10.2 GB allocated (the others <= 4.1 GB), so it declares 12 GB; the SST-2 jobs and probes of
+# this pipeline's models at 0.9 and 1.3 GB (the pretrained models keep 5 and 6 GB); the SAFFU jobs
 # that reuse a chosen rate at 8.8 GB (those that choose, 10.4 GB); a PIL generative
 # fit declares by its feature count (pillm.plan.pil_fit_memory_mb). In that build's middle,
 # 290-350 s, nine of the fourteen slots ran: three or four SAFFU jobs and four probes had
@@ -67,7 +67,8 @@ if estimate.device_kind() == "cpu":
 # cards held at most 62 of their 80 GB each, and one card was 46-82 % busy for 60 s.
 GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 12000, "lm_extras": 4000, "sensitivity_run": 8000,
               "probe": 6000, "probe_own": 2500, "generative_adamw": 3000, "gen_classifier": 3000,
-              "gen_lr_run": 3000, "lora": 3000, "saffu": 12000, "saffu_reuse": 10500}  # fmt: skip
+              "gen_lr_run": 3000, "lora": 5000, "lora_own": 3000, "saffu": 12000,
+              "saffu_reuse": 10500}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
@@ -253,9 +254,20 @@ def probe_jobs(name):
     )
 
 
+def own_model(wildcards):
+    """Whether a job's ``model`` is one of this pipeline's own (``pillm-s<k>``)."""
+    return wildcards.model.startswith(plan.OWN_PREFIX)
+
+
+def own_model_mem(key):
+    """A probe or SST-2 rule's gpu_mem_mb: ``<key>_own`` for the pipeline's own small models,
+    ``key`` for the pretrained ones."""
+    return lambda w: gpu_mem(f"{key}_own" if own_model(w) else key)
+
+
 def own_model_inputs(wildcards):
     """The pipeline's own models need their checkpoint and the tokenizer they were trained with."""
-    if not wildcards.model.startswith(plan.OWN_PREFIX):
+    if not own_model(wildcards):
         return {}
     run = res(f"lm/baseline/seed{wildcards.model.removeprefix(plan.OWN_PREFIX)}")
     return {

@@ -23,7 +23,7 @@ rule lora:
     threads: 1
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("lora"),
+        gpu_mem_mb=own_model_mem("lora"),
     params:
         # Not lora.models or lora.seeds: which jobs run is the DAG's business, not any one
         # job's (a job's seed is in its model name).

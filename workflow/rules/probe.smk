@@ -20,9 +20,7 @@ rule probe:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=lambda w: gpu_mem(
-            "probe_own" if w.model.startswith(plan.OWN_PREFIX) else "probe"
-        ),
+        gpu_mem_mb=own_model_mem("probe"),
     params:
         # Not probe.models: which models run is the DAG's business, not any one job's.
         cfg=as_json({k: v for k, v in PROBE.items() if k != "models"}),
