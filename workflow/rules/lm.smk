@@ -62,6 +62,8 @@ rule lm_extras:
         samples=expand(res("lm/{{variant}}/seed{seed}/samples.json"), seed=SEEDS),
     log:
         logfile("lm_extras/{variant}"),
+    benchmark:
+        benchfile("lm_extras/{variant}")
     priority: PRIORITY["lm_extras"]
     conda:
         "../envs/pillm.yaml"
