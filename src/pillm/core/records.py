@@ -89,7 +89,10 @@ def provenance(device: str) -> dict[str, str]:
     import numpy
     import torch
 
-    if device.startswith("cuda"):
+    from pillm.core.cuda_driver import cuda_wait_mode
+
+    cuda = device.startswith("cuda")
+    if cuda:
         device_name = torch.cuda.get_device_name(torch.device(device))
     else:
         device_name = cpu_name(torch.get_num_threads())
@@ -102,6 +105,8 @@ def provenance(device: str) -> dict[str, str]:
         "numpy": numpy.__version__,
         "cuda": torch.version.cuda or "none",
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),  # gpu_slots.py
+        # how its threads waited for the GPU (pillm.core.runtime.sleep_while_waiting)
+        "cuda_wait": cuda_wait_mode(torch.device(device).index or 0) if cuda else "none",
     }
 
 

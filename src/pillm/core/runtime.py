@@ -11,14 +11,20 @@ import resource
 import numpy as np
 import torch
 
+from pillm.core.cuda_driver import sleep_while_waiting
+
 
 def resolve_device(name: str) -> str:
+    """The device a job runs on. A CUDA device's waits then sleep (``sleep_while_waiting``): every
+    GPU job resolves its device first, before its first CUDA context exists."""
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(
             f"device: {name} was requested but no CUDA GPU is visible; use device: auto or cpu"
         )
+    if name.startswith("cuda"):
+        sleep_while_waiting()
     return name
 
 

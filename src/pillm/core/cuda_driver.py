@@ -1,0 +1,66 @@
+"""The CUDA driver, read through ctypes without torch: how a process's threads wait for the GPU.
+
+Torch-free, so that provenance records (read by torch-free report commands) can name the mode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+# The scheduling bits of a CUDA context's flags (cuda.h CUctx_flags)
+_SCHED_MASK, _SCHED_BLOCKING_SYNC = 0x07, 0x04
+_SCHED_NAMES = {0: "auto", 1: "spin", 2: "yield", 4: "blocking"}
+
+
+def _cuda_driver():
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def sleep_while_waiting() -> bool:
+    """Let this process's threads sleep while they wait for the GPU, instead of spinning: the
+    primary CUDA context of every visible device gets blocking synchronization.
+
+    CUDA's default ("auto": spin while a process has fewer contexts than the host has cores) keeps
+    a core at 100 % for as long as a thread waits. Each GPU job of the paper DAG used 0.6-1.0
+    CPU-seconds per second of its wall time (H200 builds of cc618bb), most of it waiting, and
+    14 jobs share 16 cores (28 share 32 on two GPUs): the spinners took the cores that start-up,
+    compilation and data preparation need. ``PILLM_CUDA_SPIN=1`` keeps CUDA's default. Returns
+    whether every device's context now blocks (False without a driver, or where a context
+    already existed with other flags).
+    """
+    if os.environ.get("PILLM_CUDA_SPIN") == "1":
+        return False
+    lib = _cuda_driver()
+    if lib is None or lib.cuInit(0) != 0:
+        return False
+    count = ctypes.c_int()
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    set_flags = (
+        getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
+    )
+    for ordinal in range(count.value):
+        dev = ctypes.c_int()
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            return False
+        flags, active = ctypes.c_uint(), ctypes.c_int()
+        lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
+        set_flags(dev, (flags.value & ~_SCHED_MASK) | _SCHED_BLOCKING_SYNC)
+    return all(cuda_wait_mode(i) == "blocking" for i in range(count.value))
+
+
+def cuda_wait_mode(ordinal: int = 0) -> str:
+    """How threads wait for visible device ``ordinal`` (its primary context's scheduling flag:
+    auto, spin, yield or blocking); 'none' without a CUDA driver."""
+    lib = _cuda_driver()
+    if lib is None or lib.cuInit(0) != 0:
+        return "none"
+    dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+    if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+        return "none"
+    lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
+    return _SCHED_NAMES.get(flags.value & _SCHED_MASK, hex(flags.value & _SCHED_MASK))
