@@ -1,6 +1,8 @@
-"""benchmarks/dag_timeline.py: each job's start, end and fate from a Snakemake log."""
+"""benchmarks/dag_timeline.py: each job's start, end and fate from a Snakemake log;
+benchmarks/job_cpu.py: each rule's wall and CPU seconds from the jobs' benchmark files."""
 
 import gzip
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +75,20 @@ def test_by_rule_sums_each_rules_walls(tmp_path):
         ["run_lm", "1", "40", "40", "40"],
         ["probe", "1", "30", "30", "50"],
     ]
+
+
+def test_job_cpu_sums_wall_and_cpu_seconds_by_rule(tmp_path):
+    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    for rel, wall, cpu in [("run_lm/baseline.tsv", 80.0, 60.0), ("run_lm/ffn_only.tsv", 20.0, 5.0),
+                           ("generative/mnist/lr_flow/lr0.001.tsv", 10.0, 10.0)]:  # fmt: skip
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(head + f"{wall}\t0:01:00\t1\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+    out = subprocess.run([sys.executable, "benchmarks/job_cpu.py", str(tmp_path), "--wall", "50",
+                          "--cores", "4"], cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert re.search(r"^run_lm\s+2\s+100\s+65\s+0.65$", out, re.M), out
+    assert re.search(r"^gen_lr_run\s+1\s+10\s+10\s+1.00$", out, re.M), out
+    assert "mean CPU demand over the run's 50 s: 1.5 cores of 4 cores" in out
+    empty = subprocess.run([sys.executable, "benchmarks/job_cpu.py", str(tmp_path / "none")],
+                           cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert empty.returncode != 0 and "no benchmark .tsv files under" in empty.stderr

@@ -107,15 +107,27 @@ def _bench_rule(rel: Path) -> str:
     return rel.parts[0]
 
 
-def read_benchmarks(folder: str | Path) -> dict[str, list[float]]:
-    """Seconds per job, by rule, from the ``benchmark:`` tsv files of a run."""
-    out: dict[str, list[float]] = {}
+def read_benchmark_rows(folder: str | Path) -> list[dict[str, Any]]:
+    """One row per job of a run's ``benchmark:`` tsv files: its rule, file, wall seconds (``s``)
+    and CPU seconds (``cpu_time``, the job's processes together; Snakemake samples it)."""
+    out = []
     folder = Path(folder)
     for tsv in sorted(folder.rglob("*.tsv")):
         with tsv.open() as f:
             rows = list(csv.DictReader(f, delimiter="\t"))
         if rows:
-            out.setdefault(_bench_rule(tsv.relative_to(folder)), []).append(float(rows[-1]["s"]))
+            rel = tsv.relative_to(folder)
+            last = rows[-1]
+            out.append({"rule": _bench_rule(rel), "file": str(rel), "s": float(last["s"]),
+                        "cpu_time": float(last.get("cpu_time") or "nan")})  # fmt: skip
+    return out
+
+
+def read_benchmarks(folder: str | Path) -> dict[str, list[float]]:
+    """Seconds per job, by rule, from the ``benchmark:`` tsv files of a run."""
+    out: dict[str, list[float]] = {}
+    for row in read_benchmark_rows(folder):
+        out.setdefault(row["rule"], []).append(row["s"])
     return out
 
 
