@@ -8,7 +8,14 @@ from tokenizers.models import WordLevel
 
 from pillm.data import files
 from pillm.data.files import DataError
-from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
+from pillm.data.lambada import (
+    LambadaSet,
+    _encode_example,
+    generate_samples,
+    lambada_accuracy,
+    load_lambada,
+    score_lambada,
+)
 from pillm.models.gpt import GPT, GPTConfig
 
 V = 32  # w0..w30 and [UNK]
@@ -164,3 +171,53 @@ def test_head_on_the_read_rows_equals_the_full_forward():
     assert lambada_accuracy(model, tok, passages, batch_size=3) == lambada_accuracy(
         FullLogits(model), tok, passages, batch_size=3
     )
+
+
+def _per_batch_reference(model, tok, passages, batch_size):
+    """The pass as it was before LambadaSet (2026-11-28): each batch's log-probabilities copied
+    to the host, argmax and NLL read there."""
+    examples = [_encode_example(tok, p, model.cfg.context) for p in passages]
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i][0]))
+    n_correct, total_nll, n_target = 0, 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start : start + batch_size]]
+            idx = torch.zeros(len(batch), max(len(q) for q, _ in batch) - 1, dtype=torch.long)
+            for r, (seq, _) in enumerate(batch):
+                idx[r, : len(seq) - 1] = torch.tensor(seq[:-1])
+            rows = [r for r, (_, n) in enumerate(batch) for _ in range(n)]
+            pos = [len(seq) - 1 - n + j for seq, n in batch for j in range(n)]
+            target = torch.tensor([t for seq, n in batch for t in seq[-n:]])
+            logp = torch.log_softmax(
+                model.lm_head(model.hidden(idx)[torch.tensor(rows), torch.tensor(pos)]).float(), -1
+            )
+            hit, nll = logp.argmax(-1) == target, -logp.gather(1, target[:, None])[:, 0].double()
+            k = 0
+            for _, n in batch:
+                n_correct += int(hit[k : k + n].all())
+                total_nll += nll[k : k + n].sum().item()
+                k += n
+            n_target += len(target)
+    return {"lambada_acc": n_correct / len(examples),
+            "lambada_target_nll": total_nll / n_target, "lambada_n": float(len(examples))}  # fmt: skip
+
+
+def test_one_set_scores_several_models_as_the_per_batch_pass_did():
+    """Encoded once and read back once per model: every model's result equals, bit for bit, the
+    earlier pass that copied each batch back; a set cut for another context is refused."""
+    rng = torch.Generator().manual_seed(5)
+    passages = [" ".join(f"w{i}" for i in torch.randint(0, 31, (n,), generator=rng).tolist())
+                for n in (3, 6, 9, 12, 20, 28, 40, 7)]  # fmt: skip
+    tok = toy_tokenizer()
+    models = [tiny_gpt(seed=s) for s in (1, 2, 3)]
+    lam = LambadaSet.build(tok, passages, context=32, batch_size=3)
+    for model in models:
+        ref = _per_batch_reference(model, tok, passages, batch_size=3)
+        assert score_lambada(model, lam) == ref
+        assert ref["lambada_target_nll"] > 0 and ref["lambada_n"] == len(passages)
+    short = LambadaSet.build(tok, passages, context=16, batch_size=3)
+    with pytest.raises(ValueError, match="context 16, the model reads 32"):
+        score_lambada(models[0], short)
+    with pytest.raises(ValueError, match="no LAMBADA passages"):
+        LambadaSet.build(tok, [], context=32)

@@ -13,6 +13,7 @@ DataError naming data.local_dir), ``auto`` reads the mirror, built from the hub 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -71,6 +72,64 @@ def _encode_example(tok: Tokenizer, passage: str, context: int) -> tuple[list[in
     return ctx + tgt, len(tgt)
 
 
+@dataclass(frozen=True)
+class LambadaBatch:
+    """One scoring batch on its device: right-padded inputs and where its targets are read."""
+
+    idx: torch.Tensor  # (B, width) input ids; pad id 0 is never read
+    rows: torch.Tensor  # (targets,) batch row of each target token
+    pos: torch.Tensor  # (targets,) position whose logits predict it
+    target: torch.Tensor  # (targets,) the token
+    counts: tuple[int, ...]  # target tokens of each passage, in batch order
+
+
+@dataclass(frozen=True)
+class LambadaSet:
+    """The passages encoded and cut into batches once, on the device: a process scoring several
+    runs (``lm_extras``: every seed of a variant) pays the tokenizer and the copies once."""
+
+    batches: tuple[LambadaBatch, ...]
+    context: int
+    n_passages: int
+
+    @classmethod
+    def build(
+        cls,
+        tok: Tokenizer,
+        passages: list[str],
+        context: int,
+        batch_size: int = 32,
+        device: str = "cpu",
+    ) -> LambadaSet:
+        """Each passage's context + target, cut from the left to at most ``context`` tokens, in
+        batches of ``batch_size``, longest first (each batch pads little; the order changes no
+        passage's score)."""
+        if not passages:
+            raise ValueError("no LAMBADA passages to score")
+        examples = [_encode_example(tok, p, context) for p in passages]
+        order = sorted(range(len(examples)), key=lambda i: -len(examples[i][0]))
+        dev = torch.device(device)
+        batches = []
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start : start + batch_size]]
+            width = max(len(seq) for seq, _ in batch) - 1
+            idx = torch.zeros(len(batch), width, dtype=torch.long)
+            for r, (seq, _) in enumerate(batch):
+                idx[r, : len(seq) - 1] = torch.tensor(seq[:-1])
+            # Logit at position t predicts token t+1, so row r's targets seq[-n:] are read at
+            # positions len(seq)-1-n .. len(seq)-2.
+            rows = [r for r, (_, n) in enumerate(batch) for _ in range(n)]
+            pos = [len(seq) - 1 - n + j for seq, n in batch for j in range(n)]
+            target = [t for seq, n in batch for t in seq[-n:]]
+            batches.append(
+                LambadaBatch(
+                    idx.to(dev), torch.tensor(rows, device=dev), torch.tensor(pos, device=dev),
+                    torch.tensor(target, device=dev), tuple(n for _, n in batch),
+                )
+            )  # fmt: skip
+        return cls(tuple(batches), context, len(examples))
+
+
 def lambada_accuracy(
     model: torch.nn.Module,
     tok: Tokenizer,
@@ -78,63 +137,58 @@ def lambada_accuracy(
     device: str = "cpu",
     batch_size: int = 32,
 ) -> dict[str, float]:
-    """Last-word accuracy and target NLL of ``model`` (a ``pillm.models.gpt.GPT``: its
-    ``hidden`` stream and ``lm_head``) on ``passages``.
+    """``score_lambada`` of ``model`` on ``passages`` encoded for its context (one model; a
+    process scoring several builds one ``LambadaSet`` and scores each with it)."""
+    return score_lambada(
+        model, LambadaSet.build(tok, passages, model.cfg.context, batch_size, device)
+    )
 
-    Context + target is cut from the left to at most ``model.cfg.context`` tokens; the model reads
-    all but the last of them. A passage counts as correct iff argmax reproduces every target
-    token under teacher forcing. Returns ``lambada_acc`` (fraction correct),
-    ``lambada_target_nll`` (total target NLL in nats over the total number of target tokens of
-    all passages) and ``lambada_n`` (passages scored). The model must already be on ``device``;
-    it is evaluated in eval mode and its previous mode restored. Results do not depend on
-    ``batch_size``: rows are right-padded, and causal attention keeps padding from reaching the
+
+def score_lambada(model: torch.nn.Module, lam: LambadaSet) -> dict[str, float]:
+    """Last-word accuracy and target NLL of ``model`` (a ``pillm.models.gpt.GPT``: its
+    ``hidden`` stream and ``lm_head``) on the prepared passages (on the model's device).
+
+    A passage counts as correct iff argmax reproduces every target token under teacher forcing.
+    Returns ``lambada_acc`` (fraction correct), ``lambada_target_nll`` (total target NLL in nats
+    over the total number of target tokens of all passages) and ``lambada_n`` (passages scored).
+    It is evaluated in eval mode and its previous mode restored. Results do not depend on the
+    batch size: rows are right-padded, and causal attention keeps padding from reaching the
     positions that are read.
     """
-    if not passages:
-        raise ValueError("no LAMBADA passages to score")
-    examples = [_encode_example(tok, p, model.cfg.context) for p in passages]
-    # Longest first, so each batch pads little; the order does not change any per-passage score.
-    order = sorted(range(len(examples)), key=lambda i: -len(examples[i][0]))
-    dev = torch.device(device)
-    n_correct, total_nll, n_target = 0, 0.0, 0
+    if model.cfg.context != lam.context:
+        raise ValueError(
+            f"the LAMBADA passages were cut for context {lam.context}, the model reads "
+            f"{model.cfg.context}: build the LambadaSet with the model's context"
+        )
+    hits, nlls = [], []
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                batch = [examples[i] for i in order[start : start + batch_size]]
-                width = max(len(seq) for seq, _ in batch) - 1
-                # Pad id 0 is arbitrary: only positions before each row's end are ever read.
-                idx = torch.zeros(len(batch), width, dtype=torch.long)
-                for r, (seq, _) in enumerate(batch):
-                    idx[r, : len(seq) - 1] = torch.tensor(seq[:-1])
-                # Logit at position t predicts token t+1, so row r's targets seq[-n:] are read
-                # at positions len(seq)-1-n .. len(seq)-2. Gather those rows of the final
-                # stream before the head: the (B, T, V) logits of every position were most of
-                # the pass (float32 FLOPs, 0.5 GB a batch for a GPT-2 vocab), read at ~2 % of
-                # their rows. A row's logits do not depend on the other rows.
-                rows = [r for r, (_, n) in enumerate(batch) for _ in range(n)]
-                pos = [len(seq) - 1 - n + j for seq, n in batch for j in range(n)]
-                target = torch.tensor([t for seq, n in batch for t in seq[-n:]])
-                stream = model.hidden(idx.to(dev))
-                picked = model.lm_head(
-                    stream[torch.tensor(rows, device=dev), torch.tensor(pos, device=dev)]
-                )
-                logp = F.log_softmax(picked.float(), dim=-1).cpu()  # (targets in batch, V)
-                hit = logp.argmax(-1) == target
-                nll = -logp.gather(1, target[:, None])[:, 0].double()
-                k = 0
-                for _, n in batch:
-                    n_correct += int(hit[k : k + n].all())
-                    total_nll += nll[k : k + n].sum().item()
-                    k += n
-                n_target += len(target)
+            for b in lam.batches:
+                # The head runs on the read rows of the final stream only: the (B, T, V) logits
+                # of every position were most of the pass (float32 FLOPs, 0.5 GB a batch for a
+                # GPT-2 vocab), read at ~2 % of their rows. A row's logits do not depend on the
+                # other rows.
+                picked = model.lm_head(model.hidden(b.idx)[b.rows, b.pos])
+                logp = F.log_softmax(picked.float(), dim=-1)  # (targets in batch, V)
+                hits.append(logp.argmax(-1) == b.target)
+                nlls.append(-logp.gather(1, b.target[:, None])[:, 0].double())
     finally:
         model.train(was_training)
+    # One copy to the host after the last batch: the GPU runs every batch without waiting for
+    # it (the pass used to copy each batch's (targets, V) log-probabilities back and wait).
+    hit, nll = torch.cat(hits).cpu(), torch.cat(nlls).cpu()
+    n_correct, total_nll, k = 0, 0.0, 0
+    for b in lam.batches:
+        for n in b.counts:
+            n_correct += int(hit[k : k + n].all())
+            total_nll += nll[k : k + n].sum().item()
+            k += n
     return {
-        "lambada_acc": n_correct / len(examples),
-        "lambada_target_nll": total_nll / n_target,
-        "lambada_n": float(len(examples)),
+        "lambada_acc": n_correct / lam.n_passages,
+        "lambada_target_nll": total_nll / k,
+        "lambada_n": float(lam.n_passages),
     }
 
 

@@ -27,7 +27,7 @@ from pillm.core.records import (
 )
 from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, seed_everything
 from pillm.data.corpus import load_tokens
-from pillm.data.lambada import generate_samples, lambada_accuracy, load_lambada
+from pillm.data.lambada import LambadaSet, generate_samples, load_lambada, score_lambada
 from pillm.lm.pil import (
     GridPick,
     LayerSolves,
@@ -272,13 +272,16 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     cfg = ExtrasParams.from_dict(params)
     lam, data, smp = cfg.lambada, cfg.data, cfg.samples
     passages = load_lambada(data.source, data.local_dir, lam.max_examples)
+    lambada = None  # encoded and on the device once, for the first run's context
     for run_dir in run_dirs:
         run = Path(run_dir)
         records = json.loads((run / "metrics.json").read_text())
         identity = {k: records[0][k] for k in IDENTITY}
         context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
         model = load_checkpoint(run / "model.pt", device)
-        metrics = lambada_accuracy(model, tok, passages, device=device, batch_size=lam.batch_size)
+        if lambada is None or lambada.context != model.cfg.context:
+            lambada = LambadaSet.build(tok, passages, model.cfg.context, lam.batch_size, device)
+        metrics = score_lambada(model, lambada)
         samples = generate_samples(
             model, tok, list(smp.prompts), smp.max_new_tokens, seed=identity["seed"], device=device
         )
