@@ -66,10 +66,12 @@ if estimate.device_kind() == "cpu":
 # build of that commit the declarations held the whole budget from 150 s to 270 s while the
 # cards held at most 62 of their 80 GB each, and one card was 46-82 % busy for 60 s.
 # The LAMBADA and sample jobs (lm_extras) peaked at 0.13-0.34 GB allocated (H200 builds of
-# cc618bb, 2026-11-28), so they declare 1 GB instead of 4.
+# cc618bb, 2026-11-28), so they declare 1 GB instead of 4. There, and on an H100 at f5ef371, the
+# SAFFU jobs that choose the rates peaked at 9.5-9.6 GB once the search dropped a beaten
+# rate's weights at once (10.35 GB before), so they declare 11.2 GB instead of 12.
 GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 12000, "lm_extras": 1000, "sensitivity_run": 8000,
               "probe": 6000, "probe_own": 2500, "generative_adamw": 3000, "gen_classifier": 3000,
-              "gen_lr_run": 3000, "lora": 5000, "lora_own": 3000, "saffu": 12000,
+              "gen_lr_run": 3000, "lora": 5000, "lora_own": 3000, "saffu": 11200,
               "saffu_reuse": 10500}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
