@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 
+from pillm.core import cuda_driver
 from pillm.core.cuda_driver import sleep_while_waiting
 
 # One process: resolve the device as every job does, queue ~1 s of GPU sleep, wait for it, and
@@ -42,6 +43,18 @@ def _wait(spin: bool) -> dict:
 def test_without_a_driver_nothing_is_set(monkeypatch):
     monkeypatch.setattr("pillm.core.cuda_driver._cuda_driver", lambda: None)
     assert sleep_while_waiting() is False
+
+
+def test_a_driver_without_the_functions_is_left_alone(monkeypatch):
+    class OldDriver:  # a library that loads but lacks cuDevicePrimaryCtxSetFlags
+        def __init__(self, name):
+            self.cuInit = self.cuDeviceGetCount = self.cuDeviceGet = lambda *a: 0
+            self.cuDevicePrimaryCtxGetState = lambda *a: 0
+
+    monkeypatch.setattr("pillm.core.cuda_driver.ctypes.CDLL", OldDriver)
+    assert cuda_driver._cuda_driver() is None
+    assert sleep_while_waiting() is False
+    assert cuda_driver.cuda_wait_mode() == "none"
 
 
 def test_the_opt_out_keeps_cuda_default(monkeypatch):

@@ -13,11 +13,18 @@ _SCHED_MASK, _SCHED_BLOCKING_SYNC = 0x07, 0x04
 _SCHED_NAMES = {0: "auto", 1: "spin", 2: "yield", 4: "blocking"}
 
 
+# the driver functions used here (CUDA >= 7); a driver without one of them is left alone
+_NEEDED = ("cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxGetState",
+           "cuDevicePrimaryCtxSetFlags")  # fmt: skip
+
+
 def _cuda_driver():
+    """The CUDA driver library, or None where it is missing or lacks a function used here."""
     try:
-        return ctypes.CDLL("libcuda.so.1")
+        lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
+    return lib if all(hasattr(lib, name) for name in _NEEDED) else None
 
 
 def sleep_while_waiting() -> bool:
@@ -40,9 +47,9 @@ def sleep_while_waiting() -> bool:
     count = ctypes.c_int()
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return False
-    set_flags = (
-        getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
-    )
+    # cuda.h maps the name to _v2 since CUDA 11; older drivers have only the first version
+    v2 = hasattr(lib, "cuDevicePrimaryCtxSetFlags_v2")
+    set_flags = lib.cuDevicePrimaryCtxSetFlags_v2 if v2 else lib.cuDevicePrimaryCtxSetFlags
     for ordinal in range(count.value):
         dev = ctypes.c_int()
         if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
