@@ -76,11 +76,15 @@ timeout -s INT -k 30 "$SNAKE_TIMEOUT" python -m snakemake ${TARGETS:-} $SELECT \
   --cores "${CORES:-$((2 * GPU_JOBS + 2))}" \
   --rerun-incomplete --keep-going --resources gpu="$GPU_JOBS" --configfile config/config.yaml /tmp/gpu_data.yaml \
   >"$OUT/snakemake.log" 2>&1
-echo "snakemake rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))") s"
+rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
+echo "snakemake rc=$rc wall=$wall s"
 kill $SAMPLER $LOADS 2>/dev/null
 tail -4 "$OUT/snakemake.log"
 # each job's start, end and fate (benchmarks/dag_timeline.py; standard library only)
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt"
+# each rule's wall and CPU seconds, from the jobs' benchmark files (nproc: the cores this call has)
+python benchmarks/job_cpu.py results/paper/benchmarks --wall "$wall" --cores "$(nproc)" \
+  >"$OUT/job_cpu.txt" 2>&1
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
     --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
