@@ -51,13 +51,21 @@ def sleep_while_waiting() -> bool:
     v2 = hasattr(lib, "cuDevicePrimaryCtxSetFlags_v2")
     set_flags = lib.cuDevicePrimaryCtxSetFlags_v2 if v2 else lib.cuDevicePrimaryCtxSetFlags
     for ordinal in range(count.value):
-        dev = ctypes.c_int()
-        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+        state = _primary_context(lib, ordinal)
+        if state is None:
             return False
-        flags, active = ctypes.c_uint(), ctypes.c_int()
-        lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
-        set_flags(dev, (flags.value & ~_SCHED_MASK) | _SCHED_BLOCKING_SYNC)
+        dev, flags = state
+        set_flags(dev, (flags & ~_SCHED_MASK) | _SCHED_BLOCKING_SYNC)
     return all(cuda_wait_mode(i) == "blocking" for i in range(count.value))
+
+
+def _primary_context(lib, ordinal: int) -> tuple[ctypes.c_int, int] | None:
+    """(device handle, primary context flags) of visible device ``ordinal``; None if absent."""
+    dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+    if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+        return None
+    lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
+    return dev, flags.value
 
 
 def cuda_wait_mode(ordinal: int = 0) -> str:
@@ -66,8 +74,8 @@ def cuda_wait_mode(ordinal: int = 0) -> str:
     lib = _cuda_driver()
     if lib is None or lib.cuInit(0) != 0:
         return "none"
-    dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
-    if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+    state = _primary_context(lib, ordinal)
+    if state is None:
         return "none"
-    lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
-    return _SCHED_NAMES.get(flags.value & _SCHED_MASK, hex(flags.value & _SCHED_MASK))
+    sched = state[1] & _SCHED_MASK
+    return _SCHED_NAMES.get(sched, hex(sched))
