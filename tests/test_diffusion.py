@@ -72,6 +72,18 @@ def test_bucket_edges_and_routing_by_timestep():
     assert [model(torch.randn(1, 2), i)[0, 0].item() for i in range(10)] == out.tolist()
 
 
+@pytest.mark.parametrize("n_buckets", [1, 3])
+def test_the_samplers_integer_timestep_gives_the_per_row_timesteps_result(n_buckets):
+    net = RandomFeatureNet(2, 2, FeatureConfig(width=5), seed=0, trainable=False)
+    torch.nn.init.normal_(net.w_out)
+    model = EpsModel(net, timesteps=10, n_buckets=n_buckets)
+    if model.w_buckets is not None:
+        torch.nn.init.normal_(model.w_buckets)
+    x = torch.randn(6, 2)
+    for t in (0, 4, 9):
+        assert torch.equal(model(x, t), model(x, torch.full((6,), t)))
+
+
 def test_per_bucket_forward_matches_each_row_through_its_own_map_in_values_and_gradients():
     net = RandomFeatureNet(4, 3, FeatureConfig(width=8), seed=0, trainable=True)
     model = EpsModel(net, timesteps=20, n_buckets=4, trainable=True)

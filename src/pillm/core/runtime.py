@@ -25,6 +25,11 @@ def resolve_device(name: str) -> str:
         )
     if name.startswith("cuda"):
         sleep_while_waiting()
+        # PILLM_SYNC_DEBUG=warn (or error): name every operation that makes the host wait for
+        # the GPU, once per source line, in the job's log. An audit switch, off by default.
+        mode = os.environ.get("PILLM_SYNC_DEBUG")
+        if mode:
+            torch.cuda.set_sync_debug_mode(mode)
     return name
 
 

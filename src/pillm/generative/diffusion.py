@@ -136,12 +136,14 @@ class EpsModel(nn.Module):
         return self.net.features(x, t.float() / self.timesteps)
 
     def forward(self, x: Tensor, t: Tensor | int) -> Tensor:
-        if isinstance(t, int) and self.w_buckets is not None:
-            # One timestep for all rows (the sampler): pick its bucket on the host, no sync.
+        if isinstance(t, int):
+            # One timestep for all rows (the sampler): filled on the device, and the bucket
+            # picked on the host. torch.as_tensor of a Python int would copy it from pageable
+            # memory, a host sync per sampling step.
             b = bisect.bisect_right(self.inner_edges, t)
-            return (
-                self.features(x, torch.full((x.shape[0],), t, device=x.device)) @ self.w_buckets[b]
-            )
+            t = torch.full((x.shape[0],), t, device=x.device)
+            if self.w_buckets is not None:
+                return self.features(x, t) @ self.w_buckets[b]
         t = torch.as_tensor(t, device=x.device).expand(x.shape[0])
         if self.w_buckets is None:
             return self.net(x, t.float() / self.timesteps)
