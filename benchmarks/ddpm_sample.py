@@ -35,8 +35,9 @@ class SyncingEpsModel(EpsModel):
 
 dim, width, n, T, syncing, start_at = {dim}, {width}, {n}, {T}, {syncing}, {start_at}
 device = resolve_device("{device}")
-net = RandomFeatureNet(dim, dim, FeatureConfig(width=width), seed=0, trainable=False).to(device)
+net = RandomFeatureNet(dim, dim, FeatureConfig(width=width), seed=0, trainable=False)
 torch.nn.init.normal_(net.w_out, std=1e-3, generator=torch.Generator().manual_seed(1))
+net = net.to(device)
 model = (SyncingEpsModel if syncing else EpsModel)(net, T).to(device)
 sched = linear_beta_schedule(T)
 with tf32(device.startswith("cuda")):
@@ -78,15 +79,17 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--n", type=int, default=5000, help="rows sampled (the paper's n_eval)")
     ap.add_argument("--tiny", action="store_true", help="small shapes (a CPU smoke test)")
+    ap.add_argument("--margin", type=float, default=8.0,
+                    help="seconds (plus one a process) for the processes' start-up before the "
+                    "common start")  # fmt: skip
     ap.add_argument("--out", help="write the rows as JSON")
     a = ap.parse_args()
     dims = {"tiny": 8} if a.tiny else {"mnist": 784, "cifar10": 3072}
     width, T, n = (16, 50, 64) if a.tiny else (4096, 1000, a.n)
-    margin = 3.0 if a.tiny else 8.0
     rows = []
     for name, dim in dims.items():
         for procs in a.procs or [1, 8]:
-            pair = {s: run(dim, width, n, T, procs, s, a.device, margin) for s in (True, False)}
+            pair = {s: run(dim, width, n, T, procs, s, a.device, a.margin) for s in (True, False)}
             if pair[True]["sample_sum"] != pair[False]["sample_sum"]:
                 raise SystemExit(f"{name}: the two arms sampled different values")
             rows += pair.values()

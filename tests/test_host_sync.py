@@ -35,8 +35,8 @@ def no_host_sync():
 @pytest.mark.parametrize("n_buckets", [1, 4])
 def test_ddpm_sampling_never_syncs(n_buckets):
     net = RandomFeatureNet(6, 6, FeatureConfig(width=16), seed=0, trainable=False).cuda()
-    model = EpsModel(net, timesteps=20, n_buckets=n_buckets).cuda()
-    sched = linear_beta_schedule(20)
+    model = EpsModel(net, timesteps=50, n_buckets=n_buckets).cuda()
+    sched = linear_beta_schedule(50)  # the shortest schedule the default betas allow
     with no_host_sync():
         x = sample_ddpm(model, 300, 6, sched, seed=0, device="cuda", batch_size=128, clip_x0=1.0)
     assert x.shape == (300, 6) and bool(torch.isfinite(x).all())
@@ -67,10 +67,9 @@ def test_the_sampling_benchmark_runs_both_arms_and_checks_they_agree(tmp_path):
     out = tmp_path / "rows.json"
     subprocess.run(
         [sys.executable, str(root / "benchmarks" / "ddpm_sample.py"), "--device", "cpu",
-         "--tiny", "--procs", "1", "--procs", "2", "--out", str(out)],
+         "--tiny", "--procs", "2", "--out", str(out)],
         check=True, timeout=180,
     )  # fmt: skip
     rows = json.loads(out.read_text())
-    assert [(r["procs"], r["arm"]) for r in rows] == [(1, "sync"), (1, "free"), (2, "sync"),
-                                                      (2, "free")]  # fmt: skip
+    assert [(r["procs"], r["arm"]) for r in rows] == [(2, "sync"), (2, "free")]
     assert all(r["max_s"] >= r["mean_s"] > 0 for r in rows)
