@@ -2,6 +2,9 @@
 # host, `python` on PATH, the project importable. Sets OUT (default gpu_out) and PY.
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
+# The mirror copy comes as one archive where the carry's 64 MiB would not hold its files
+# (README.md: "The GPU part on an offline GPU host").
+if [ -f .gpu/data.tgz ] && [ ! -d .gpu/data ]; then tar xzf .gpu/data.tgz -C .gpu; fi
 PY=$(command -v python3)
 SITE=/tmp/pillm_site
 mkdir -p "$SITE" /tmp/pillm_bin
