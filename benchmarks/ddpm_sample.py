@@ -79,12 +79,15 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--n", type=int, default=5000, help="rows sampled (the paper's n_eval)")
     ap.add_argument("--tiny", action="store_true", help="small shapes (a CPU smoke test)")
+    ap.add_argument("--images", action="append", choices=["mnist", "cifar10"],
+                    help="image sizes to run (repeatable; default both)")  # fmt: skip
     ap.add_argument("--margin", type=float, default=8.0,
                     help="seconds (plus one a process) for the processes' start-up before the "
                     "common start")  # fmt: skip
     ap.add_argument("--out", help="write the rows as JSON")
     a = ap.parse_args()
     dims = {"tiny": 8} if a.tiny else {"mnist": 784, "cifar10": 3072}
+    dims = {k: v for k, v in dims.items() if a.tiny or not a.images or k in a.images}
     width, T, n = (16, 50, 64) if a.tiny else (4096, 1000, a.n)
     rows = []
     for name, dim in dims.items():
