@@ -17,6 +17,7 @@ import torch
 from pillm.core.runtime import resolve_device
 from pillm.generative.diffusion import EpsModel, linear_beta_schedule, sample_ddpm
 from pillm.generative.flow import FeatureConfig, RandomFeatureNet, sample_flow
+from pillm.lora.base import pad_batch, to_device
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -48,6 +49,16 @@ def test_flow_sampling_never_syncs():
     with no_host_sync():
         x = sample_flow(net, 300, 6, steps=5, method="heun", seed=0, device="cuda", batch_size=128)
     assert x.shape == (300, 6)
+
+
+@cuda
+def test_sst2_batches_reach_the_gpu_without_a_wait():
+    """The SST-2 LoRA step's ids, mask and labels (a copy from pageable memory waited)."""
+    with no_host_sync():
+        x, m = pad_batch([[5, 6, 7], [8]], 0, "cuda")
+        y = to_device(torch.tensor([1, 0]), "cuda")
+    assert x.cpu().tolist() == [[5, 6, 7], [8, 0, 0]] and m.cpu().tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert y.cpu().tolist() == [1, 0]
 
 
 @cuda

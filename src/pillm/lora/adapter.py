@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import sync
-from pillm.lora.base import BaseModel, by_length, pad_batch
+from pillm.lora.base import BaseModel, by_length, pad_batch, to_device
 from pillm.lora.methods import ClosedFormHead, FitResult, centred_one_hot, fit_closed_form
 from pillm.settings import LoraConfig
 
@@ -111,7 +111,7 @@ def gradient_stats(
             for idx in by_length(ids, batch_size):
                 x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
                 scores = head.scores(base.pooled(x, m))
-                y = centred_one_hot(torch.from_numpy(labels[idx]).to(device))
+                y = centred_one_hot(to_device(torch.from_numpy(labels[idx]), device))
                 loss = 0.5 * ((scores - y) ** 2).sum()
                 (grad,) = torch.autograd.grad(loss, adapter.f)
                 real = m.bool()

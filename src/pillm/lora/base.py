@@ -96,6 +96,15 @@ def load_base(name: str, checkpoint: str | None, tokenizer_json: str | None) -> 
 # ---------------------------------------------------------------- batches
 
 
+def to_device(t: Tensor, device: str) -> Tensor:
+    """A host tensor on ``device`` without making the host wait: on CUDA it is copied through
+    pinned memory (a copy from pageable memory waits for the GPU's queue to drain, and a
+    training step that waits each time leaves the GPU idle between steps)."""
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def pad_batch(seqs: list[list[int]], pad_id: int, device: str) -> tuple[Tensor, Tensor]:
     """Right-padded ids (B, T) and the mask of real tokens, T = the longest sequence."""
     t = max(len(s) for s in seqs)
@@ -104,7 +113,7 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: str) -> tuple[Tensor, 
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         mask[i, : len(s)] = 1
-    return ids.to(device), mask.to(device)
+    return to_device(ids, device), to_device(mask, device)
 
 
 def by_length(ids: list[list[int]], batch_size: int) -> Iterator[np.ndarray]:
@@ -121,4 +130,4 @@ def pooled_batches(
     """(pooled states (B, d), labels (B,)) of the frozen model, batch by batch."""
     for idx in by_length(ids, batch_size):
         x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
-        yield base.pooled(x, m), torch.from_numpy(labels[idx]).to(device)
+        yield base.pooled(x, m), to_device(torch.from_numpy(labels[idx]), device)

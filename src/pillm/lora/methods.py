@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import lr_at, sync
-from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches
+from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches, to_device
 from pillm.settings import LoraConfig
 
 METHODS = ("pil_lora", "ridge", "pil_adapter", "lora")  # pil_adapter: pillm.lora.adapter
@@ -245,25 +245,27 @@ def fit_lora(
     best: dict[str, Tensor] = {}
     curve: list[dict[str, float]] = []
     elapsed, best_seconds, losses, step = 0.0, 0.0, [], 0
+    # The clock runs over the steps between evaluations and reads the GPU only there: a wait
+    # after every step would leave the GPU idle between steps and time that idleness too.
+    sync(device)
+    t0 = time.perf_counter()
     for step in tqdm(range(1, last + 1), desc=f"LoRA steps (lr {lr:g})", mininterval=10):
-        sync(device)
-        t0 = time.perf_counter()
         model.train()
         if not queue:
             queue = bucketed_epoch(lengths, bs, gen)
         idx = queue.pop()
         x, m = pad_batch([ids[i] for i in idx], base.pad_id, device)
-        y = torch.from_numpy(labels[idx]).to(device)
+        y = to_device(torch.from_numpy(labels[idx]), device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step - 1, total, lr, warmup, 0.0)
         loss = F.cross_entropy(head(adapted.pooled(x, m)), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        sync(device)
-        elapsed += time.perf_counter() - t0
         losses.append(loss.detach())
         if stop_at is None and (step == last or step % every == 0):
+            sync(device)
+            elapsed += time.perf_counter() - t0
             dev_acc = float((predict(dev[0]) == dev[1]).mean())
             train_loss = float(torch.stack(losses).mean())
             losses = []
@@ -273,6 +275,11 @@ def fit_lora(
                 best, best_seconds = snapshot(), elapsed
             if stop.done or (target is not None and dev_acc >= target):
                 break
+            sync(device)  # the snapshot's copies belong to the evaluation
+            t0 = time.perf_counter()
+    if stop_at is not None:  # no evaluation read the clock
+        sync(device)
+        elapsed += time.perf_counter() - t0
     if stop_at is None:  # end on the best evaluation's weights
         with torch.no_grad():
             for n, p in named:
