@@ -85,6 +85,8 @@ python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv"
 # each rule's wall and CPU seconds, from the jobs' benchmark files (nproc: the cores this call has)
 python benchmarks/job_cpu.py results/paper/benchmarks --wall "$wall" --cores "$(nproc)" \
   >"$OUT/job_cpu.txt" 2>&1
+# each GPU's busy share, memory and power draw in 30 s windows (full work or small kernels?)
+python benchmarks/gpu_power.py "$OUT/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
     --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \

@@ -92,3 +92,23 @@ def test_job_cpu_sums_wall_and_cpu_seconds_by_rule(tmp_path):
     empty = subprocess.run([sys.executable, "benchmarks/job_cpu.py", str(tmp_path / "none")],
                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
     assert empty.returncode != 0 and "no benchmark .tsv files under" in empty.stderr
+
+
+def test_gpu_power_averages_each_gpus_samples_per_window(tmp_path):
+    log = tmp_path / "gpu_util.csv"
+    lines = ["2026/11/28 04:25:00.489, 0, 0 %, 1024 MiB, 70.00 W, 345 MHz",
+             "2026/11/28 04:25:00.500, 1, 50 %, 2048 MiB, 100.00 W, 1980 MHz",
+             "2026/11/28 04:25:10.489, 0, 100 %, 3072 MiB, 650.00 W, 1980 MHz",
+             "a line nvidia-smi printed that is not a sample",
+             "2026/11/28 04:25:31.489, 0, 90 %, 2048 MiB, 600.00 W, 1980 MHz"]  # fmt: skip
+    log.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, "benchmarks/gpu_power.py", str(log), "--window", "30"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows == [["0", "0", "50", "2.0", "360", "1162"], ["0", "1", "50", "2.0", "100", "1980"],
+                    ["30", "0", "90", "2.0", "600", "1980"]]  # fmt: skip
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    bad = subprocess.run([sys.executable, "benchmarks/gpu_power.py", str(empty)], cwd=REPO,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "no nvidia-smi samples in" in bad.stderr
