@@ -277,15 +277,14 @@ def fit_lora(
                 break
             sync(device)  # the snapshot's copies belong to the evaluation
             t0 = time.perf_counter()
-    if stop_at is not None:  # no evaluation read the clock
-        sync(device)
-        elapsed += time.perf_counter() - t0
     if stop_at is None:  # end on the best evaluation's weights
         with torch.no_grad():
             for n, p in named:
                 p.copy_(best[n])
         weights, fit_seconds = best, best_seconds
-    else:
+    else:  # no evaluation read the clock
+        sync(device)
+        elapsed += time.perf_counter() - t0
         weights, fit_seconds = snapshot(), elapsed
     metrics = {
         "lr": lr, "steps_run": float(step), "best_step": float(stop.best_step if stop_at is None
