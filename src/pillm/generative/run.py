@@ -299,9 +299,12 @@ def known_setting(cfg: dict, dataset: str, setting_name: str) -> Setting:
     return known[setting_name]
 
 
-def fit_data(images: str, gen: GenerativeConfig):
-    """(fitted images, held-out images): the seeded train subset and its held-out tail."""
-    return split_heldout(load_split(images, "train", gen.n_train, gen.seed).x, gen.heldout_fraction)
+def fit_data(images: str, gen: GenerativeConfig, device: str):
+    """(fitted images, held-out images) on ``device``: the seeded train subset and its held-out
+    tail. Copied once here, outside every fit's clock (AdamW's arms and PIL's streamed Gram
+    chunks alike): a chunk copied from host memory would make the host wait for the GPU."""
+    x = load_split(images, "train", gen.n_train, gen.seed).x.to(device)
+    return split_heldout(x, gen.heldout_fraction)
 
 
 def read_lr(path: str | None, setting: Setting) -> float | None:
@@ -345,7 +348,7 @@ def generative_job(
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    x, x_val = fit_data(images, gen)
+    x, x_val = fit_data(images, gen, device)
     real = load_split(images, "test", gen.n_eval, gen.seed).x
     load_seconds = time.perf_counter() - t0
     cuda = device.startswith("cuda")

@@ -58,7 +58,7 @@ def lr_run_job(
     device = resolve_device(device)
     setting = known_setting(cfg, dataset, f"{family}_adamw")
     feats = FeatureConfig(**setting.feature_options(cfg))
-    x, x_val = fit_data(images, gen)
+    x, x_val = fit_data(images, gen, device)
     seed = gen.seeds[0]
     total = gen.gradient.flow_steps if setting.model == "flow" else gen.gradient.diffusion_steps
     steps = grid_steps(total, gen.gradient.grid_fraction)

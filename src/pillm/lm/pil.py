@@ -122,8 +122,10 @@ def gram_for_layer(model, layer, target, tokens, cfg: PILConfig, device) -> Gram
     pil = model.blocks[layer].mlp
     d = model.cfg.d_model
     stats = GramStats.zeros(pil.n_features, d, device=device)
+    # one copy of the split (a few MB of ids), not one per batch: a copy from pageable memory
+    # makes the host wait for the GPU, which would then idle while the next batch is queued
+    tokens = tokens.to(device)
     for xb, yb in batches(tokens, model.cfg.context, cfg.batch_size, cfg.max_tokens):
-        xb, yb = xb.to(device), yb.to(device)
         x, u = stream_to_ffn(model, xb, layer)
         Y = target(model, layer, x, u, yb)
         stats.update(pil.features(u).flatten(0, 1), Y.flatten(0, 1))
