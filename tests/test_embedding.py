@@ -5,7 +5,9 @@ import torch
 import torch.nn.functional as F
 
 from pillm.core.runtime import deterministic
+from pillm.models import embedding as emb
 from pillm.models.embedding import _FixedPointEmbedding, embed, embedding_grad
+from tests.triton_interpreter import run_interpreter_check
 
 
 def _batch(device="cpu", vocab=97, d=16, seed=0):
@@ -87,6 +89,63 @@ def test_deterministic_embedding_on_cuda():
     w = torch.zeros(vocab, 256, device="cuda", requires_grad=True)
     F.embedding(ids, w).backward(grad)
     assert torch.allclose(grads[0], w.grad, rtol=0, atol=1e-6 * grad.abs().max().item())
+
+
+def _ties(device="cpu", vocab=7, d=16):
+    """Rows whose fixed-point values are exact halves (±0.5 ... ±3.5): rounding ties, which
+    must go to the even integer as torch.round's do. The largest entry is 1, so the scale is
+    2**bits exactly (512 rows: bits = 53)."""
+    n = 512
+    bits = 62 - 9
+    halves = torch.tensor([-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5])
+    grad = halves[torch.arange(n * d) % 8].reshape(n, d) * 2.0**-bits
+    grad[0, 0] = 1.0
+    ids = torch.arange(n) % vocab
+    return ids.to(device), grad.to(device), vocab
+
+
+def _torch_sums(grad, ids, vocab):
+    """embedding_grad by its torch operations (the kernels' reference), wherever it runs."""
+    kernels = emb.uses_kernels
+    emb.uses_kernels = lambda device: False
+    try:
+        return embedding_grad(grad, ids, vocab)
+    finally:
+        emb.uses_kernels = kernels
+
+
+def _interpreter_check() -> None:
+    """Under TRITON_INTERPRET=1: the kernels give the torch path's float32 sums bit for bit
+    (a padded width too, and a non-finite gradient)."""
+    assert emb.uses_kernels(torch.device("cpu")), "the interpreter did not engage"
+    for vocab, d in ((97, 16), (61, 20)):
+        ids, grad, vocab = _batch(vocab=vocab, d=d)
+        ours = embedding_grad(grad, ids, vocab)
+        assert torch.equal(ours, _torch_sums(grad, ids, vocab)), (vocab, d)
+        assert ours.abs().max() > 0
+    ids, grad, vocab = _ties()
+    assert torch.equal(embedding_grad(grad, ids, vocab), _torch_sums(grad, ids, vocab))
+    grad[0, 0] = float("nan")
+    assert embedding_grad(grad, ids, vocab).isnan().all()
+    print("interpreter ok")
+
+
+def test_fixed_point_kernels_match_the_torch_sums_in_the_interpreter():
+    run_interpreter_check("tests.test_embedding")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
+def test_fixed_point_kernels_match_the_torch_sums_on_cuda():
+    """At the paper's shape (32,768 rows of width 256, vocabulary 50,257, one id in every
+    second position) the kernels' sums equal the torch path's bit for bit."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 50257, (256, 128), generator=g)
+    ids[:, ::2] = 11
+    grad = torch.randn(256, 128, 256, generator=g) * torch.logspace(-6, 1, 256)
+    ids, grad = ids.cuda(), grad.cuda()
+    assert torch.equal(embedding_grad(grad, ids, 50257), _torch_sums(grad, ids, 50257))
+    ids, grad, vocab = _ties("cuda")
+    assert torch.equal(embedding_grad(grad, ids, vocab), _torch_sums(grad, ids, vocab))
 
 
 def test_gpt_token_embedding_keeps_the_module_contract():

@@ -23,3 +23,8 @@ def interpreting() -> bool:
 def uses_kernels(device: torch.device) -> bool:
     """Whether Triton kernels run on tensors of this device."""
     return HAS_TRITON and (device.type == "cuda" or interpreting())
+
+
+def block_width(d: int) -> int:
+    """The power of two (at least 16) a kernel's row of ``d`` entries is padded to."""
+    return max(16, 1 << (d - 1).bit_length())

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from pillm.core.kernels import interpreting, uses_kernels
+from pillm.core.kernels import block_width, interpreting, uses_kernels
 from pillm.lm.linear_ce import loss_and_grads
 
 
@@ -117,7 +117,7 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
 
     n, d = h.shape
     v = w.shape[0]
-    bd = max(16, 1 << (d - 1).bit_length())
+    bd = block_width(d)
     f32 = {"dtype": torch.float32, "device": h.device}
     interp = interpreting()
     common = {

@@ -11,6 +11,9 @@ Fixed point: every row is scaled by ``2**s / max|g|`` and rounded, with ``s`` le
 for all N rows in one sum (``N * 2**s < 2**62``). At the paper's 32,768 tokens the rounding
 step is 2**-47 of the batch's largest gradient entry; entries above about 1e-5 of it keep
 their float32 precision, smaller ones carry an absolute error near 1e-14 of it.
+
+On CUDA two Triton kernels do the scaling, the atomics and the conversion back
+(``pillm.models.embedding_kernels``); elsewhere torch operations do the same arithmetic.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from pillm.core.kernels import block_width, interpreting, uses_kernels
 
 
 @torch.library.custom_op("pillm::embedding_grad_fixed_point", mutates_args=())
@@ -31,8 +36,16 @@ def embedding_grad(grad: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torc
     bits = 62 - max(1, math.ceil(math.log2(max(2, ids.numel()))))
     top = rows.abs().amax().clamp_min(torch.finfo(torch.float32).tiny)
     scale = (2.0**bits) / top.double()
-    fixed = torch.round(rows.double() * scale).to(torch.int64)
+    # A non-finite gradient has no fixed-point value: hand NaN on, as the float sum would.
+    out_scale = torch.where(top.isfinite(), scale, torch.nan)
     total = torch.zeros(num_rows, d, dtype=torch.int64, device=grad.device)
+    fill = _by_kernels if uses_kernels(grad.device) else _by_torch
+    return fill(rows.contiguous(), ids.contiguous(), scale, out_scale, total)
+
+
+def _by_torch(rows, ids, scale, out_scale, total) -> torch.Tensor:
+    """The fixed-point sums by torch operations (CPU; the kernels' reference)."""
+    fixed = torch.round(rows.double() * scale).to(torch.int64)
     # Integer atomics are exact, whatever order they land in: PyTorch's deterministic mode
     # (which would sort and add serially) is not needed for this one call.
     strict = torch.are_deterministic_algorithms_enabled()
@@ -42,9 +55,31 @@ def embedding_grad(grad: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torc
         total.index_add_(0, ids, fixed)
     finally:
         torch.use_deterministic_algorithms(strict, warn_only=warn_only)
-    # A non-finite gradient has no fixed-point value: hand NaN on, as the float sum would.
-    scale = torch.where(top.isfinite(), scale, torch.nan)
-    return (total.double() / scale).float()
+    return (total.double() / out_scale).float()
+
+
+SCATTER_ROWS = 8  # gradient rows per program of the scatter kernel
+CONVERT_BLOCK = 1024  # entries per program of the conversion kernel
+
+
+def _by_kernels(rows, ids, scale, out_scale, total) -> torch.Tensor:
+    """The same sums by the Triton kernels (pillm.models.embedding_kernels): one pass scales,
+    rounds and adds the rows, one converts the sums, instead of about ten passes over float64
+    and int64 buffers (0.47 ms of a 10.9 ms step at 32,768 tokens, H100 profile of session 13);
+    the scales stay on the device (no host sync)."""
+    from pillm.models import embedding_kernels as kernels
+
+    n, d = rows.shape
+    exact = {} if interpreting() else {"enable_fp_fusion": False}  # see the kernels' module
+    kernels.scatter_fixed_point[(-(-n // SCATTER_ROWS),)](
+        rows, ids, scale, total, n, D=d, BD=block_width(d), ROWS=SCATTER_ROWS, **exact
+    )
+    out = torch.empty(total.shape, dtype=torch.float32, device=total.device)
+    size = total.numel()
+    kernels.fixed_to_float[(-(-size // CONVERT_BLOCK),)](
+        total, out_scale, out, size, BLOCK=CONVERT_BLOCK, **exact
+    )
+    return out
 
 
 @embedding_grad.register_fake
