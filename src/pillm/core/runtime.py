@@ -85,7 +85,7 @@ def deterministic(enabled: bool, strict: bool = False):
     moved by 2e-4, its weights by up to 0.04; 85 of 90 LM runs and both sample-quality
     classifiers differed between two builds of the paper DAG). With them two runs were bit for
     bit equal, at 12 % fewer tokens/s at batch 32 and 5 % at 256 on an H100
-    (gpu_runs/2026-11-27_h100_det/README.txt); 3-4 % at 256 since the fixed-point embedding
+    (gpu_runs/2026-11-27_h100_det/README.txt); 2.7-3.5 % at 256 since the fixed-point embedding
     sum runs as Triton kernels (gpu_runs/2026-11-28_session13/README.txt).
     cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it).
 

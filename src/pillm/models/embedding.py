@@ -39,8 +39,8 @@ def embedding_grad(grad: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torc
     # A non-finite gradient has no fixed-point value: hand NaN on, as the float sum would.
     out_scale = torch.where(top.isfinite(), scale, torch.nan)
     total = torch.zeros(num_rows, d, dtype=torch.int64, device=grad.device)
-    fill = _by_kernels if uses_kernels(grad.device) else _by_torch
-    return fill(rows.contiguous(), ids.contiguous(), scale, out_scale, total)
+    sums = _by_kernels if uses_kernels(grad.device) else _by_torch
+    return sums(rows.contiguous(), ids.contiguous(), scale, out_scale, total)
 
 
 def _by_torch(rows, ids, scale, out_scale, total) -> torch.Tensor:
