@@ -41,14 +41,22 @@ INTERPRETER_BLOCKS = "lse_m=16,lse_n=32,dx_m=16,dx_n=32,dw_m=16,dw_n=32"
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
-def _case(n: int, v: int, d: int, seed: int, device: str = "cpu", growing: bool = False):
+def _case(n: int, v: int, d: int, seed: int, device: str = "cpu", growing: bool = False,
+          loose: bool = False):  # fmt: skip
     """Rows, output layer, targets; ``growing``: logits grow with the class id, so a row's
-    running maximum rises tile after tile (the lazily rescaled sums are rescaled often)."""
+    running maximum rises tile after tile (the lazily rescaled sums are rescaled often).
+    ``loose``: one class row far longer than the others and orthogonal to every h, so each
+    row's logit bound |h| max|w_v| lies far above its logits (softmax_pass falls back to the
+    running maximum) while the logits stay as usual."""
     g = torch.Generator().manual_seed(seed)
     h = torch.randn(n, d, generator=g)
     w = 0.3 * torch.randn(v, d, generator=g)
     if growing:
         w *= torch.linspace(0.1, 6.0, v)[:, None]
+    if loose:
+        h[:, -1] = 0.0
+        w[1] = 0.0
+        w[1, -1] = 500.0
     y = torch.randint(0, v, (n,), generator=g)
     y[0], y[-1] = 0, v - 1  # the first and the last class (a masked tile's edge)
     return h.to(device), w.to(device), y.to(device)
@@ -120,6 +128,22 @@ def _interpreter_check() -> None:
         for dtype in (torch.float32, torch.bfloat16):
             _check(*_case(n, v, d, seed=n), dtype)
     _check(*_case(48, 256, 16, seed=3, growing=True), torch.float32)
+    # Loose bounds (logits far below |h| max|w_v|): the blocks are redone with the running
+    # maximum, finishing (45 rows) and merging (13 rows) alike.
+    loose = [_case(45, 300, 40, seed=5, loose=True), _case(13, 300, 40, seed=6, loose=True)]
+    for case in loose:
+        for dtype in (torch.float32, torch.bfloat16):
+            _check(*case, dtype)
+    # Without that fallback the bounded pass alone is exact on the usual rows but not on these:
+    # so the cases above ran both paths.
+    from pillm.lm import fused_ce_kernels
+
+    fused_ce_kernels.FLOOR = 0.0
+    for n, v, d in cases[:2]:
+        _check(*_case(n, v, d, seed=n), torch.float32)
+    for h, w, y in loose:
+        loss = fused_linear_cross_entropy(h, w, y)
+        assert not torch.isclose(loss, F.cross_entropy(h @ w.T, y), rtol=1e-3), loss
     print("interpreter ok")
 
 
@@ -192,6 +216,7 @@ def test_triton_kernels_on_gpu_at_the_paper_width():
     assert uses_kernels(torch.device("cuda"))
     for n in (4096, 1000):
         _check(*_case(n, 50304, 256, seed=n, device="cuda"), torch.bfloat16)
+    _check(*_case(4096, 50304, 256, seed=1, device="cuda", loose=True), torch.bfloat16)
 
 
 # ----------------------------------------------------------------------------- the train step

@@ -7,9 +7,11 @@ it for the softmax and again for its gradient costs about as much as computing i
 kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
 - ``softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
-  block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with an online
-  maximum ``m`` and sum of exponentials ``s`` and (with gradients) the accumulator
+  block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with the sum of
+  exponentials ``s = Σ_v exp(l_v - m)`` and (with gradients) the accumulator
   ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``.
+  The offset ``m`` is fixed per row from the bound ``|h| max_v |w_v|`` on its logits, so no
+  running maximum is kept; a block whose bound proves too loose is redone with one;
   With one slice (enough row blocks to fill the GPU) each program finishes its rows: their loss
   and ``dL/dh`` from the gathered target rows ``w_y``; slices (more programs for a small batch)
   are merged afterwards in float32 by torch operations;
@@ -149,8 +151,11 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
         m, s = buffer(split, n), buffer(split, n)
         acc = buffer(split, n, d) if with_grad else m  # unused without gradients
         row_loss = lse_n = dh = m  # unused
-    launch(kernels.softmax_pass, (blocks, split), h, w, m, s, acc, t, row_loss, lse_n, dh, n, v,
-           per, log_n, warps=warps, BM=bm, BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0,
+    # |h_n| max_v |w_v| bounds row n's logits: softmax_pass's exponent offsets
+    w_norm = torch.linalg.vector_norm(w, dim=1, dtype=torch.float32).amax()
+    bound = torch.linalg.vector_norm(h, dim=1, dtype=torch.float32) * w_norm
+    launch(kernels.softmax_pass, (blocks, split), h, w, bound, m, s, acc, t, row_loss, lse_n, dh,
+           n, v, per, log_n, warps=warps, BM=bm, BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0,
            GRAD=with_grad, FINISH=finish)  # fmt: skip
     if finish:
         loss = row_loss.mean()
