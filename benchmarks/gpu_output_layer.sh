@@ -13,7 +13,7 @@ if python -c "import pytest" 2>/dev/null; then
 else
   echo "no pytest on this host: output_layer_speed's error columns compare fused with dense"
 fi
-timeout 120 python benchmarks/output_layer_speed.py --blocks "" --blocks stages=3 \
+timeout 120 python benchmarks/output_layer_speed.py --blocks "" --blocks dx_stages=2,dw_stages=2 \
   --blocks dx_n=128 --blocks dx_m=64,dw_n=64 --out "$OUT/bench_head.json" 2>&1 \
   | grep -v -i warn | tee "$OUT/bench_head.txt"
 timeout 260 python benchmarks/trainer_throughput.py --device cuda \

@@ -185,14 +185,16 @@ def test_kernels_compile_for_an_h100(tmp_path):
                 "MASK_D": masked, "PRECISION": precision, "UPCAST": False}  # fmt: skip
         builds = [
             *((fused_ce_kernels.softmax_pass,
-               {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True, "FINISH": f}, b.dx_warps)
-              for f in (False, True)),
+               {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True, "FINISH": f}, b.dx_warps,
+               b.dx_stages) for f in (False, True)),
             (fused_ce_kernels.softmax_pass,
-             {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False, "FINISH": True}, b.lse_warps),
-            (fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps),
+             {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False, "FINISH": True}, b.lse_warps,
+             b.lse_stages),
+            (fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps,
+             b.dw_stages),
         ]  # fmt: skip
-        for kernel, constexprs, warps in builds:
-            compiled = _compile_for_hopper(kernel, dtype, constexprs, warps, b.stages)
+        for kernel, constexprs, warps, stages in builds:
+            compiled = _compile_for_hopper(kernel, dtype, constexprs, warps, stages)
             assert 0 < compiled.metadata.shared <= 227 * 1024, (kernel, constexprs)
             assert "wgmma" in compiled.asm["ptx"]  # Hopper's tensor cores
             assert _stack_bytes(compiled.asm["cubin"], tmp_path) == 0, (kernel, constexprs)

@@ -47,19 +47,22 @@ from pillm.lm.linear_ce import loss_and_grads
 
 @dataclass(frozen=True)
 class Blocks:
-    """Tile sizes and warps of the kernels' three launches (rows x vocabulary; the width is one
-    tile). The defaults build for an H100 without register spills (tests compile them)."""
+    """Tile sizes, warps and pipeline stages of the kernels' three launches (rows x vocabulary;
+    the width is one tile). The defaults build for an H100 without register spills (tests
+    compile them)."""
 
     lse_m: int = 128  # the softmax pass without gradients: rows, vocabulary tile, warps
     lse_n: int = 64  # 128 needs 256 KiB of shared memory once Triton specializes the pointers
     lse_warps: int = 8
+    lse_stages: int = 3  # software pipelining of the streamed tiles (3: 13 % faster than 2, H100)
     dx_m: int = 128  # the softmax pass with dL/dh
     dx_n: int = 64
     dx_warps: int = 8
+    dx_stages: int = 3
     dw_m: int = 64  # grad_w_kernel: rows per step, vocabulary rows per program
     dw_n: int = 128
     dw_warps: int = 8
-    stages: int = 3  # software pipelining of the streamed tiles (3: 13 % faster than 2 on an H100)
+    dw_stages: int = 3
     waves: int = 1  # slices are added until the programs fill this many waves of the SMs
     # (1: 2 % faster than 2 at 32,768 rows, 1.5 % at 4,096, H100; 4: slower)
 
@@ -134,11 +137,15 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
                              "kernels' 32-bit offsets: use train.output_layer: chunked")  # fmt: skip
         return torch.empty(shape, **f32)
 
-    def launch(kernel, grid, *args, warps, **constexprs):
-        opts = {} if interp else {"num_warps": warps, "num_stages": b.stages}
+    def launch(kernel, grid, *args, warps, stages, **constexprs):
+        opts = {} if interp else {"num_warps": warps, "num_stages": stages}
         kernel[grid](*args, **common, **constexprs, **opts)
 
-    bm, bn, warps = (b.dx_m, b.dx_n, b.dx_warps) if with_grad else (b.lse_m, b.lse_n, b.lse_warps)
+    bm, bn, warps, stages = (
+        (b.dx_m, b.dx_n, b.dx_warps, b.dx_stages)
+        if with_grad
+        else (b.lse_m, b.lse_n, b.lse_warps, b.lse_stages)
+    )
     blocks = _cdiv(n, bm)
     split, per = _slices(blocks, v, bn, sms, b.waves)
     finish = split == 1  # one slice: the kernel finishes the rows (nothing to merge)
@@ -155,8 +162,8 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     w_norm = torch.linalg.vector_norm(w, dim=1, dtype=torch.float32).amax()
     bound = torch.linalg.vector_norm(h, dim=1, dtype=torch.float32) * w_norm
     launch(kernels.softmax_pass, (blocks, split), h, w, bound, m, s, acc, t, row_loss, lse_n, dh,
-           n, v, per, log_n, warps=warps, BM=bm, BN=bn, MASK_N=n % bm != 0, MASK_V=v % bn != 0,
-           GRAD=with_grad, FINISH=finish)  # fmt: skip
+           n, v, per, log_n, warps=warps, stages=stages, BM=bm, BN=bn, MASK_N=n % bm != 0,
+           MASK_V=v % bn != 0, GRAD=with_grad, FINISH=finish)  # fmt: skip
     if finish:
         loss = row_loss.mean()
     else:  # the slices' statistics merged in float32
@@ -177,7 +184,7 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
     launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, n, v, per, 1.0 / n,
-           warps=b.dw_warps, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
+           warps=b.dw_warps, stages=b.dw_stages, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
            MASK_V=v % b.dw_n != 0)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]
 
