@@ -51,34 +51,17 @@ def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
 
 
 @triton.jit
-def _bounded_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
-                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
-                  MASK_D: tl.constexpr, GRAD: tl.constexpr, PRECISION: tl.constexpr,
-                  UPCAST: tl.constexpr):  # fmt: skip
-    """One vocabulary tile of ``softmax_pass`` with the rows' fixed exponent offsets ``m``:
-    (s, acc) updated, no maximum, no rescale. MASKED: as ``_softmax_tile``."""
-    cols = v0 + tl.arange(0, BN)
-    cmask = cols < v_hi
-    w = _load(w_ptr, cols, dims, cmask, dmask, D, MASKED, MASK_D)
-    logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
-    if MASKED:
-        logits = tl.where(cmask[None, :], logits, float("-inf"))
-    p = tl.exp2(logits * LOG2E - (m * LOG2E)[:, None])  # exp(l - m); 0 in masked columns
-    s += tl.sum(p, 1)
-    if GRAD:
-        acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
-    return s, acc
-
-
-@triton.jit
 def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
-                  MASK_D: tl.constexpr, GRAD: tl.constexpr, PRECISION: tl.constexpr,
-                  UPCAST: tl.constexpr):  # fmt: skip
-    """One vocabulary tile of ``softmax_pass``: (m, s, acc) updated. The maximum is raised
-    lazily (FlashAttention-4 style): only when a row's maximum grows by more than RESCALE are
-    the sums rescaled, so most tiles skip the (BM, D) rescale; exp(l - m) stays below
-    e^RESCALE. MASKED: the slice's ragged last tile (columns from v_hi on are not classes)."""
+                  MASK_D: tl.constexpr, GRAD: tl.constexpr, RUNNING: tl.constexpr,
+                  PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """One vocabulary tile of ``softmax_pass``: (m, s, acc) updated. MASKED: the slice's ragged
+    last tile (columns from v_hi on are not classes).
+
+    RUNNING: m is the rows' running maximum, raised lazily (FlashAttention-4 style): only when
+    a row's maximum grows by more than RESCALE are the sums rescaled, so most tiles skip the
+    (BM, D) rescale; exp(l - m) stays below e^RESCALE. Otherwise m is fixed (the rows' bound
+    less HEADROOM) and the tile takes no maximum and tests nothing."""
     RESCALE: tl.constexpr = 8.0
     cols = v0 + tl.arange(0, BN)
     cmask = cols < v_hi
@@ -86,13 +69,14 @@ def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
     logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
     if MASKED:
         logits = tl.where(cmask[None, :], logits, float("-inf"))
-    m_new = tl.maximum(m, tl.max(logits, 1))
-    if tl.max(m_new - m, 0) > RESCALE:
-        alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
-        s = s * alpha
-        if GRAD:
-            acc = acc * alpha[:, None]
-        m = m_new
+    if RUNNING:
+        m_new = tl.maximum(m, tl.max(logits, 1))
+        if tl.max(m_new - m, 0) > RESCALE:
+            alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
+            s = s * alpha
+            if GRAD:
+                acc = acc * alpha[:, None]
+            m = m_new
     p = tl.exp2(logits * LOG2E - (m * LOG2E)[:, None])  # exp(l - m); 0 in masked columns
     s += tl.sum(p, 1)
     if GRAD:
@@ -114,8 +98,8 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
     costs what ``grad_w_kernel``'s does: no running maximum, no block-wide test whether to
     rescale (with them the pass took 3.24 ms a step at 32,768 rows where ``grad_w_kernel``,
     the same matmuls, took 2.54 ms; one H100 profile, 2026-11-28). A block with a row below
-    FLOOR (a loose bound) is redone with the running maximum (``_softmax_tile``); either way m
-    is the offset stored.
+    FLOOR (a loose bound) is redone with the running maximum (``_softmax_tile``'s RUNNING);
+    either way m is the offset stored.
 
     FINISH (one slice holds the whole vocabulary): no merge is needed, so the program finishes
     its rows itself instead of storing (m, s, acc): each row's loss lse - x·w_y, lse + log N
@@ -137,23 +121,23 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
     s = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, BD], tl.float32)
     for v0 in range(v_lo, v_full, BN):
-        s, acc = _bounded_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
-                               MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
+        m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
+                                  MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
     if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
         if v_full < v_hi:
-            s, acc = _bounded_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM,
-                                   BN, True, MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
+            m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
+                                      True, MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
     if tl.min(s, 0) < FLOOR:  # a loose bound: again with the running maximum
         m = tl.full([BM], float("-inf"), tl.float32)
         s = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
         for v0 in range(v_lo, v_full, BN):
             m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN,
-                                      False, MASK_D, GRAD, PRECISION, UPCAST)  # fmt: skip
+                                      False, MASK_D, GRAD, True, PRECISION, UPCAST)  # fmt: skip
         if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
             if v_full < v_hi:
                 m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D,
-                                          BM, BN, True, MASK_D, GRAD, PRECISION,
+                                          BM, BN, True, MASK_D, GRAD, True, PRECISION,
                                           UPCAST)  # fmt: skip
     if FINISH:
         lse = m + tl.log(s)
