@@ -203,7 +203,8 @@ def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, n_per_split, scale
             lse = tl.load(lse_ptr + rows)
         logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
         p = tl.exp2(logits * LOG2E - (lse * LOG2E)[None, :])  # softmax / N, transposed: (BN, BM)
-        g = tl.where(cols[:, None] == t[None, :], p - scale, p)
+        # int32 ids (V < 2^31, as every offset here): one compare an entry, not two (int64)
+        g = tl.where(cols[:, None] == t.to(tl.int32)[None, :], p - scale, p)
         acc = _mm(g.to(x.dtype), x, acc, PRECISION, UPCAST)
     tl.store(dw_ptr + (pid_s * V + cols[:, None]) * D + dims[None, :], acc,
              mask=cmask[:, None] & dmask[None, :])  # fmt: skip
