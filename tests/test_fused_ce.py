@@ -304,3 +304,26 @@ def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
     bad = [*cmd[:-2], "--ours", "output_layer=chunked"]
     proc = subprocess.run(bad, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "train.ce_chunk" in proc.stderr
+
+
+def test_head_bound_gap_reports_each_run(tmp_path):
+    """head_bound_gap.py: per run folder the gap between the rows' logit bound and their largest
+    logit (never negative: the bound is Cauchy-Schwarz's) and the share of blocks that would
+    fall back; a folder without a model says so."""
+    if not triton_available():
+        pytest.skip("Triton is not installed: the script reads the kernels' margins")
+    from pillm.models.checkpoint import save_checkpoint
+
+    model = GPT(GPTConfig(vocab_size=300, n_layer=1, d_model=32, n_head=2, context=16))
+    save_checkpoint(tmp_path / "run" / "model.pt", model, {})
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    np.save(tokens / "valid.npy", np.random.default_rng(0).integers(0, 300, 16 * 20, np.uint16))
+    cmd = [sys.executable, "benchmarks/head_bound_gap.py", "--tokens", str(tokens), "--rows",
+           "256", "--device", "cpu", str(tmp_path / "run"), str(tmp_path / "none")]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in proc.stdout.splitlines()}
+    assert rows[str(tmp_path / "none")] == ["no model.pt"]
+    n, p0, _p50, _p99, top, falling = rows[str(tmp_path / "run")]
+    assert int(n) == 256 and 0.0 <= float(p0) <= float(top) < 98.0 and falling == "0.0%"
