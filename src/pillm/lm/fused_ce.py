@@ -11,7 +11,7 @@ kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
   exponentials ``s = Σ_v exp(l_v - m)`` and (with gradients) the accumulator
   ``Σ_v exp(l_v - m) w_v``: one pass gives the log-sum-exp and ``dL/dh = (softmax w - w_y) / N``.
   The offset ``m`` is fixed per row from the bound ``|h| max_v |w_v|`` on its logits, so no
-  running maximum is kept; a block whose bound proves too loose is redone with one;
+  running maximum is kept; a block whose bound proves too loose is redone with one.
   With one slice (enough row blocks to fill the GPU) each program finishes its rows: their loss
   and ``dL/dh`` from the gathered target rows ``w_y``; slices (more programs for a small batch)
   are merged afterwards in float32 by torch operations;

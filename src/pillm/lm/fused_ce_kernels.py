@@ -15,9 +15,9 @@ LOG2E = tl.constexpr(1.4426950408889634)
 # logit (Cauchy-Schwarz) less a margin, instead of a running maximum: exp(l - m) <= e^48, so
 # neither the exponentials (also in bf16), their sum over up to 10^11 classes nor, at the
 # paper's vocabulary, Σ exp(l - m) w for weights below 10^12 overflow float32 (3.4e38).
-# FLOOR: a row whose sum stays below it (its largest logit
-# more than 50 below m, the bound loose by more than 98) would have lost terms to underflow,
-# so its block is redone with the running maximum.
+# FLOOR: a row whose sum stays below it (its largest logit more than 50 below m, the bound
+# loose by more than 98) would have lost terms to underflow, so its block is redone with the
+# running maximum.
 HEADROOM = tl.constexpr(48.0)
 FLOOR = tl.constexpr(1.9e-22)  # e^-50: terms that underflow are below e^-37 of the sum
 
