@@ -2,10 +2,10 @@
 
 ``pillm.lm.fused_ce_kernels.softmax_pass`` takes each row's exponents from m = |h| max_v |w_v|
 less HEADROOM instead of a running maximum, and redoes a block of rows with the running maximum
-where a row's largest logit lies more than HEADROOM - ln FLOOR below that bound (the fast path is then
-lost for that block, not the result). This prints, for each run folder's ``model.pt``, the gap
-bound - max_v h·w_v over the held-out rows (quantiles) and the share of row blocks of 128 that
-would fall back. Run on the GPU host after a build:
+where a row's largest logit lies more than HEADROOM - ln FLOOR below that bound (the fast path
+is then lost for that block, not the result). This prints, for each run folder's ``model.pt``,
+the gap bound - max_v h·w_v over the held-out rows (quantiles) and the share of the pass's row
+blocks (``Blocks.dx_m`` rows) that would fall back. Run on the GPU host after a build:
 
     python benchmarks/head_bound_gap.py --tokens results/paper/tokens/wikitext2 \\
         results/paper/lm/*/seed0
@@ -22,8 +22,6 @@ import torch
 
 from pillm.models.checkpoint import load_checkpoint
 
-BLOCK = 128  # rows per program of the softmax pass (fused_ce.Blocks.dx_m)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -32,10 +30,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=32768, help="held-out rows scored")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
-    from pillm.lm import fused_ce_kernels
+    from pillm.lm import fused_ce, fused_ce_kernels
 
     # a row falls back where exp(max logit - m) < FLOOR, m = bound - HEADROOM
     fallback_gap = fused_ce_kernels.HEADROOM.value - math.log(fused_ce_kernels.FLOOR.value)
+    block = fused_ce.BLOCKS.dx_m  # rows a program of the pass falls back together
     split = next(
         p for p in (Path(args.tokens) / n for n in ("valid.npy", "test.npy")) if p.exists()
     )
@@ -60,8 +59,8 @@ def main() -> None:
                 top = (h @ w.T).amax(1)
                 gaps.append(torch.linalg.vector_norm(h, dim=1) * w_max - top)
         gap = torch.cat(gaps).cpu()
-        rows = gap.numel() - gap.numel() % BLOCK
-        blocks = (gap[:rows].view(-1, BLOCK) > fallback_gap).any(1).float().mean().item()
+        rows = gap.numel() - gap.numel() % block
+        blocks = (gap[:rows].view(-1, block) > fallback_gap).any(1).float().mean().item()
         q = torch.quantile(gap, torch.tensor([0.0, 0.5, 0.99, 1.0])).tolist()
         print(f"{run} | {gap.numel()} | " + " | ".join(f"{v:.1f}" for v in q) + f" | {blocks:.1%}")
 
