@@ -85,6 +85,24 @@ def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
 
 
 @triton.jit
+def _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc,
+                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASK_V: tl.constexpr,
+                MASK_D: tl.constexpr, GRAD: tl.constexpr, RUNNING: tl.constexpr,
+                PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """(m, s, acc) over the classes [v_lo, v_hi), tile by tile (``_softmax_tile``): whole
+    tiles unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them."""
+    v_full = v_lo + (v_hi - v_lo) // BN * BN
+    for v0 in range(v_lo, v_full, BN):
+        m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
+                                  MASK_D, GRAD, RUNNING, PRECISION, UPCAST)  # fmt: skip
+    if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
+        if v_full < v_hi:
+            m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
+                                      True, MASK_D, GRAD, RUNNING, PRECISION, UPCAST)  # fmt: skip
+    return m, s, acc
+
+
+@triton.jit
 def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr, lse_ptr, dh_ptr,
                  N, V, v_per_split, log_n,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
@@ -92,7 +110,6 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
                  GRAD: tl.constexpr, FINISH: tl.constexpr, PRECISION: tl.constexpr,
                  UPCAST: tl.constexpr):  # fmt: skip
     """Rows' offset m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
-    Whole tiles run unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them.
 
     m is the rows' logit bound (``bound_ptr``: |x_n| max_v |w_v|) less HEADROOM, so a tile
     costs what ``grad_w_kernel``'s does: no running maximum, no block-wide test whether to
@@ -113,32 +130,20 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
     x = _load(x_ptr, rows, dims, rmask, dmask, D, MASK_N, MASK_D)
     v_lo = pid_s * v_per_split
     v_hi = tl.minimum(v_lo + v_per_split, V)
-    v_full = v_lo + (v_hi - v_lo) // BN * BN
     if MASK_N:  # noqa: SIM108 - a compile-time branch, one load each
         m = tl.load(bound_ptr + rows, mask=rmask, other=0.0) - HEADROOM
     else:
         m = tl.load(bound_ptr + rows) - HEADROOM
     s = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, BD], tl.float32)
-    for v0 in range(v_lo, v_full, BN):
-        m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
-                                  MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
-    if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
-        if v_full < v_hi:
-            m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
-                                      True, MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
+    m, s, acc = _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc, D, BM, BN, MASK_V,
+                            MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
     if tl.min(s, 0) < FLOOR:  # a loose bound: again with the running maximum
         m = tl.full([BM], float("-inf"), tl.float32)
         s = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
-        for v0 in range(v_lo, v_full, BN):
-            m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN,
-                                      False, MASK_D, GRAD, True, PRECISION, UPCAST)  # fmt: skip
-        if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
-            if v_full < v_hi:
-                m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D,
-                                          BM, BN, True, MASK_D, GRAD, True, PRECISION,
-                                          UPCAST)  # fmt: skip
+        m, s, acc = _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc, D, BM, BN, MASK_V,
+                                MASK_D, GRAD, True, PRECISION, UPCAST)  # fmt: skip
     if FINISH:
         lse = m + tl.log(s)
         tl.store(lse_ptr + rows, lse + log_n, mask=rmask)
