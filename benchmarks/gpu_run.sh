@@ -62,6 +62,13 @@ nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,cl
 SAMPLER=$!
 (while sleep 5; do echo "$(date +%T) $(cut -d' ' -f1-4 /proc/loadavg)"; done >>"$OUT/loadavg.txt") &
 LOADS=$!
+# Which job kept the GPU busy (benchmarks/gpu_share.py): each process's kernel-busy share every
+# second, and the command line of each pillm process (the first time it is seen).
+nvidia-smi pmon -s u -d 1 -o T >>"$OUT/pmon.txt" 2>&1 &
+PMON=$!
+(while sleep 1; do ps -ww -eo pid=,args= | grep -F ' -m pillm '; done |
+  awk '!seen[$1]++ { print; fflush() }' >>"$OUT/pids.txt") &
+PIDS=$!
 SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-400}
 # Leave 40 s of the call: Snakemake's stop (up to 30 s) and the packing (about 5 s in session 11,
 # where a 50 s reserve cut a one-H100 build at 520 s with 4 of 147 jobs left).
@@ -78,7 +85,7 @@ timeout -s INT -k 30 "$SNAKE_TIMEOUT" python -m snakemake ${TARGETS:-} $SELECT \
   >"$OUT/snakemake.log" 2>&1
 rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
 echo "snakemake rc=$rc wall=$wall s"
-kill $SAMPLER $LOADS 2>/dev/null
+kill $SAMPLER $LOADS $PMON $PIDS 2>/dev/null
 tail -4 "$OUT/snakemake.log"
 # each job's start, end and fate (benchmarks/dag_timeline.py; standard library only)
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt"
@@ -87,6 +94,8 @@ python benchmarks/job_cpu.py results/paper/benchmarks --wall "$wall" --cores "$(
   >"$OUT/job_cpu.txt" 2>&1
 # each GPU's busy share, memory and power draw in 30 s windows (full work or small kernels?)
 python benchmarks/gpu_power.py "$OUT/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
+python benchmarks/gpu_share.py --pmon "$OUT/pmon.txt" --pids "$OUT/pids.txt" \
+  --timeline "$OUT/timeline.tsv" >"$OUT/gpu_share.txt" 2>&1
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
     --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \

@@ -112,3 +112,57 @@ def test_gpu_power_averages_each_gpus_samples_per_window(tmp_path):
     bad = subprocess.run([sys.executable, "benchmarks/gpu_power.py", str(empty)], cwd=REPO,
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "no nvidia-smi samples in" in bad.stderr
+
+
+PMON = """\
+# Time        gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
+# HH:MM:SS    Idx           #    C/G      %      %      %      %      %      %    name
+ 08:00:01       0        101     C     50     20      -      -      -      -    python
+ 08:00:01       0        102     C     10      5      -      -      -      -    python
+ 08:00:01       0        103   M+C      -      -      -      -      -      -    python
+ 08:00:01       0        999     C     90     90      -      -      -      -    nvidia-cuda-mps
+ 08:00:02       0        101     C     70     40      -      -      -      -    python
+ 08:00:02       0        103   M+C     30     10      -      -      -      -    python
+"""
+
+PIDS = """\
+101 python -m pillm run-lm --variant baseline --params '{"a": 1}' --out-dirs results/paper/lm/baseline/seed0 results/paper/lm/baseline/seed1
+102 python -m pillm lm-extras --run-dirs results/paper/lm/baseline/seed0 --device auto
+101 python -m pillm something-else --out-dir results/paper/saffu/cat/f100
+103 python -m pillm saffu --out-dir results/paper/saffu/cat/f100 --device auto
+"""
+
+TIMELINE = """\
+call\trule\toutput\tstart_s\tend_s\tstatus
+1\trun_lm\tresults/paper/lm/baseline/seed0/metrics.json\t0\t40\tdone
+1\tlm_extras\tresults/paper/lm/baseline/seed0/extras.json\t40\t50\tdone
+1\tsaffu\tresults/paper/saffu/cat/f100/metrics.json\t10\t100\tdone
+"""
+
+
+def test_gpu_share_sums_each_jobs_busy_samples(tmp_path):
+    """Each process is the job its command's output names, of the rule its command names where
+    two jobs share an output folder; the first command line seen for a pid counts; samples of
+    processes no job claims (the MPS server) are counted apart; '-' is no activity."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import gpu_share
+    finally:
+        sys.path.pop(0)
+    for name, text in (("pmon.txt", PMON), ("pids.txt", PIDS), ("timeline.tsv", TIMELINE)):
+        (tmp_path / name).write_text(text)
+    by_rule, by_job, unclaimed = gpu_share.shares(
+        tmp_path / "pmon.txt", tmp_path / "pids.txt", tmp_path / "timeline.tsv"
+    )
+    assert by_rule == {
+        "run_lm": [1, 2, 1.2, 0.6],
+        "lm_extras": [1, 1, 0.1, 0.05],
+        "saffu": [1, 2, 0.3, 0.1],
+    }
+    assert by_job[("saffu", "results/paper/saffu/cat/f100/metrics.json")][2] == 0.3
+    assert unclaimed == 1
+    out = subprocess.run([sys.executable, "benchmarks/gpu_share.py", "--pmon",
+                          str(tmp_path / "pmon.txt"), "--pids", str(tmp_path / "pids.txt"),
+                          "--timeline", str(tmp_path / "timeline.tsv")],
+                         cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.splitlines()[1].split()[:4] == ["run_lm", "1", "2", "1.2"]
