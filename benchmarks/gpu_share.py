@@ -27,23 +27,22 @@ OUT_FLAGS = ("--out", "--out-dir", "--out-dirs", "--run-dirs")
 
 
 def read_pmon(path: Path) -> dict[int, list[tuple[float, float]]]:
-    """pid -> [(sm %, mem %)] per sample; '-' (no sample for that process) counts as 0."""
+    """pid -> [(sm %, mem %)] per sample that has a value ('-' rows are skipped)."""
     columns: list[str] = []
     samples: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            if "pid" in line.split():  # the header row names the columns ("#Time gpu pid ...")
+                columns = line.lstrip("#").split()
+            continue
         fields = line.split()
-        if not fields:
-            continue
-        if fields[0] == "#":
-            if "pid" in fields:  # the header row names the columns ("# Time gpu pid type sm ...")
-                columns = fields[1:]
-            continue
         if not columns or len(fields) < len(columns) or not fields[columns.index("pid")].isdigit():
             continue
         row = dict(zip(columns, fields, strict=False))  # the command name may hold spaces
-        pct = [float(row[k]) if row.get(k, "-").replace(".", "", 1).isdigit() else 0.0
-               for k in ("sm", "mem")]  # fmt: skip
-        samples[int(row["pid"])].append((pct[0], pct[1]))
+        if not row.get("sm", "-").replace(".", "", 1).isdigit():
+            continue  # '-': no sample of this process (every MPS client's, driver 580)
+        mem = row.get("mem", "-")
+        samples[int(row["pid"])].append((float(row["sm"]), float(mem) if mem != "-" else 0.0))
     return samples
 
 
@@ -100,6 +99,13 @@ def shares(pmon: Path, pids: Path, timeline: Path) -> tuple[dict, dict, int]:
     return dict(by_rule), dict(by_job), unclaimed
 
 
+def unclaimed_means(pmon: Path, pids: Path, timeline: Path) -> list[tuple[int, int, float, float]]:
+    """(pid, samples, mean sm %, mean mem %) of each process no job claims (the MPS server)."""
+    samples, commands, jobs = read_pmon(pmon), read_pids(pids), read_timeline(timeline)
+    return [(pid, len(rows), sum(r[0] for r in rows) / len(rows), sum(r[1] for r in rows) / len(rows))
+            for pid, rows in samples.items() if job_of(commands.get(pid, []), jobs) is None]  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pmon", type=Path, required=True)
@@ -108,9 +114,11 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=15, help="jobs listed, most busy first")
     args = ap.parse_args()
     by_rule, by_job, unclaimed = shares(args.pmon, args.pids, args.timeline)
-    if not by_rule:
-        print(f"no pillm process in pmon's samples ({unclaimed} samples of other processes: "
-              "under MPS this driver may report only the MPS server)")  # fmt: skip
+    if not by_rule:  # under MPS (driver 580, 2026-11-28) pmon samples only the MPS server
+        print(f"no pillm process has a value in pmon's samples; {unclaimed} samples of other "
+              "processes (under MPS pmon measures the MPS server, not its clients):")  # fmt: skip
+        for pid, n, sm, mem in unclaimed_means(args.pmon, args.pids, args.timeline):
+            print(f"  pid {pid}: {n} samples, sm {sm:.1f} % and mem {mem:.1f} % on average")
         return
     total_sm = sum(v[2] for v in by_rule.values()) or 1.0
     total_mem = sum(v[3] for v in by_rule.values()) or 1.0
@@ -120,6 +128,8 @@ def main() -> None:
         print(f"{rule:18s} {n:5d} {k:7d} {sm:8.1f} {100 * sm / total_sm:6.1f} "
               f"{mem:8.1f} {100 * mem / total_mem:6.1f}")  # fmt: skip
     print(f"samples of processes no job claims: {unclaimed}")
+    for pid, n, sm, mem in unclaimed_means(args.pmon, args.pids, args.timeline):
+        print(f"  pid {pid}: {n} samples, sm {sm:.1f} % and mem {mem:.1f} % on average")
     print(f"\nthe {args.top} jobs with the most sm seconds:")
     for (rule, out), (_, k, sm, mem) in sorted(by_job.items(), key=lambda kv: -kv[1][2])[
         : args.top

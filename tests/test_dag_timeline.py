@@ -115,8 +115,9 @@ def test_gpu_power_averages_each_gpus_samples_per_window(tmp_path):
 
 
 PMON = """\
-# Time        gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
-# HH:MM:SS    Idx           #    C/G      %      %      %      %      %      %    name
+#Time        gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
+#HH:MM:SS    Idx           #    C/G      %      %      %      %      %      %    name
+ 08:00:00       0          -     -      -      -      -      -      -      -    -
  08:00:01       0        101     C     50     20      -      -      -      -    python
  08:00:01       0        102     C     10      5      -      -      -      -    python
  08:00:01       0        103   M+C      -      -      -      -      -      -    python
@@ -143,7 +144,7 @@ call\trule\toutput\tstart_s\tend_s\tstatus
 def test_gpu_share_sums_each_jobs_busy_samples(tmp_path):
     """Each process is the job its command's output names, of the rule its command names where
     two jobs share an output folder; the first command line seen for a pid counts; samples of
-    processes no job claims (the MPS server) are counted apart; '-' is no activity."""
+    processes no job claims (the MPS server) are counted apart; '-' rows are no sample."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         import gpu_share
@@ -157,7 +158,7 @@ def test_gpu_share_sums_each_jobs_busy_samples(tmp_path):
     assert by_rule == {
         "run_lm": [1, 2, 1.2, 0.6],
         "lm_extras": [1, 1, 0.1, 0.05],
-        "saffu": [1, 2, 0.3, 0.1],
+        "saffu": [1, 1, 0.3, 0.1],
     }
     assert by_job[("saffu", "results/paper/saffu/cat/f100/metrics.json")][2] == 0.3
     assert unclaimed == 1
