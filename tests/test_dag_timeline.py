@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 LOG = """\
@@ -167,3 +169,81 @@ def test_gpu_share_sums_each_jobs_busy_samples(tmp_path):
                           "--timeline", str(tmp_path / "timeline.tsv")],
                          cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
     assert out.stdout.splitlines()[1].split()[:4] == ["run_lm", "1", "2", "1.2"]
+
+
+DRY_RUN = """\
+Building DAG of jobs...
+[Sat Nov 28 09:56:23 2026]
+rule tokenize:
+    input: data/train.txt
+    output: tokens/train.npy
+    jobid: 1
+    priority: 0
+    resources: tmpdir=/tmp
+
+[Sat Nov 28 09:56:23 2026]
+rule run_lm:
+    input: tokens/train.npy
+    output: lm/a/metrics.json, lm/a/model.pt
+    jobid: 2
+    priority: 1
+    threads: 2
+    resources: tmpdir=/tmp, gpu=1, gpu_mem_mb=8000
+
+[Sat Nov 28 09:56:23 2026]
+rule run_lm:
+    input: tokens/train.npy
+    output: lm/b/metrics.json
+    jobid: 3
+    priority: 2
+    threads: 2
+    resources: tmpdir=/tmp, gpu=1, gpu_mem_mb=8000
+
+[Sat Nov 28 09:56:23 2026]
+rule probe:
+    input: lm/a/model.pt
+    output: probe/a.parquet
+    jobid: 4
+    priority: 0
+    threads: 2
+    resources: tmpdir=/tmp, gpu=1, gpu_mem_mb=2000
+"""
+
+WALLS = """\
+call\trule\toutput\tstart_s\tend_s\tstatus
+1\ttokenize\ttokens/train.npy\t0\t5\tdone
+1\trun_lm\tlm/a/metrics.json\t5\t25\tdone
+1\trun_lm\tlm/b/metrics.json\t5\t15\tdone
+1\tprobe\tprobe/a.parquet\t25\t35\tdone
+"""
+
+
+def test_dag_schedule_replays_the_greedy_order(tmp_path):
+    """One slot: the higher priority goes first (b, then a, then a's probe); two slots: a and b
+    at once; memory for one job at a time serialises them again; a rule's priority can be
+    overridden; the bounds are the GPU walls over the slots and the longest chain."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import dag_schedule
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "dry.txt").write_text(DRY_RUN)
+    (tmp_path / "walls.tsv").write_text(WALLS)
+    jobs = dag_schedule.read_dry_run(tmp_path / "dry.txt")
+    assert [j.rule for j in jobs] == ["tokenize", "run_lm", "run_lm", "probe"]
+    assert jobs[1].outputs == ["lm/a/metrics.json", "lm/a/model.pt"] and jobs[1].threads == 2
+    assert jobs[0].gpu == 0 and jobs[3].gpu_mem == 2000
+    assert dag_schedule.add_walls(jobs, tmp_path / "walls.tsv") == 4
+    end, start = dag_schedule.replay(jobs, gpus=1, gpu_mem=1e9, cores=8)
+    assert (end, start) == (45.0, [0.0, 15.0, 5.0, 35.0])
+    assert dag_schedule.replay(jobs, 1, 1e9, 8, {"run_lm": 0})[1][1] == 5.0  # ties: dry run order
+    assert dag_schedule.replay(jobs, gpus=2, gpu_mem=1e9, cores=8)[0] == 35.0
+    assert dag_schedule.replay(jobs, gpus=2, gpu_mem=9000, cores=8)[0] == 45.0
+    assert dag_schedule.critical_path(jobs) == 35.0
+    with pytest.raises(ValueError, match="no job can start"):
+        dag_schedule.replay(jobs, gpus=2, gpu_mem=1000, cores=8)
+    out = subprocess.run([sys.executable, "benchmarks/dag_schedule.py", str(tmp_path / "dry.txt"),
+                          str(tmp_path / "walls.tsv"), "--gpus", "1", "--priority", "run_lm=9"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "replayed at the dry run's priorities: 45 s" in out
+    assert "bounds: the GPU jobs' walls over 1 slots 40 s; the longest chain" in out
