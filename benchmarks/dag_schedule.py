@@ -96,35 +96,27 @@ def replay(jobs: list[Job], gpus: float, gpu_mem: float, cores: int,
            priority: dict[str, float] | None = None) -> tuple[float, list[float]]:  # fmt: skip
     """(end, each job's start) of the greedy schedule; ``priority``: rule -> priority."""
     prio = [(priority or {}).get(job.rule, job.priority) for job in jobs]
+    need = [(job.gpu, job.gpu_mem, job.threads) for job in jobs]  # what a job holds while it runs
     deps = dependencies(jobs)
     done: set[int] = set()
     running: dict[int, float] = {}  # job -> end
     start = [0.0] * len(jobs)
-    free = {"gpu": gpus, "mem": gpu_mem, "cores": cores}
+    free = [gpus, gpu_mem, cores]
     now = 0.0
     while len(done) < len(jobs):
         ready = [i for i in range(len(jobs))
                  if i not in done and i not in running and deps[i] <= done]  # fmt: skip
         for i in sorted(ready, key=lambda i: -prio[i]):  # stable: the dry run's order on ties
-            job = jobs[i]
-            if (
-                job.gpu <= free["gpu"]
-                and job.gpu_mem <= free["mem"]
-                and job.threads <= free["cores"]
-            ):
-                free["gpu"] -= job.gpu
-                free["mem"] -= job.gpu_mem
-                free["cores"] -= job.threads
-                running[i], start[i] = now + job.wall, now
+            if all(n <= f for n, f in zip(need[i], free, strict=True)):
+                free = [f - n for f, n in zip(free, need[i], strict=True)]
+                running[i], start[i] = now + jobs[i].wall, now
         if not running:
             raise ValueError("no job can start: a job needs more than the resources given")
         now = min(running.values())
         for i in [i for i, end in running.items() if end <= now]:
             del running[i]
             done.add(i)
-            free["gpu"] += jobs[i].gpu
-            free["mem"] += jobs[i].gpu_mem
-            free["cores"] += jobs[i].threads
+            free = [f + n for f, n in zip(free, need[i], strict=True)]
     return now, start
 
 

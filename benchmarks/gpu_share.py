@@ -79,15 +79,19 @@ def job_of(args: list[str], jobs: list[tuple[str, str]]) -> tuple[str, str] | No
     return hits[0] if hits else None
 
 
-def shares(pmon: Path, pids: Path, timeline: Path) -> tuple[dict, dict, int]:
+def processes(pmon: Path, pids: Path, timeline: Path) -> list[tuple[int, tuple | None, list]]:
+    """Each sampled process: (pid, the timeline job it ran or None, its (sm, mem) samples)."""
+    samples, commands, jobs = read_pmon(pmon), read_pids(pids), read_timeline(timeline)
+    return [(pid, job_of(commands.get(pid, []), jobs), rows) for pid, rows in samples.items()]
+
+
+def tally(procs: list[tuple[int, tuple | None, list]]) -> tuple[dict, dict, int]:
     """Per rule and per job: [processes, samples, sm seconds, mem seconds]; and the samples of
     processes no job claims (the MPS server, other programs)."""
-    samples, commands, jobs = read_pmon(pmon), read_pids(pids), read_timeline(timeline)
     by_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     by_job: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     unclaimed = 0
-    for pid, rows in samples.items():
-        job = job_of(commands.get(pid, []), jobs)
+    for _, job, rows in procs:
         if job is None:
             unclaimed += len(rows)
             continue
@@ -99,11 +103,9 @@ def shares(pmon: Path, pids: Path, timeline: Path) -> tuple[dict, dict, int]:
     return dict(by_rule), dict(by_job), unclaimed
 
 
-def unclaimed_means(pmon: Path, pids: Path, timeline: Path) -> list[tuple[int, int, float, float]]:
-    """(pid, samples, mean sm %, mean mem %) of each process no job claims (the MPS server)."""
-    samples, commands, jobs = read_pmon(pmon), read_pids(pids), read_timeline(timeline)
-    return [(pid, len(rows), sum(r[0] for r in rows) / len(rows), sum(r[1] for r in rows) / len(rows))
-            for pid, rows in samples.items() if job_of(commands.get(pid, []), jobs) is None]  # fmt: skip
+def shares(pmon: Path, pids: Path, timeline: Path) -> tuple[dict, dict, int]:
+    """``tally`` of the logs' processes."""
+    return tally(processes(pmon, pids, timeline))
 
 
 def main() -> None:
@@ -113,23 +115,26 @@ def main() -> None:
     ap.add_argument("--timeline", type=Path, required=True)
     ap.add_argument("--top", type=int, default=15, help="jobs listed, most busy first")
     args = ap.parse_args()
-    by_rule, by_job, unclaimed = shares(args.pmon, args.pids, args.timeline)
-    if not by_rule:  # under MPS (driver 580, 2026-11-28) pmon samples only the MPS server
+    procs = processes(args.pmon, args.pids, args.timeline)
+    by_rule, by_job, unclaimed = tally(procs)
+    if by_rule:
+        total_sm = sum(v[2] for v in by_rule.values()) or 1.0
+        total_mem = sum(v[3] for v in by_rule.values()) or 1.0
+        print(f"{'rule':18s} {'procs':>5s} {'samples':>7s} {'sm s':>8s} {'sm %':>6s} "
+              f"{'mem s':>8s} {'mem %':>6s}")  # fmt: skip
+        for rule, (n, k, sm, mem) in sorted(by_rule.items(), key=lambda kv: -kv[1][2]):
+            print(f"{rule:18s} {n:5d} {k:7d} {sm:8.1f} {100 * sm / total_sm:6.1f} "
+                  f"{mem:8.1f} {100 * mem / total_mem:6.1f}")  # fmt: skip
+        print(f"samples of processes no job claims: {unclaimed}")
+    else:  # under MPS (driver 580, 2026-11-28) pmon samples only the MPS server
         print(f"no pillm process has a value in pmon's samples; {unclaimed} samples of other "
               "processes (under MPS pmon measures the MPS server, not its clients):")  # fmt: skip
-        for pid, n, sm, mem in unclaimed_means(args.pmon, args.pids, args.timeline):
-            print(f"  pid {pid}: {n} samples, sm {sm:.1f} % and mem {mem:.1f} % on average")
+    for pid, job, rows in procs:
+        if job is None:  # the MPS server, other programs: their mean busy shares
+            sm, mem = (sum(r[i] for r in rows) / len(rows) for i in (0, 1))
+            print(f"  pid {pid}: {len(rows)} samples, sm {sm:.1f} % and mem {mem:.1f} % on average")
+    if not by_rule:
         return
-    total_sm = sum(v[2] for v in by_rule.values()) or 1.0
-    total_mem = sum(v[3] for v in by_rule.values()) or 1.0
-    print(f"{'rule':18s} {'procs':>5s} {'samples':>7s} {'sm s':>8s} {'sm %':>6s} "
-          f"{'mem s':>8s} {'mem %':>6s}")  # fmt: skip
-    for rule, (n, k, sm, mem) in sorted(by_rule.items(), key=lambda kv: -kv[1][2]):
-        print(f"{rule:18s} {n:5d} {k:7d} {sm:8.1f} {100 * sm / total_sm:6.1f} "
-              f"{mem:8.1f} {100 * mem / total_mem:6.1f}")  # fmt: skip
-    print(f"samples of processes no job claims: {unclaimed}")
-    for pid, n, sm, mem in unclaimed_means(args.pmon, args.pids, args.timeline):
-        print(f"  pid {pid}: {n} samples, sm {sm:.1f} % and mem {mem:.1f} % on average")
     print(f"\nthe {args.top} jobs with the most sm seconds:")
     for (rule, out), (_, k, sm, mem) in sorted(by_job.items(), key=lambda kv: -kv[1][2])[
         : args.top
