@@ -172,9 +172,10 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     # |h_n| max_v |w_v| bounds row n's logits: softmax_pass's exponent offsets
     w_norm = torch.linalg.vector_norm(w, dim=1, dtype=torch.float32).amax()
     bound = torch.linalg.vector_norm(h, dim=1, dtype=torch.float32) * w_norm
-    q = h.new_empty(v, n) if keep else bound  # unused when not kept
+    q = h.new_empty((v, n) if b.keep_exp == 1 else (n, v)) if keep else bound  # unused unless kept
+    q_sv, q_sn = (n, 1) if b.keep_exp == 1 else (1, v)
     launch(kernels.softmax_pass, (blocks, split), h, w, bound, m, s, acc, t, row_loss, lse_n, dh,
-           q, n, v, per, log_n, warps=warps, stages=stages, BM=bm, BN=bn, MASK_N=n % bm != 0,
+           q, q_sv, q_sn, n, v, per, log_n, warps=warps, stages=stages, BM=bm, BN=bn, MASK_N=n % bm != 0,
            MASK_V=v % bn != 0, GRAD=with_grad, FINISH=finish, STORE=keep)  # fmt: skip
     if finish:
         loss = row_loss.mean()
@@ -196,7 +197,7 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     blocks = _cdiv(v, b.dw_n)
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, q, m, n, v, per,
+    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, q, q_sv, q_sn, m, n, v, per,
            v_per_slice, 1.0 / n, warps=b.dw_warps, stages=b.dw_stages, BM=b.dw_m, BN=b.dw_n,
            MASK_N=n % b.dw_m != 0, MASK_V=v % b.dw_n != 0, STORED=keep)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]

@@ -51,7 +51,7 @@ def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
 
 
 @triton.jit
-def _softmax_tile(x, w_ptr, q_ptr, rows, rmask, N, v0, v_hi, dims, dmask, m, s, acc,
+def _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v0, v_hi, dims, dmask, m, s, acc,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
                   MASK_N: tl.constexpr, MASK_D: tl.constexpr, GRAD: tl.constexpr,
                   RUNNING: tl.constexpr, STORE: tl.constexpr, PRECISION: tl.constexpr,
@@ -87,7 +87,7 @@ def _softmax_tile(x, w_ptr, q_ptr, rows, rmask, N, v0, v_hi, dims, dmask, m, s, 
         q = p.to(w.dtype)
         acc = _mm(q, w, acc, PRECISION, UPCAST)
         if STORE:
-            ptrs = q_ptr + cols[None, :] * N + rows[:, None]
+            ptrs = q_ptr + cols[None, :] * q_sv + rows[:, None] * q_sn
             if MASKED:
                 if MASK_N:
                     tl.store(ptrs, q, mask=rmask[:, None] & cmask[None, :])
@@ -102,7 +102,7 @@ def _softmax_tile(x, w_ptr, q_ptr, rows, rmask, N, v0, v_hi, dims, dmask, m, s, 
 
 
 @triton.jit
-def _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s, acc,
+def _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s, acc,
                 D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASK_N: tl.constexpr,
                 MASK_V: tl.constexpr, MASK_D: tl.constexpr, GRAD: tl.constexpr,
                 RUNNING: tl.constexpr, STORE: tl.constexpr, PRECISION: tl.constexpr,
@@ -111,12 +111,12 @@ def _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s, 
     tiles unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them."""
     v_full = v_lo + (v_hi - v_lo) // BN * BN
     for v0 in range(v_lo, v_full, BN):
-        m, s, acc = _softmax_tile(x, w_ptr, q_ptr, rows, rmask, N, v0, v_hi, dims, dmask, m, s,
+        m, s, acc = _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v0, v_hi, dims, dmask, m, s,
                                   acc, D, BM, BN, False, MASK_N, MASK_D, GRAD, RUNNING, STORE,
                                   PRECISION, UPCAST)  # fmt: skip
     if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
         if v_full < v_hi:
-            m, s, acc = _softmax_tile(x, w_ptr, q_ptr, rows, rmask, N, v_full, v_hi, dims, dmask,
+            m, s, acc = _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_full, v_hi, dims, dmask,
                                       m, s, acc, D, BM, BN, True, MASK_N, MASK_D, GRAD, RUNNING,
                                       STORE, PRECISION, UPCAST)  # fmt: skip
     return m, s, acc
@@ -124,7 +124,7 @@ def _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s, 
 
 @triton.jit
 def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr, lse_ptr, dh_ptr,
-                 q_ptr, N, V, v_per_split, log_n,
+                 q_ptr, q_sv, q_sn, N, V, v_per_split, log_n,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                  MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
                  GRAD: tl.constexpr, FINISH: tl.constexpr, STORE: tl.constexpr,
@@ -162,17 +162,17 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
         m = tl.load(bound_ptr + rows) - HEADROOM
     s = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, BD], tl.float32)
-    m, s, acc = _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s, acc,
+    m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s, acc,
                             D, BM, BN, MASK_N, MASK_V, MASK_D, GRAD, False, STORE, PRECISION,
                             UPCAST)  # fmt: skip
     if tl.min(s, 0) < FLOOR:  # a loose bound: the rows' maximum, then the sums again from it
         m = tl.full([BM], float("-inf"), tl.float32)
-        m, s, acc = _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s,
+        m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s,
                                 acc, D, BM, BN, MASK_N, MASK_V, MASK_D, False, True, False,
                                 PRECISION, UPCAST)  # fmt: skip
         s = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
-        m, s, acc = _slice_sums(x, w_ptr, q_ptr, rows, rmask, N, v_lo, v_hi, dims, dmask, m, s,
+        m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s,
                                 acc, D, BM, BN, MASK_N, MASK_V, MASK_D, GRAD, False, STORE,
                                 PRECISION, UPCAST)  # fmt: skip
     if STORE or not FINISH:  # the offsets: the slices' merge, grad_w_kernel's stored terms
@@ -213,7 +213,7 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
 
 
 @triton.jit
-def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, q_ptr, m_ptr, N, V, n_per_split,
+def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, q_ptr, q_sv, q_sn, m_ptr, N, V, n_per_split,
                   v_per_slice, scale,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                   MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
@@ -247,7 +247,7 @@ def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, q_ptr, m_ptr, N, V, n_pe
             t = tl.load(t_ptr + rows)
             lse = tl.load(lse_ptr + rows)
         if STORED:
-            q_ptrs = q_ptr + cols[:, None] * N + rows[None, :]
+            q_ptrs = q_ptr + cols[:, None] * q_sv + rows[None, :] * q_sn
             if MASK_N:
                 m = tl.load(m_ptr + rows, mask=rmask, other=0.0)
                 q = tl.load(q_ptrs, mask=cmask[:, None] & rmask[None, :], other=0.0)
