@@ -4,7 +4,7 @@
 for a small model width (the paper's d = 256, vocabulary 50,304), where the logits, not the
 FLOPs, cost the time: at d = 256 each bf16 logit carries only 512 FLOPs, so writing it, reading
 it for the softmax and again for its gradient costs about as much as computing it. Two
-kernels compute the logits of their tiles from ``h`` and ``w`` on chip:
+kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
 - ``softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
   block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with the sum of
@@ -14,18 +14,13 @@ kernels compute the logits of their tiles from ``h`` and ``w`` on chip:
   running maximum is kept; a block whose bound proves too loose is redone from its maximum.
   With one slice (enough row blocks to fill the GPU) each program finishes its rows: their loss
   and ``dL/dh`` from the gathered target rows ``w_y``; slices (more programs for a small batch)
-  are merged afterwards in float32 by torch operations. With gradients it also writes the
-  exponentials ``exp(l_v - m)`` as they enter its matmul (compute dtype, one (V x N) buffer:
-  3.3 GB at 32,768 rows in bf16);
+  are merged afterwards in float32 by torch operations;
 - ``grad_w_kernel``: per block of ``BN`` vocabulary rows, ``dL/dw = Gᵀ h`` over all rows, with
-  ``G = (softmax - onehot) / N`` from those exponentials scaled by ``exp(m - lse)`` (row
-  slices merged afterwards when the vocabulary alone gives too few programs).
+  ``G = (softmax - onehot) / N`` recomputed from the saved log-sum-exp (row slices merged
+  afterwards when the vocabulary alone gives too few programs).
 
-With gradients that is three logits-sized matmuls, the dense head's count, and the
-exponentials written once and read once, where the dense head moves the logits and their
-gradient through memory several times. ``Blocks.keep_exp = 0`` (or more than 2^31 logits)
-recomputes the logits in ``grad_w_kernel`` instead: four matmuls and no (tokens x vocab)
-buffer.
+With gradients that is four logits-sized matmuls (the dense head: three, plus the logits and
+their gradient through memory several times) and no (tokens x vocab) buffer at all.
 
 As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the
 loss is the step's last operation) and the backward only scales them by the incoming gradient.
@@ -70,8 +65,6 @@ class Blocks:
     dw_stages: int = 3
     waves: int = 1  # slices are added until the programs fill this many waves of the SMs
     # (1: 2 % faster than 2 at 32,768 rows, 1.5 % at 4,096, H100; 4: slower)
-    keep_exp: int = 1  # softmax_pass stores its exponentials (N x V, compute dtype) and
-    # grad_w_kernel reads them: three logits-sized matmuls instead of four
 
     def for_dtype(self, dtype: torch.dtype) -> Blocks:
         """float32 operands take twice the shared memory: tiles of at most 64 (H100: 227 KiB)."""
@@ -153,18 +146,14 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
         if with_grad
         else (b.lse_m, b.lse_n, b.lse_warps, b.lse_stages)
     )
-    # the exponentials kept for grad_w_kernel (its 32-bit offsets bound their count)
-    keep = bool(with_grad and b.keep_exp and n * v < 2**31)
     blocks = _cdiv(n, bm)
-    # kept, a vocabulary slice is whole blocks of grad_w_kernel's (one offset m per slice)
-    split, per = _slices(blocks, v, math.lcm(bn, b.dw_n) if keep else bn, sms, b.waves)
+    split, per = _slices(blocks, v, bn, sms, b.waves)
     finish = split == 1  # one slice: the kernel finishes the rows (nothing to merge)
     log_n = math.log(n)  # lse + log N: exp(l - lse_n) = softmax / N (grad_w_kernel)
     if finish:
         row_loss, lse_n = buffer(n), buffer(n)
         dh = buffer(n, d) if with_grad else row_loss  # unused without gradients
-        m = buffer(1, n) if keep else row_loss  # grad_w_kernel's offsets (else unused)
-        s = acc = row_loss  # unused
+        m = s = acc = row_loss  # unused
     else:
         m, s = buffer(split, n), buffer(split, n)
         acc = buffer(split, n, d) if with_grad else m  # unused without gradients
@@ -172,11 +161,9 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     # |h_n| max_v |w_v| bounds row n's logits: softmax_pass's exponent offsets
     w_norm = torch.linalg.vector_norm(w, dim=1, dtype=torch.float32).amax()
     bound = torch.linalg.vector_norm(h, dim=1, dtype=torch.float32) * w_norm
-    q = h.new_empty((v, n) if b.keep_exp == 1 else (n, v)) if keep else bound  # unused unless kept
-    q_sv, q_sn = (n, 1) if b.keep_exp == 1 else (1, v)
     launch(kernels.softmax_pass, (blocks, split), h, w, bound, m, s, acc, t, row_loss, lse_n, dh,
-           q, q_sv, q_sn, n, v, per, log_n, warps=warps, stages=stages, BM=bm, BN=bn, MASK_N=n % bm != 0,
-           MASK_V=v % bn != 0, GRAD=with_grad, FINISH=finish, STORE=keep)  # fmt: skip
+           n, v, per, log_n, warps=warps, stages=stages, BM=bm, BN=bn, MASK_N=n % bm != 0,
+           MASK_V=v % bn != 0, GRAD=with_grad, FINISH=finish)  # fmt: skip
     if finish:
         loss = row_loss.mean()
     else:  # the slices' statistics merged in float32
@@ -193,13 +180,12 @@ def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool,
     if not with_grad:
         return loss, h.new_empty(0, **f32), w.new_empty(0, **f32)
 
-    v_per_slice = per
     blocks = _cdiv(v, b.dw_n)
     split, per = _slices(blocks, n, b.dw_m, sms, b.waves)
     dw = buffer(split, v, d)
-    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, q, q_sv, q_sn, m, n, v, per,
-           v_per_slice, 1.0 / n, warps=b.dw_warps, stages=b.dw_stages, BM=b.dw_m, BN=b.dw_n,
-           MASK_N=n % b.dw_m != 0, MASK_V=v % b.dw_n != 0, STORED=keep)  # fmt: skip
+    launch(kernels.grad_w_kernel, (blocks, split), h, w, t, lse_n, dw, n, v, per, 1.0 / n,
+           warps=b.dw_warps, stages=b.dw_stages, BM=b.dw_m, BN=b.dw_n, MASK_N=n % b.dw_m != 0,
+           MASK_V=v % b.dw_n != 0)  # fmt: skip
     return loss, dh, dw.sum(0) if split > 1 else dw[0]
 
 

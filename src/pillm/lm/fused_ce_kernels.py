@@ -17,7 +17,7 @@ LOG2E = tl.constexpr(1.4426950408889634)
 # paper's vocabulary, Σ exp(l - m) w for weights below 10^12 overflow float32 (3.4e38).
 # FLOOR: a row whose sum stays below it (its largest logit more than 50 below m, the bound
 # loose by more than 98) would have lost terms to underflow, so its block is redone from the
-# rows' maximum.
+# rows' largest logits.
 HEADROOM = tl.constexpr(48.0)
 FLOOR = tl.constexpr(1.9e-22)  # e^-50: terms that underflow are below e^-37 of the sum
 
@@ -51,98 +51,64 @@ def _load(ptr, idx, dims, imask, dmask, D: tl.constexpr, MASK_I: tl.constexpr,
 
 
 @triton.jit
-def _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v0, v_hi, dims, dmask, m, s, acc,
+def _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
-                  MASK_N: tl.constexpr, MASK_D: tl.constexpr, GRAD: tl.constexpr,
-                  RUNNING: tl.constexpr, STORE: tl.constexpr, PRECISION: tl.constexpr,
-                  UPCAST: tl.constexpr):  # fmt: skip
-    """One vocabulary tile of ``softmax_pass``: (m, s, acc) updated. MASKED: the slice's ragged
-    last tile (columns from v_hi on are not classes). STORE (never with RUNNING): the tile's
-    exponentials, as they enter the dL/dh matmul, go to ``q_ptr`` ((V, N), transposed) for
-    ``grad_w_kernel``.
-
-    RUNNING: m is the rows' running maximum, raised lazily (FlashAttention-4 style): only when
-    a row's maximum grows by more than RESCALE are the sums rescaled, so most tiles skip the
-    (BM, D) rescale; exp(l - m) stays below e^RESCALE. Otherwise m is fixed (the rows' bound
-    less HEADROOM, or a loose block's maximum) and the tile takes no maximum and tests
-    nothing."""
-    RESCALE: tl.constexpr = 8.0
+                  MASK_D: tl.constexpr, GRAD: tl.constexpr, MAXIMUM: tl.constexpr,
+                  PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """One vocabulary tile of ``softmax_pass``: (m, s, acc) updated with the fixed offset m.
+    MASKED: the slice's ragged last tile (columns from v_hi on are not classes). MAXIMUM: only
+    m raised to the rows' largest logits (a loose block's first sweep)."""
     cols = v0 + tl.arange(0, BN)
     cmask = cols < v_hi
     w = _load(w_ptr, cols, dims, cmask, dmask, D, MASKED, MASK_D)
     logits = _mm(x, tl.trans(w), tl.zeros([BM, BN], tl.float32), PRECISION, UPCAST)
     if MASKED:
         logits = tl.where(cmask[None, :], logits, float("-inf"))
-    if RUNNING:
-        m_new = tl.maximum(m, tl.max(logits, 1))
-        if tl.max(m_new - m, 0) > RESCALE:
-            alpha = tl.exp(m - m_new)  # 0 where m was -inf (the first tile)
-            s = s * alpha
-            if GRAD:
-                acc = acc * alpha[:, None]
-            m = m_new
-    p = tl.exp2(logits * LOG2E - (m * LOG2E)[:, None])  # exp(l - m); 0 in masked columns
-    s += tl.sum(p, 1)
-    if GRAD:
-        q = p.to(w.dtype)
-        acc = _mm(q, w, acc, PRECISION, UPCAST)
-        if STORE:
-            ptrs = q_ptr + cols[None, :] * q_sv + rows[:, None] * q_sn
-            if MASKED:
-                if MASK_N:
-                    tl.store(ptrs, q, mask=rmask[:, None] & cmask[None, :])
-                else:
-                    tl.store(ptrs, q, mask=cmask[None, :])
-            else:  # noqa: PLR5501 - Triton's constexpr branches, one store each
-                if MASK_N:
-                    tl.store(ptrs, q, mask=rmask[:, None])
-                else:
-                    tl.store(ptrs, q)
+    if MAXIMUM:
+        m = tl.maximum(m, tl.max(logits, 1))
+    else:
+        p = tl.exp2(logits * LOG2E - (m * LOG2E)[:, None])  # exp(l - m); 0 in masked columns
+        s += tl.sum(p, 1)
+        if GRAD:
+            acc = _mm(p.to(w.dtype), w, acc, PRECISION, UPCAST)
     return m, s, acc
 
 
 @triton.jit
-def _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s, acc,
-                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASK_N: tl.constexpr,
-                MASK_V: tl.constexpr, MASK_D: tl.constexpr, GRAD: tl.constexpr,
-                RUNNING: tl.constexpr, STORE: tl.constexpr, PRECISION: tl.constexpr,
-                UPCAST: tl.constexpr):  # fmt: skip
+def _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc,
+                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MASK_V: tl.constexpr,
+                MASK_D: tl.constexpr, GRAD: tl.constexpr, MAXIMUM: tl.constexpr,
+                PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
     """(m, s, acc) over the classes [v_lo, v_hi), tile by tile (``_softmax_tile``): whole
     tiles unmasked; MASK_V (V not a multiple of BN): the one ragged tile after them."""
     v_full = v_lo + (v_hi - v_lo) // BN * BN
     for v0 in range(v_lo, v_full, BN):
-        m, s, acc = _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v0, v_hi, dims, dmask, m, s,
-                                  acc, D, BM, BN, False, MASK_N, MASK_D, GRAD, RUNNING, STORE,
-                                  PRECISION, UPCAST)  # fmt: skip
+        m, s, acc = _softmax_tile(x, w_ptr, v0, v_hi, dims, dmask, m, s, acc, D, BM, BN, False,
+                                  MASK_D, GRAD, MAXIMUM, PRECISION, UPCAST)  # fmt: skip
     if MASK_V:  # noqa: SIM102 - a compile-time branch around a run-time one
         if v_full < v_hi:
-            m, s, acc = _softmax_tile(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_full, v_hi, dims, dmask,
-                                      m, s, acc, D, BM, BN, True, MASK_N, MASK_D, GRAD, RUNNING,
-                                      STORE, PRECISION, UPCAST)  # fmt: skip
+            m, s, acc = _softmax_tile(x, w_ptr, v_full, v_hi, dims, dmask, m, s, acc, D, BM, BN,
+                                      True, MASK_D, GRAD, MAXIMUM, PRECISION, UPCAST)  # fmt: skip
     return m, s, acc
 
 
 @triton.jit
 def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr, lse_ptr, dh_ptr,
-                 q_ptr, q_sv, q_sn, N, V, v_per_split, log_n,
+                 N, V, v_per_split, log_n,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                  MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
-                 GRAD: tl.constexpr, FINISH: tl.constexpr, STORE: tl.constexpr,
-                 PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+                 GRAD: tl.constexpr, FINISH: tl.constexpr, PRECISION: tl.constexpr,
+                 UPCAST: tl.constexpr):  # fmt: skip
     """Rows' offset m and Σ exp(l - m) over one vocabulary slice; GRAD: also Σ exp(l - m) w.
 
     m is the rows' logit bound (``bound_ptr``: |x_n| max_v |w_v|) less HEADROOM, so a tile
     costs what ``grad_w_kernel``'s does: no running maximum, no block-wide test whether to
     rescale (with them the pass took 3.24 ms a step at 32,768 rows where ``grad_w_kernel``,
     the same matmuls, took 2.54 ms; one H100 profile, 2026-11-28). A block with a row below
-    FLOOR (a loose bound) first finds its rows' maximum (``_softmax_tile``'s RUNNING: no dL/dh,
-    nothing stored), then is redone from that offset; either way m is the offset stored.
-
-    STORE (with GRAD): the exponentials exp(l - m), as they enter the dL/dh matmul (compute
-    dtype), go to ``q_ptr`` ((V, N)) and the offsets m to ``m_ptr``, so ``grad_w_kernel``
-    reads them instead of recomputing the logits: three logits-sized matmuls instead of four,
-    for one write and one read of the exponentials (at d = 256 a tile's matmul takes longer
-    than its transfer).
+    FLOOR (a loose bound) is redone from its rows' largest logits, found by a sweep of the
+    logits alone; either way m is the offset stored. (The redo used to keep a lazily rescaled
+    running maximum beside dL/dh's accumulator; with that code in the kernel, never run on the
+    usual rows, the head was slower: benchmarks/README.md, sixteenth session.)
 
     FINISH (one slice holds the whole vocabulary): no merge is needed, so the program finishes
     its rows itself instead of storing (m, s, acc): each row's loss lse - x·w_y, lse + log N
@@ -162,21 +128,16 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
         m = tl.load(bound_ptr + rows) - HEADROOM
     s = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, BD], tl.float32)
-    m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s, acc,
-                            D, BM, BN, MASK_N, MASK_V, MASK_D, GRAD, False, STORE, PRECISION,
-                            UPCAST)  # fmt: skip
-    if tl.min(s, 0) < FLOOR:  # a loose bound: the rows' maximum, then the sums again from it
+    m, s, acc = _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc, D, BM, BN, MASK_V,
+                            MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
+    if tl.min(s, 0) < FLOOR:  # a loose bound: the rows' largest logits, then the sums from them
         m = tl.full([BM], float("-inf"), tl.float32)
-        m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s,
-                                acc, D, BM, BN, MASK_N, MASK_V, MASK_D, False, True, False,
-                                PRECISION, UPCAST)  # fmt: skip
+        m, s, acc = _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc, D, BM, BN, MASK_V,
+                                MASK_D, False, True, PRECISION, UPCAST)  # fmt: skip
         s = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, BD], tl.float32)
-        m, s, acc = _slice_sums(x, w_ptr, q_ptr, q_sv, q_sn, rows, rmask, v_lo, v_hi, dims, dmask, m, s,
-                                acc, D, BM, BN, MASK_N, MASK_V, MASK_D, GRAD, False, STORE,
-                                PRECISION, UPCAST)  # fmt: skip
-    if STORE or not FINISH:  # the offsets: the slices' merge, grad_w_kernel's stored terms
-        tl.store(m_ptr + pid_s * N + rows, m, mask=rmask)
+        m, s, acc = _slice_sums(x, w_ptr, v_lo, v_hi, dims, dmask, m, s, acc, D, BM, BN, MASK_V,
+                                MASK_D, GRAD, False, PRECISION, UPCAST)  # fmt: skip
     if FINISH:
         lse = m + tl.log(s)
         tl.store(lse_ptr + rows, lse + log_n, mask=rmask)
@@ -206,6 +167,7 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
         tl.store(loss_ptr + rows, lse - target, mask=rmask)
     else:
         out = pid_s * N + rows
+        tl.store(m_ptr + out, m, mask=rmask)
         tl.store(s_ptr + out, s, mask=rmask)
         if GRAD:
             tl.store(acc_ptr + out[:, None] * D + dims[None, :], acc,
@@ -213,26 +175,18 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
 
 
 @triton.jit
-def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, q_ptr, q_sv, q_sn, m_ptr, N, V, n_per_split,
-                  v_per_slice, scale,
+def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, N, V, n_per_split, scale,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                   MASK_N: tl.constexpr, MASK_V: tl.constexpr, MASK_D: tl.constexpr,
-                  STORED: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+                  PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
     """dL/dw of one block of vocabulary rows over one slice of the rows: Σ Gᵀ x with
     G = exp(l - lse_n) - onehot / N, ``lse_ptr`` holding lse + log N (the mean's 1/N folded
-    in). Rows past N load as zeros and add nothing; vocabulary rows past V are not stored.
-
-    STORED: exp(l - lse_n) is ``softmax_pass``'s stored exp(l - m) (``q_ptr``; m of the
-    vocabulary slice of ``v_per_slice`` classes holding this block, ``m_ptr``) times
-    exp(m - lse_n): one matmul a tile instead of two."""
+    in). Rows past N load as zeros and add nothing; vocabulary rows past V are not stored."""
     pid_v, pid_s = tl.program_id(0), tl.program_id(1)
     cols = pid_v * BN + tl.arange(0, BN)
     dims = tl.arange(0, BD)
     cmask, dmask = cols < V, dims < D
-    if STORED:
-        m_ptr += (pid_v * BN) // v_per_slice * N  # softmax_pass's slices are whole blocks
-    else:
-        w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
+    w = _load(w_ptr, cols, dims, cmask, dmask, D, MASK_V, MASK_D)
     acc = tl.zeros([BN, BD], tl.float32)
     n_lo = pid_s * n_per_split
     n_hi = tl.minimum(n_lo + n_per_split, N)
@@ -246,22 +200,8 @@ def grad_w_kernel(x_ptr, w_ptr, t_ptr, lse_ptr, dw_ptr, q_ptr, q_sv, q_sn, m_ptr
         else:
             t = tl.load(t_ptr + rows)
             lse = tl.load(lse_ptr + rows)
-        if STORED:
-            q_ptrs = q_ptr + cols[:, None] * q_sv + rows[None, :] * q_sn
-            if MASK_N:
-                m = tl.load(m_ptr + rows, mask=rmask, other=0.0)
-                q = tl.load(q_ptrs, mask=cmask[:, None] & rmask[None, :], other=0.0)
-            else:
-                m = tl.load(m_ptr + rows)
-                if MASK_V:  # noqa: SIM108 - a compile-time branch, one load each
-                    q = tl.load(q_ptrs, mask=cmask[:, None], other=0.0)
-                else:
-                    q = tl.load(q_ptrs)
-            # exp(l - m) exp(m - lse_n), m - lse_n <= 50 (softmax_pass's sums are >= FLOOR)
-            p = q.to(tl.float32) * tl.exp2((m - lse) * LOG2E)[None, :]
-        else:
-            logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
-            p = tl.exp2(logits * LOG2E - (lse * LOG2E)[None, :])  # softmax / N, (BN, BM)
+        logits = _mm(w, tl.trans(x), tl.zeros([BN, BM], tl.float32), PRECISION, UPCAST)
+        p = tl.exp2(logits * LOG2E - (lse * LOG2E)[None, :])  # softmax / N, transposed: (BN, BM)
         # int32 ids (V < 2^31, as every offset here): one compare an entry, not two (int64)
         g = tl.where(cols[:, None] == t.to(tl.int32)[None, :], p - scale, p)
         acc = _mm(g.to(x.dtype), x, acc, PRECISION, UPCAST)
