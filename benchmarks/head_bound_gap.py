@@ -9,6 +9,11 @@ blocks (``Blocks.dx_m`` rows) that would fall back. Run on the GPU host after a 
 
     python benchmarks/head_bound_gap.py --tokens results/paper/tokens/wikitext2 \\
         results/paper/lm/*/seed0
+
+``--train-steps N`` instead trains the paper config's model for N steps (eagerly: no compile,
+no CUDA graphs, so the head is called from Python each step) and prints the same statistics
+for the training rows of every ``--every``-th step: how often blocks fall back while a model
+learns, which a trained model does not show.
 """
 
 from __future__ import annotations
@@ -25,16 +30,28 @@ from pillm.models.checkpoint import load_checkpoint
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="+", help="run folders holding model.pt")
+    ap.add_argument("runs", nargs="*", help="run folders holding model.pt")
     ap.add_argument("--tokens", required=True, help="tokens folder with valid.npy (or test.npy)")
     ap.add_argument("--rows", type=int, default=32768, help="held-out rows scored")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument(
+        "--train-steps",
+        type=int,
+        default=0,
+        help="train the paper model this many steps and report its training rows",
+    )
+    ap.add_argument("--batch", type=int, default=256, help="with --train-steps: sequences a step")
+    ap.add_argument("--every", type=int, default=10, help="with --train-steps: every k-th step")
+    ap.add_argument("--config", default="config/config.yaml")
     args = ap.parse_args()
     from pillm.lm import fused_ce, fused_ce_kernels
 
     # a row falls back where exp(max logit - m) < FLOOR, m = bound - HEADROOM
     fallback_gap = fused_ce_kernels.HEADROOM.value - math.log(fused_ce_kernels.FLOOR.value)
     block = fused_ce.BLOCKS.dx_m  # rows a program of the pass falls back together
+    if args.train_steps:
+        during_training(args, fallback_gap, block)
+        return
     split = next(
         p for p in (Path(args.tokens) / n for n in ("valid.npy", "test.npy")) if p.exists()
     )
@@ -58,11 +75,65 @@ def main() -> None:
                 h = model.hidden(chunk).float().flatten(0, 1)
                 top = (h @ w.T).amax(1)
                 gaps.append(torch.linalg.vector_norm(h, dim=1) * w_max - top)
-        gap = torch.cat(gaps).cpu()
-        rows = gap.numel() - gap.numel() % block
-        blocks = (gap[:rows].view(-1, block) > fallback_gap).any(1).float().mean().item()
-        q = torch.quantile(gap, torch.tensor([0.0, 0.5, 0.99, 1.0])).tolist()
-        print(f"{run} | {gap.numel()} | " + " | ".join(f"{v:.1f}" for v in q) + f" | {blocks:.1%}")
+        print(f"{run} | " + summary(torch.cat(gaps), fallback_gap, block)[0])
+
+
+def summary(gap: torch.Tensor, fallback_gap: float, block: int) -> tuple[str, float]:
+    """'rows | p0 | p50 | p99 | max | share' of the gaps, and the share of blocks falling back."""
+    gap = gap.float().cpu()
+    rows = gap.numel() - gap.numel() % block
+    blocks = (gap[:rows].view(-1, block) > fallback_gap).any(1).float().mean().item()
+    q = torch.quantile(gap, torch.tensor([0.0, 0.5, 0.99, 1.0])).tolist()
+    return f"{gap.numel()} | " + " | ".join(f"{v:.1f}" for v in q) + f" | {blocks:.1%}", blocks
+
+
+def during_training(args, fallback_gap: float, block: int) -> None:
+    """The gaps of the rows the head sees while the paper model trains (see the docstring)."""
+    import yaml
+
+    from pillm.data.corpus import load_tokens
+    from pillm.lm import fused_ce
+    from pillm.lm.train import fit
+    from pillm.models.gpt import GPT, GPTConfig
+    from pillm.settings import TrainConfig
+
+    cfg = yaml.safe_load(Path(args.config).read_text())
+    arrays, meta = load_tokens(args.tokens)
+    train = {**cfg["train"], "batch_size": args.batch, "max_steps": args.train_steps,
+             "epochs": 1000, "eval_every": 0, "compile": False, "cuda_graphs": False,
+             "output_layer": "fused"}  # fmt: skip
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=meta["vocab_size"], **cfg["model"])).to(args.device)
+    calls, shares = [0], []
+
+    def watch(head):  # the kernels on CUDA, the torch path elsewhere: same arguments first
+        def watched(h, w, t, with_grad, *rest):
+            if with_grad:
+                calls[0] += 1
+                if (calls[0] - 1) % args.every == 0:
+                    with torch.no_grad():
+                        w_max = torch.linalg.vector_norm(w.float(), dim=1).amax()
+                        bound = torch.linalg.vector_norm(h.float(), dim=1) * w_max
+                        top = torch.cat([(c @ w.T).float().amax(1) for c in h.split(4096)])
+                        line, share = summary(bound - top, fallback_gap, block)
+                    shares.append(share)
+                    print(f"step {calls[0]} | {line}", flush=True)
+            return head(h, w, t, with_grad, *rest)
+
+        return watched
+
+    fused_ce._kernels, fused_ce._torch = watch(fused_ce._kernels), watch(fused_ce._torch)
+    print(
+        f"# training rows, batch {args.batch}; fallback where bound - max logit > "
+        f"{fallback_gap:.0f}"
+    )
+    print("step | rows | gap p0 | p50 | p99 | max | blocks falling back")
+    split = {k: arrays[k] for k in ("train", "valid", "test")}
+    fit(model, split, meta, TrainConfig.from_dict(train, "train"), 0, args.device)
+    print(
+        f"mean share of blocks falling back over {len(shares)} steps seen: "
+        f"{sum(shares) / max(1, len(shares)):.1%}"
+    )
 
 
 if __name__ == "__main__":
