@@ -327,3 +327,32 @@ def test_head_bound_gap_reports_each_run(tmp_path):
     assert rows[str(tmp_path / "none")] == ["no model.pt"]
     n, p0, _p50, _p99, top, falling = rows[str(tmp_path / "run")]
     assert int(n) == 256 and 0.0 <= float(p0) <= float(top) < 98.0 and falling == "0.0%"
+
+
+def test_head_bound_gap_follows_training(tmp_path):
+    """head_bound_gap.py --train-steps: the paper config's training (a small model here) with the
+    gaps of every k-th step's training rows, read from the final hidden states."""
+    if not triton_available():
+        pytest.skip("Triton is not installed: the script reads the kernels' margins")
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["model"] |= {"n_layer": 1, "d_model": 32, "n_head": 2, "context": 16}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    rng = np.random.default_rng(0)
+    for split in ("train", "valid", "test"):
+        np.save(tokens / f"{split}.npy", rng.integers(0, 300, 16 * 40, np.uint16))
+    meta = {"vocab_size": 300, "bytes": {s: 4 * 16 * 40 for s in ("train", "valid", "test")}}
+    (tokens / "meta.json").write_text(json.dumps(meta))
+    cmd = [sys.executable, "benchmarks/head_bound_gap.py", "--tokens", str(tokens), "--device",
+           "cpu", "--config", str(tmp_path / "config.yaml"), "--train-steps", "5", "--batch", "4",
+           "--every", "2"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if re.match(r"step \d", line)]
+    assert [r[0] for r in rows] == ["step 1", "step 3", "step 5"]
+    for _, n, p0, _p50, _p99, top, falling in rows:
+        assert int(n) == 4 * 16 and 0.0 <= float(p0) <= float(top) < 98.0 and falling == "0.0%"
+    assert "over the 3 steps seen: 0.0%" in proc.stdout
