@@ -108,8 +108,9 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
     FLOOR (a loose bound) is redone from its rows' largest logits, found by a sweep of the
     logits alone; either way m is the offset stored. (The redo used to keep a lazily rescaled
     running maximum beside dL/dh's accumulator; with that code in the kernel, never run on the
-    usual rows, the pass took 2.81 ms a step in the trainer instead of 2.30, though the same
-    time as now on random rows: one H200, batch 256, benchmarks/README.md, sixteenth session.)
+    usual rows, the pass took 2.81 ms a step in the trainer (profiled eagerly) instead of 2.30,
+    though the same time as now on random rows: one H200, batch 256, benchmarks/README.md,
+    sixteenth session.)
 
     FINISH (one slice holds the whole vocabulary): no merge is needed, so the program finishes
     its rows itself instead of storing (m, s, acc): each row's loss lse - x·w_y, lse + log N
