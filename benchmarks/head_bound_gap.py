@@ -69,15 +69,18 @@ def main() -> None:
         ctx = model.cfg.context
         n = min(args.rows // ctx, (len(ids) - 1) // ctx)
         x = ids[: n * ctx].view(n, ctx).to(args.device)
-        gaps = []
         with torch.no_grad():
-            w = model.lm_head.weight.float()
-            w_max = torch.linalg.vector_norm(w, dim=1).amax()
-            for chunk in x.split(32):
-                h = model.hidden(chunk).float().flatten(0, 1)
-                top = (h @ w.T).amax(1)
-                gaps.append(torch.linalg.vector_norm(h, dim=1) * w_max - top)
+            w = model.lm_head.weight
+            gaps = [bound_gap(model.hidden(chunk).flatten(0, 1), w) for chunk in x.split(32)]
         print(f"{run} | " + summary(torch.cat(gaps), fallback_gap, block)[0])
+
+
+def bound_gap(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Each row's logit bound |h| max_v |w_v| less its largest logit h·w_v, in float32."""
+    h, w = h.float(), w.float()
+    w_max = torch.linalg.vector_norm(w, dim=1).amax()
+    top = torch.cat([(c @ w.T).amax(1) for c in h.split(4096)])
+    return torch.linalg.vector_norm(h, dim=1) * w_max - top
 
 
 def summary(gap: torch.Tensor, fallback_gap: float, block: int) -> tuple[str, float]:
@@ -114,12 +117,8 @@ def during_training(args, fallback_gap: float, block: int) -> None:
         if (steps[0] - 1) % args.every:
             return
         with torch.no_grad():
-            h = h.detach().flatten(0, -2)
-            w = model.lm_head.weight.detach().to(h.dtype)
-            w_max = torch.linalg.vector_norm(w.float(), dim=1).amax()
-            bound = torch.linalg.vector_norm(h.float(), dim=1) * w_max
-            top = torch.cat([(c @ w.T).float().amax(1) for c in h.split(4096)])
-            line, share = summary(bound - top, fallback_gap, block)
+            gap = bound_gap(h.detach().flatten(0, -2), model.lm_head.weight.detach())
+            line, share = summary(gap, fallback_gap, block)
         shares.append(share)
         print(f"step {steps[0]} | {line}", flush=True)
 
