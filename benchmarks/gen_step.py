@@ -75,9 +75,16 @@ def main() -> None:
         action="store_true",
         help="also the graphed step under bf16 autocast (TrainConfig.bf16)",
     )
+    ap.add_argument(
+        "--blas",
+        choices=("cublas", "cublaslt"),
+        help="torch.backends.cuda.preferred_blas_library for every GEMM (default: torch's)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device = resolve_device(args.device)
+    if args.blas:
+        torch.backends.cuda.preferred_blas_library(args.blas)
     torch.backends.cuda.matmul.allow_tf32 = True  # as the pipeline's AdamW arms (run.tf32)
     dims = {"mnist": 784, "cifar10": 3072} if not args.tiny else {"tiny": 16}
     width = 32 if args.tiny else args.width
@@ -118,7 +125,8 @@ def main() -> None:
                 print(f"{ds:8s} {model:10s} {batch:6d} {eager_ms:9.3f} {graph_ms:9.3f} "
                       f"{eager_ms / graph_ms:7.2f}x {diff:11.2e}", flush=True)  # fmt: skip
     if args.out:
-        meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width}
+        meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width,
+                "blas": args.blas or "default"}  # fmt: skip
         args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
 
 
