@@ -220,3 +220,47 @@ def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
     assert f"rounds: {ratios[0]:.2f}, {ratios[1]:.2f}" in line
     bad = subprocess.run(cmd[:-2] + ["--rounds", "0"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "--rounds 0" in bad.stderr
+
+
+def test_trainer_seeds_pairs_runs_by_seed_and_reports_the_interval(tmp_path):
+    """benchmarks/trainer_seeds.py: per batch, ours - reference per seed with the claims'
+    95 % t interval; a run file without exactly one ours run per batch is refused by name."""
+    import importlib.util
+
+    from pillm.paper.tidy import ci95
+
+    spec = importlib.util.spec_from_file_location(
+        "trainer_seeds", ROOT / "benchmarks/trainer_seeds.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def run(role, batch, speed, heldout):
+        return {"role": role, "batch_size": batch, "tokens_per_s": speed,
+                "final_train_loss": 3.0, "heldout_loss": heldout}  # fmt: skip
+
+    held = [(5.0, 5.1), (5.2, 5.2), (5.1, 5.3)]  # (reference, ours) per seed at batch 256
+    paths = []
+    for seed, (ref, ours) in enumerate(held):
+        p = tmp_path / f"seed{seed}.json"
+        runs = [run("reference", 256, 2.0, ref), run("ours", 256, 3.0, ours),
+                run("reference", 32, 1.0, 5.5), run("ours", 32, 4.0, 5.5)]  # fmt: skip
+        p.write_text(json.dumps({"runs": runs}))
+        paths.append(p)
+    rows = {(r["batch"], r["loss"]): r for r in mod.summary(paths)}
+    r = rows[(256, "heldout_loss")]
+    diffs = [o - a for a, o in held]
+    half = ci95(float(np.std(diffs, ddof=1)), 3)
+    assert r["ours"] == [o for _, o in held] and r["n"] == 3
+    assert r["diff"] == pytest.approx(np.mean(diffs))
+    assert (r["ci_lo"], r["ci_hi"]) == pytest.approx((np.mean(diffs) - half, np.mean(diffs) + half))
+    assert r["ratios"] == [1.5, 1.5, 1.5] and rows[(32, "heldout_loss")]["ratios"] == [4.0] * 3
+    assert rows[(32, "heldout_loss")]["diff"] == 0.0
+    proc = subprocess.run([sys.executable, "benchmarks/trainer_seeds.py", *map(str, paths)],
+                          cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "| 256 | heldout_loss | 5.0000, 5.2000, 5.1000 | 5.1000, 5.2000, 5.3000 |" in proc.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runs": [run("reference", 256, 2.0, 5.0)]}))
+    with pytest.raises(SystemExit, match="bad.json: batch 256 needs exactly one"):
+        mod.summary([bad])
