@@ -130,7 +130,7 @@ def test_generative_adamw_graphed_matches_eager():
 
 def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     """benchmarks/gen_step.py on CPU (both runs eager there): one row per shape and batch, and
-    identical loss curves."""
+    identical loss curves; ``--blas`` is recorded with them."""
     import json
     import subprocess
     import sys
@@ -139,10 +139,12 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     out = tmp_path / "gen_step.json"
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
-           "--batch", "4", "--batch", "8", "--out", str(out)]  # fmt: skip
+           "--batch", "4", "--batch", "8", "--blas", "cublas", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    runs = json.loads(out.read_text())["runs"]
+    report = json.loads(out.read_text())
+    assert report["meta"]["blas"] == "cublas"
+    runs = report["runs"]
     assert [(r["model"], r["batch"]) for r in runs] == [
         ("flow", 4),
         ("flow", 8),

@@ -247,3 +247,63 @@ def test_dag_schedule_replays_the_greedy_order(tmp_path):
                          cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert "replayed at the dry run's priorities: 45 s" in out
     assert "bounds: the GPU jobs' walls over 1 slots 40 s; the longest chain" in out
+
+
+ALONE_LOG = """\
+Building DAG of jobs...
+[Fri Nov 27 09:00:02 2026]
+rule generative:
+    output: results/paper/generative/mnist/diff_adamw/seed0/metrics.json
+    jobid: 3
+
+[Fri Nov 27 09:00:06 2026]
+Finished jobid: 3 (Rule: generative)
+[Fri Nov 27 09:00:06 2026]
+rule saffu:
+    output: results/paper/saffu/cat/f100/seed1/metrics.json
+    jobid: 4
+
+[Fri Nov 27 09:00:10 2026]
+Finished jobid: 4 (Rule: saffu)
+"""
+
+
+def test_alone_ledger_attributes_busy_seconds_and_extrapolates_by_family(tmp_path):
+    """benchmarks/alone_ledger.py: each alone job's GPU-busy seconds are nvidia-smi's busy
+    shares over its wall (counted from its log's first job); over a shared DAG a later seed takes
+    its own family's measurement, or its arm's first seed's, and an unmatched job of a measured
+    rule only gets the rule's mean in the estimate column."""
+    run = tmp_path / "alone"
+    run.mkdir()
+    (run / "snakemake.log").write_text(ALONE_LOG)
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks/dag_timeline.py"),
+                          str(run / "snakemake.log"), "--tsv", str(run / "timeline.tsv")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    # 09:00:00-09:00:11, one sample a second: 50 % busy during the first job, 100 % during the second
+    busy = [0, 0, 50, 50, 50, 50, 100, 100, 100, 100, 0, 0]
+    (run / "gpu_util.csv").write_text("".join(
+        f"2026/11/27 09:00:{s:02d}.500, 0, {b} %, 100 MiB, {100 + b} W, 1980 MHz\n"
+        for s, b in enumerate(busy)))  # fmt: skip
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import alone_ledger
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    jobs = {m.rule: m for m in alone_ledger.measure(run)}
+    assert (jobs["generative"].wall, jobs["generative"].busy) == (4, 2.0)
+    assert (jobs["saffu"].busy, jobs["saffu"].watts) == (4.0, 200)
+    shared = tmp_path / "shared.tsv"
+    rows = [("generative", "results/paper/generative/mnist/diff_adamw/seed2/metrics.json"),
+            ("generative", "results/paper/generative/mnist/flow_pil/seed0/metrics.json"),
+            ("saffu", "results/paper/saffu/cat/f100/seed2/metrics.json"),
+            ("probe", "results/paper/probe/pillm-s0/wikitext2/blocks.parquet")]  # fmt: skip
+    shared.write_text("call\trule\toutput\tstart_s\tend_s\tstatus\n" + "".join(
+        f"1\t{rule}\t{o}\t0\t10\tdone\n" for rule, o in rows))  # fmt: skip
+    ledger = {r["rule"]: r for r in alone_ledger.extrapolate(list(jobs.values()), shared)}
+    gen = ledger["generative"]
+    assert (gen["jobs"], gen["matched"], gen["via_seed0"]) == (2, 1, 1)
+    assert (gen["busy"], gen["estimated"]) == (2.0, 2.0)  # flow_pil: the rule's mean, marked
+    assert (ledger["saffu"]["matched"], ledger["saffu"]["busy"]) == (1, 4.0)  # seed2 ~ seed1
+    assert (ledger["probe"]["matched"], ledger["probe"]["estimated"]) == (0, 0.0)  # not measured
+    assert alone_ledger.family("a/lr_diff/runs/lr0.003.json") == "a/lr_diff/runs/lr*.json"
