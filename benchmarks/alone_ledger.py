@@ -3,11 +3,12 @@
     python benchmarks/alone_ledger.py RUN_DIR [RUN_DIR ...] [--shared DAG/timeline.tsv]
 
 Each RUN_DIR is one ``gpu_run.sh`` call with ``GPU_JOBS=1`` (one GPU job at a time, no MPS),
-holding its ``snakemake.log``, ``timeline.tsv`` and ``gpu_util.csv`` (nvidia-smi's busy share
-each second). A job's busy seconds are the busy shares summed over its wall, its mean power over
-the same samples: with one job on the GPU they are that job's (the CPU-only jobs that may run
-beside it use no GPU). Busy means some kernel ran, so busy seconds bound a job's GPU work from
-above; a job alone below 100 % busy left the GPU idle while its host side ran.
+holding its ``snakemake.log`` (each job's start and end, read by ``dag_timeline.parse``) and
+``gpu_util.csv`` (nvidia-smi's busy share each second). A job's busy seconds are the busy
+shares summed over its wall, its mean power over the same samples: with one job on the GPU
+they are that job's (the CPU-only jobs that may run beside it use no GPU). Busy means some
+kernel ran, so busy seconds bound a job's GPU work from above; a job alone below 100 % busy
+left the GPU idle while its host side ran.
 
 ``--shared``: a whole DAG's timeline (e.g. the MPS build on one GPU). Its jobs are matched to
 the measured jobs of their family (the output path with a seed > 0 and the grid rate
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dag_timeline import JOBID, RULE, STAMP, _lines  # noqa: E402
+from dag_timeline import parse  # noqa: E402
 
 SEED = re.compile(r"/seed([1-9]\d*)/")
 RATE = re.compile(r"/lr[0-9.e+-]+(?=\.json$|_|/)")
@@ -55,20 +56,6 @@ def seed_zero(output: str) -> str:
     return family(SEED.sub("/seed0/", output))
 
 
-def first_job_stamp(log: Path) -> datetime:
-    """When the log's first job started: the time stamp before its first job's jobid line
-    (dag_timeline.parse counts every job's seconds from there)."""
-    now, in_job = None, False
-    for line in _lines(str(log)):
-        if m := STAMP.match(line):
-            now = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y")
-        elif RULE.match(line):
-            in_job = True
-        elif in_job and JOBID.match(line) and now is not None:
-            return now
-    raise SystemExit(f"{log}: no job started in this Snakemake log")
-
-
 def samples(path: Path) -> list[tuple[datetime, float, float]]:
     """(time, busy share 0-1, watts) of each line of an nvidia-smi ``gpu_util.csv``
     (timestamp, index, utilization.gpu, memory.used, power.draw, clocks.sm)."""
@@ -84,18 +71,18 @@ def samples(path: Path) -> list[tuple[datetime, float, float]]:
 
 def measure(run: Path) -> list[Measured]:
     """Every finished job of one alone run with its wall, busy seconds and mean power."""
-    t0 = first_job_stamp(run / "snakemake.log")
-    util = [((t - t0).total_seconds(), busy, w) for t, busy, w in samples(run / "gpu_util.csv")]
+    util = samples(run / "gpu_util.csv")
     out = []
-    with (run / "timeline.tsv").open() as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            if row["status"] != "done":
-                continue
-            start, end = float(row["start_s"]), float(row["end_s"])
-            inside = [(busy, w) for t, busy, w in util if start <= t < end]
-            busy = sum(b for b, _ in inside)
-            watts = statistics.fmean(w for _, w in inside) if inside else float("nan")
-            out.append(Measured(row["rule"], row["output"], end - start, busy, watts))
+    jobs, _ = parse(str(run / "snakemake.log"), 1, grace=0.0)
+    for job in sorted(jobs, key=lambda j: j.start):
+        if job.status != "done" or job.end is None or job.started_at is None:
+            continue
+        t0 = job.started_at
+        inside = [(busy, w) for t, busy, w in util
+                  if 0 <= (t - t0).total_seconds() < job.end - job.start]  # fmt: skip
+        watts = statistics.fmean(w for _, w in inside) if inside else float("nan")
+        out.append(Measured(job.rule, job.output, job.end - job.start,
+                            sum(b for b, _ in inside), watts))  # fmt: skip
     return out
 
 

@@ -39,6 +39,7 @@ class Job:
     start: float
     end: float | None = None
     status: str = "running"  # done | failed | interrupted | running (still running at the end)
+    started_at: datetime | None = None  # the log's clock at the start (to join other logs)
 
 
 def _lines(path: str) -> list[str]:
@@ -81,7 +82,7 @@ def parse(path: str, call: int, grace: float) -> tuple[list[Job], float]:
                 in_error = False
             elif pending is not None and now is not None:
                 t0 = t0 or now
-                jobs[m[1]] = Job(call, pending[0], pending[1], seconds())
+                jobs[m[1]] = Job(call, pending[0], pending[1], seconds(), started_at=now)
                 pending = None
             continue
         if (m := FINISHED.match(line)) and m[1] in jobs:
