@@ -29,12 +29,12 @@ def pairs(paths: list[Path]) -> dict[int, list[tuple[dict, dict]]]:
     for path in paths:
         runs = json.loads(path.read_text())["runs"]
         for batch in sorted({r["batch_size"] for r in runs}):
-            by_role = {r["role"]: [x for x in runs if x["batch_size"] == batch and x["role"] == r["role"]]
-                       for r in runs}  # fmt: skip
-            if len(by_role.get("reference", [])) != 1 or len(by_role.get("ours", [])) != 1:
+            ref = [r for r in runs if r["batch_size"] == batch and r["role"] == "reference"]
+            ours = [r for r in runs if r["batch_size"] == batch and r["role"] == "ours"]
+            if len(ref) != 1 or len(ours) != 1:
                 raise SystemExit(f"{path}: batch {batch} needs exactly one reference run and one "
                                  "ours run (call trainer_throughput.py with one --ours)")  # fmt: skip
-            out.setdefault(batch, []).append((by_role["reference"][0], by_role["ours"][0]))
+            out.setdefault(batch, []).append((ref[0], ours[0]))
     return out
 
 
