@@ -37,7 +37,7 @@ from pillm.generative.flow import (  # noqa: E402
 )
 
 
-def one_run(dim, width, buckets, batch, steps, device, graphs, bf16=False):
+def one_run(dim, width, buckets, batch, steps, device, graphs, bf16=False, compile_mode=None):
     feats = FeatureConfig(width=width, direct_link=True)
     net = RandomFeatureNet(dim, dim, feats, seed=0, trainable=True).to(device)
     model = net if buckets == 1 else EpsModel(net, 1000, buckets, trainable=True).to(device)
@@ -57,6 +57,8 @@ def one_run(dim, width, buckets, batch, steps, device, graphs, bf16=False):
         stratified = stratified_timesteps(bucket_edges(1000, buckets), batch // buckets, device)
     cfg = TrainConfig(steps=steps, batch_size=batch, lr=1e-3, warmup=10, log_every=10, bf16=bf16)
     forward = model.forward_stratified if buckets > 1 else None
+    if compile_mode:  # the training forward (and its backward) through Inductor
+        forward = torch.compile(forward or model, mode=compile_mode, dynamic=False)
     rep = train_regression(model, draw, cfg, device, "bench", cuda_graphs=graphs, forward=forward)
     timed = steps - (3 if device.startswith("cuda") else 0) - 1  # steps after the clock started
     return 1e3 * rep.seconds / timed, [loss for _, loss in rep.curve], rep.cuda_graphs
@@ -74,6 +76,12 @@ def main() -> None:
         "--bf16",
         action="store_true",
         help="also the graphed step under bf16 autocast (TrainConfig.bf16)",
+    )
+    ap.add_argument(
+        "--compile",
+        metavar="MODE",
+        help="also the graphed step with its forward compiled in this torch.compile mode "
+        "(e.g. max-autotune-no-cudagraphs: Inductor may pick its own GEMM kernels)",
     )
     ap.add_argument(
         "--blas",
@@ -107,26 +115,34 @@ def main() -> None:
                     dim, width, buckets, batch, args.steps, device, True
                 )
                 diff = max(abs(a - b) for a, b in zip(eager_curve, graph_curve, strict=True))
-                bf16 = {}
+                extra = {}
+                if args.compile:
+                    ms, curve, _ = one_run(
+                        dim, width, buckets, batch, args.steps, device, True, False, args.compile
+                    )
+                    diff_c = max(abs(a - b) for a, b in zip(curve, graph_curve, strict=True))
+                    extra |= {"compiled_ms": ms, "compiled_max_loss_diff": diff_c}
+                    print(f"  compiled ({args.compile}): {ms:.3f} ms, max |dloss| vs graph "
+                          f"{diff_c:.2e}", flush=True)  # fmt: skip
                 if args.bf16:
                     ms, curve, _ = one_run(
                         dim, width, buckets, batch, args.steps, device, True, True
                     )
-                    bf16 = {"bf16_ms": ms, "bf16_final_loss": curve[-1],
-                            "final_loss": graph_curve[-1]}  # fmt: skip
+                    extra |= {"bf16_ms": ms, "bf16_final_loss": curve[-1],
+                              "final_loss": graph_curve[-1]}  # fmt: skip
                     print(f"  bf16 autocast: {ms:.3f} ms, final loss {curve[-1]:.5f} "
                           f"(TF32 {graph_curve[-1]:.5f})", flush=True)  # fmt: skip
                 row = {
                     "images": ds, "dim": dim, "model": model, "buckets": buckets, "batch": batch,
                     "eager_ms": eager_ms, "graph_ms": graph_ms, "graphed": graphed,
-                    "speedup": eager_ms / graph_ms, "max_loss_diff": diff, **bf16,
+                    "speedup": eager_ms / graph_ms, "max_loss_diff": diff, **extra,
                 }  # fmt: skip
                 rows.append(row)
                 print(f"{ds:8s} {model:10s} {batch:6d} {eager_ms:9.3f} {graph_ms:9.3f} "
                       f"{eager_ms / graph_ms:7.2f}x {diff:11.2e}", flush=True)  # fmt: skip
     if args.out:
         meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width,
-                "blas": args.blas or "default"}  # fmt: skip
+                "blas": args.blas or "default", "compile": args.compile}  # fmt: skip
         args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
 
 

@@ -130,7 +130,8 @@ def test_generative_adamw_graphed_matches_eager():
 
 def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     """benchmarks/gen_step.py on CPU (both runs eager there): one row per shape and batch, and
-    identical loss curves; ``--blas`` is recorded with them."""
+    identical loss curves; ``--blas`` is recorded with them, and ``--compile`` adds the step with
+    its forward compiled (Inductor on the CPU here), which follows the same curve."""
     import json
     import subprocess
     import sys
@@ -139,12 +140,15 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     out = tmp_path / "gen_step.json"
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
-           "--batch", "4", "--batch", "8", "--blas", "cublas", "--out", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
+           "--batch", "4", "--batch", "8", "--blas", "cublas", "--compile", "default",
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["meta"]["blas"] == "cublas"
+    assert report["meta"]["blas"] == "cublas" and report["meta"]["compile"] == "default"
     runs = report["runs"]
+    # the compiled forward trains the same net: same losses up to float32 rounding
+    assert all(r["compiled_ms"] > 0 and r["compiled_max_loss_diff"] < 1e-4 for r in runs)
     assert [(r["model"], r["batch"]) for r in runs] == [
         ("flow", 4),
         ("flow", 8),
