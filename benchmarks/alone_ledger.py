@@ -24,14 +24,11 @@ import argparse
 import csv
 import re
 import statistics
-import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from dag_timeline import parse  # noqa: E402
+from dag_timeline import parse, read_tsv
 
 SEED = re.compile(r"/seed([1-9]\d*)/")
 RATE = re.compile(r"/lr[0-9.e+-]+(?=\.json$|_|/)")
@@ -95,22 +92,22 @@ def extrapolate(measured: list[Measured], shared: Path) -> list[dict]:
         by_family.setdefault(family(m.output), []).append(m)
         by_rule.setdefault(m.rule, []).append(m.busy)
     rules: dict[str, dict] = {}
-    with shared.open() as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            r = rules.setdefault(row["rule"], {"rule": row["rule"], "jobs": 0, "matched": 0,
-                                               "via_seed0": 0, "busy": 0.0, "alone_wall": 0.0,
-                                               "shared_wall": 0.0, "estimated": 0.0})  # fmt: skip
-            r["jobs"] += 1
-            r["shared_wall"] += float(row["end_s"]) - float(row["start_s"])
-            ms = by_family.get(family(row["output"]))
-            if not ms and (ms := by_family.get(seed_zero(row["output"]))):
-                r["via_seed0"] += 1
-            if ms:
-                r["matched"] += 1
-                r["busy"] += statistics.fmean(m.busy for m in ms)
-                r["alone_wall"] += statistics.fmean(m.wall for m in ms)
-            elif row["rule"] in by_rule:
-                r["estimated"] += statistics.fmean(by_rule[row["rule"]])
+    for row in read_tsv(shared):
+        r = rules.setdefault(row["rule"], {"rule": row["rule"], "jobs": 0, "matched": 0,
+                                           "via_seed0": 0, "busy": 0.0, "alone_wall": 0.0,
+                                           "shared_wall": 0.0, "estimated": 0.0})  # fmt: skip
+        r["jobs"] += 1
+        if row["end"] is not None:  # a job still running when the build stopped has no wall
+            r["shared_wall"] += row["end"] - row["start"]
+        ms = by_family.get(family(row["output"]))
+        if not ms and (ms := by_family.get(seed_zero(row["output"]))):
+            r["via_seed0"] += 1
+        if ms:
+            r["matched"] += 1
+            r["busy"] += statistics.fmean(m.busy for m in ms)
+            r["alone_wall"] += statistics.fmean(m.wall for m in ms)
+        elif row["rule"] in by_rule:
+            r["estimated"] += statistics.fmean(by_rule[row["rule"]])
     return sorted(rules.values(), key=lambda r: -r["busy"])
 
 

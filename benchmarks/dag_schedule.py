@@ -21,10 +21,11 @@ whom, so it says what an order gains at those walls, not what the GPU would do.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dag_timeline import read_tsv
 
 
 @dataclass
@@ -76,9 +77,7 @@ def read_dry_run(path: Path) -> list[Job]:
 
 def add_walls(jobs: list[Job], timeline: Path) -> int:
     """Each job's wall from the timeline (matched by an output); returns how many matched."""
-    with timeline.open() as f:
-        walls = {r["output"]: float(r["end_s"]) - float(r["start_s"])
-                 for r in csv.DictReader(f, delimiter="\t") if r["call"] != "call"}  # fmt: skip
+    walls = {r["output"]: r["end"] - r["start"] for r in read_tsv(timeline) if r["end"] is not None}
     matched = 0
     for job in jobs:
         hit = next((walls[o] for o in job.outputs if o in walls), None)

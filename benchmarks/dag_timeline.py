@@ -16,6 +16,7 @@ job ended (under a shared GPU a job's wall is its share of the run, not its work
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import re
 import sys
@@ -94,6 +95,16 @@ def parse(path: str, call: int, grace: float) -> tuple[list[Job], float]:
             jobs[jobid].end = t
             jobs[jobid].status = "interrupted" if t >= last - grace else "failed"
     return list(jobs.values()), last
+
+
+def read_tsv(path: Path) -> list[dict]:
+    """The job rows of ``--tsv`` output (files joined end to end: their repeated header lines
+    skipped), each with its rule, output and status, and its start and end in seconds as floats
+    (end None for a job still running)."""
+    with Path(path).open() as f:
+        rows = [r for r in csv.DictReader(f, delimiter="\t") if r["call"] != "call"]
+    return [{**r, "start": float(r["start_s"]), "end": float(r["end_s"]) if r["end_s"] else None}
+            for r in rows]  # fmt: skip
 
 
 def concurrency(jobs: list[Job], span: float) -> tuple[int, float]:

@@ -118,7 +118,14 @@ def main() -> None:
                 extra = {}
                 if args.compile:
                     ms, curve, _ = one_run(
-                        dim, width, buckets, batch, args.steps, device, True, False, args.compile
+                        dim,
+                        width,
+                        buckets,
+                        batch,
+                        args.steps,
+                        device,
+                        True,
+                        compile_mode=args.compile,
                     )
                     diff_c = max(abs(a - b) for a, b in zip(curve, graph_curve, strict=True))
                     extra |= {"compiled_ms": ms, "compiled_max_loss_diff": diff_c}

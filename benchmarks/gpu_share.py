@@ -18,10 +18,11 @@ driver; a pmon log of the MPS server alone is reported as such.
 from __future__ import annotations
 
 import argparse
-import csv
 import shlex
 from collections import defaultdict
 from pathlib import Path
+
+from dag_timeline import read_tsv
 
 OUT_FLAGS = ("--out", "--out-dir", "--out-dirs", "--run-dirs")
 
@@ -61,9 +62,7 @@ def read_pids(path: Path) -> dict[int, list[str]]:
 
 def read_timeline(path: Path) -> list[tuple[str, str]]:
     """(rule, first output) of every job of ``dag_timeline.py --tsv``."""
-    with path.open() as f:
-        return [(r["rule"], r["output"]) for r in csv.DictReader(f, delimiter="\t")
-                if r["call"] != "call"]  # fmt: skip
+    return [(r["rule"], r["output"]) for r in read_tsv(path)]
 
 
 def job_of(args: list[str], jobs: list[tuple[str, str]]) -> tuple[str, str] | None:
