@@ -11,7 +11,9 @@ one map; bucketed: ten maps, one batched product) and batch, it times the output
 forward and backward (``H @ W_out``, then ``dH`` and ``dW_out``) for each padding, prints ms,
 TFLOP/s and the GEMM kernels that ran, and the largest difference of the outputs and gradients
 from the unpadded product (zero features add exact zeros, so only the summation order differs).
-``--tiny``: small shapes (a CPU smoke test).
+Then the PIL fits' float64 Gram update (``hth += hᵀh`` over a chunk, as
+``pillm.core.ridge.GramStats.update``) with h and hth stored as built and at padded row lengths
+(the same p features: views of wider buffers). ``--tiny``: small shapes (a CPU smoke test).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -79,12 +82,30 @@ def gemm_kernels(h, w, dy, device) -> list[str]:
     return sorted(n[:90] for n in names if "gemm" in n.lower() or "xmma" in n or "cutlass" in n)
 
 
+def gram_ms(m: int, p: int, ld: int, iters: int, device: str) -> tuple[float, Tensor]:
+    """ms of one float64 ``hth += hᵀh`` (the PIL Gram's update, chunk of m rows) with h and hth
+    stored at row length ``ld`` >= p (views of wider buffers when ld > p), and the result."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    h = torch.zeros(m, ld, dtype=torch.float64, device=device)[:, :p]
+    h.copy_(torch.randn(m, p, generator=g))
+    hth = torch.zeros(p, ld, dtype=torch.float64, device=device)[:, :p]
+    for _ in range(2):
+        hth.addmm_(h.T, h)
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        hth.addmm_(h.T, h)
+    sync(device)
+    return 1e3 * (time.perf_counter() - t0) / iters, hth / (iters + 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--batch", type=int, action="append", help="repeatable (default 256, 512)")
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--gram-chunk", type=int, default=4096, help="rows per Gram update")
     ap.add_argument("--tiny", action="store_true", help="small shapes (CPU smoke test)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -121,9 +142,27 @@ def main() -> None:
                     print(f"{ds:8s} {model:9s} {batch:5d} {padded(p, pad_to):8d} {ms:7.3f} "
                           f"{row['tflops']:8.1f} {row['speedup']:9.2f}x {diff:10.2e}  "
                           f"{'; '.join(k[:48] for k in kernels)}", flush=True)  # fmt: skip
+    grams = []
+    chunk = 64 if args.tiny else args.gram_chunk
+    print(f"\nPIL Gram update hth += hᵀh in float64, chunk {chunk} rows (TF32 off)")
+    print(f"{'images':8s} {'features':>8s} {'row length':>10s} {'ms':>7s} {'TFLOP/s':>8s} "
+          f"{'x as built':>10s} {'max |diff|':>10s}")  # fmt: skip
+    for ds, dim in dims.items():
+        p = width + dim + 1
+        base = None
+        for pad_to in PADS:
+            ms, hth = gram_ms(chunk, p, padded(p, pad_to), max(3, args.iters // 5), device)
+            base = base or (ms, hth)
+            diff = (hth - base[1]).abs().max().item()
+            row = {"images": ds, "features": p, "row_length": padded(p, pad_to), "ms": ms,
+                   "tflops": 2 * chunk * p * p / ms / 1e9, "speedup": base[0] / ms,
+                   "max_diff": diff}  # fmt: skip
+            grams.append(row)
+            print(f"{ds:8s} {p:8d} {padded(p, pad_to):10d} {ms:7.3f} {row['tflops']:8.1f} "
+                  f"{row['speedup']:9.2f}x {diff:10.2e}", flush=True)  # fmt: skip
     if args.out:
         meta = {"device": name, "torch": torch.__version__, "width": width, "iters": args.iters}
-        args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
+        args.out.write_text(json.dumps({"meta": meta, "runs": rows, "gram": grams}, indent=1))
 
 
 if __name__ == "__main__":

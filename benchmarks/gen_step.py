@@ -8,7 +8,8 @@ draws them, ``batch // 10`` rows per bucket) and batch, the same network trains 
 ``pillm.generative.flow.train_regression`` twice in one process, eagerly and with the step
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
-difference between the two loss curves. ``--tiny``: small shapes, for a CPU smoke test (there
+difference between the two loss curves. ``--align 1`` builds the nets without the alignment
+padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it. ``--tiny``: small shapes, for a CPU smoke test (there
 both runs are eager).
 """
 
@@ -24,6 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import kernel_profile, resolve_device  # noqa: E402
+from pillm.generative import flow  # noqa: E402
 from pillm.generative.diffusion import (  # noqa: E402
     EpsModel,
     bucket_edges,
@@ -88,8 +90,16 @@ def main() -> None:
         choices=("cublas", "cublaslt"),
         help="torch.backends.cuda.preferred_blas_library for every GEMM (default: torch's)",
     )
+    ap.add_argument(
+        "--align",
+        type=int,
+        default=flow.ALIGN,
+        help=f"pad the nets' features to a multiple of this (the pipeline's: {flow.ALIGN}; 1: "
+        "as built, odd)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    flow.ALIGN = args.align
     device = resolve_device(args.device)
     if args.blas:
         torch.backends.cuda.preferred_blas_library(args.blas)
@@ -149,7 +159,8 @@ def main() -> None:
                       f"{eager_ms / graph_ms:7.2f}x {diff:11.2e}", flush=True)  # fmt: skip
     if args.out:
         meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width,
-                "blas": args.blas or "default", "compile": args.compile}  # fmt: skip
+                "blas": args.blas or "default", "compile": args.compile,
+                "align": args.align}  # fmt: skip
         args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
 
 

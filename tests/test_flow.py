@@ -73,7 +73,42 @@ def test_pil_net_and_its_gradient_twin_start_identical():
     grad = RandomFeatureNet(4, 4, cfg, seed=7, trainable=True)
     assert list(pil.parameters()) == [] and len(list(grad.parameters())) == 4
     x, t = torch.randn(6, 4), torch.rand(6)
-    assert torch.equal(pil.features(x, t), grad.features(x, t))
+    h = grad.features(x, t)  # the trainable twin pads H with zero features (alignment)
+    assert grad.pad == 3 and h.shape[1] == pil.n_features + 3 == grad.n_features + 3
+    assert torch.equal(pil.features(x, t), h[:, :-3]) and not h[:, -3:].any()
+
+
+@pytest.mark.parametrize("model", ["flow", "bucketed"])
+def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model):
+    """A trainable net's zero features (flow.ALIGN) change neither the loss curve nor the
+    trained weights, their W_out rows stay exactly zero and trainable_params does not count them."""
+    from pillm.generative import flow
+    from pillm.generative.diffusion import DiffusionConfig, train_gradient_diffusion
+
+    x = mixture(400, 0)
+    feats = FeatureConfig(width=29, direct_link=True)  # p = 29 + 2 + 1 = 32: pad to 36 below
+    cfg = TrainConfig(steps=40, batch_size=40, lr=3e-3, warmup=5)
+
+    def train(align):
+        monkeypatch.setattr(flow, "ALIGN", align)
+        if model == "flow":
+            net, rep = train_gradient_flow(x, feats, cfg, seed=0)
+            return net, rep, net.w_out
+        dcfg = DiffusionConfig(feats, timesteps=40, n_buckets=4)
+        net, rep = train_gradient_diffusion(x, dcfg, cfg, seed=0)
+        return net, rep, net.w_buckets
+
+    plain, plain_rep, plain_w = train(1)
+    padded, padded_rep, padded_w = train(12)
+    pad = 4
+    assert padded_w.shape[-2] == plain_w.shape[-2] + pad
+    assert not padded_w[..., -pad:, :].any()  # AdamW never moved the zero rows
+    torch.testing.assert_close(padded_w[..., :-pad, :], plain_w, rtol=1e-5, atol=1e-6)
+    curves = [[loss for _, loss in r.curve] for r in (plain_rep, padded_rep)]
+    assert curves[0] == pytest.approx(curves[1], rel=1e-5)
+    assert flow.trainable_params(padded) == flow.trainable_params(plain) == sum(
+        p.numel() for p in plain.parameters() if p.requires_grad
+    )
 
 
 def test_noise_stream_does_not_depend_on_chunking():

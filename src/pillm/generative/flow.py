@@ -105,6 +105,9 @@ def time_embedding(t: Tensor, encoding: str, dim: int, scale: float = 10.0) -> T
     return torch.cat([torch.sin(args), torch.cos(args)], dim=1)
 
 
+ALIGN = 4  # a trainable net's feature count is a multiple of this (16-byte float32 rows)
+
+
 class RandomFeatureNet(nn.Module):
     """y = [φ([x, e(t)] W + b), (x,) 1] W_out with m projections; frozen (PIL) or all trainable.
 
@@ -115,6 +118,14 @@ class RandomFeatureNet(nn.Module):
     pre-activation (E e_i² = 1/2 for sinusoidal, E t² = 1/3 for raw t). The first layer is drawn
     from ``seed`` alone, so the PIL net and its gradient-trained twin start identical. W_out (p, k)
     starts at zero; the last feature is a constant 1, so W_out's last row is the output bias.
+
+    A trainable net pads H with zero features up to a multiple of ``ALIGN`` columns (W_out with
+    zero rows): p = width + D + 1 is odd, and float32 rows of odd length are not 16-byte aligned,
+    which keeps cuBLAS off Hopper's TMA-fed TF32 kernels. A zero feature adds exact zeros to
+    every product and gives its W_out row a zero gradient, so AdamW never moves it (m = v = 0,
+    decay of 0): the function and the trained weights are the unpadded net's, only faster (the
+    output layer's forward and backward 2.1x at CIFAR-10's batch 512 on an H200,
+    benchmarks/gemm_align.py). ``trainable_params`` does not count the padding.
     """
 
     def __init__(self, dim: int, out_dim: int, cfg: FeatureConfig, seed: int, trainable: bool):
@@ -122,13 +133,15 @@ class RandomFeatureNet(nn.Module):
         self.cfg, self.dim, self.out_dim, self.trainable = cfg, dim, out_dim, trainable
         g = torch.Generator().manual_seed(seed)
         m, w = cfg.n_proj, cfg.width
+        p = cfg.n_features(dim)
+        self.pad = -p % ALIGN if trainable else 0  # zero features (see above)
         e = 1 if cfg.time_encoding == "raw" else cfg.time_dim
         e_sq = 1 / 3 if cfg.time_encoding == "raw" else 1 / 2
         tensors = {
             "w_x": torch.randn(m, dim, w, generator=g) / math.sqrt(dim),
             "w_t": torch.randn(m, e, w, generator=g) * cfg.time_weight / math.sqrt(e * e_sq),
             "b": cfg.bias_scale * torch.randn(m, w, generator=g),
-            "w_out": torch.zeros(cfg.n_features(dim), out_dim),
+            "w_out": torch.zeros(p + self.pad, out_dim),
         }
         for name, value in tensors.items():
             if trainable:
@@ -138,10 +151,11 @@ class RandomFeatureNet(nn.Module):
 
     @property
     def n_features(self) -> int:
-        return self.w_out.shape[0]
+        """Columns of H, the alignment padding not counted."""
+        return self.w_out.shape[0] - self.pad
 
     def features(self, x: Tensor, t: Tensor) -> Tensor:
-        """x (n, D), t (n,) or scalar in [0, 1] -> H (n, m·w [+ D] + 1) float32."""
+        """x (n, D), t (n,) or scalar in [0, 1] -> H (n, m·w [+ D] + 1 [+ pad]) float32."""
         n = x.shape[0]
         t = torch.as_tensor(t, dtype=torch.float32, device=x.device).expand(n)
         emb = time_embedding(t, self.cfg.time_encoding, self.cfg.time_dim, self.cfg.time_scale)
@@ -149,10 +163,25 @@ class RandomFeatureNet(nn.Module):
         z = z + torch.einsum("ne,mew->nmw", emb, self.w_t) + self.b
         h = ACTIVATIONS[self.cfg.activation](z).flatten(1)  # (n, m·w)
         skip = [x.float()] if self.cfg.direct_link else []
-        return torch.cat([h, *skip, torch.ones_like(h[:, :1])], dim=1)
+        ones = torch.ones_like(h[:, :1])
+        pad = [h.new_zeros(n, self.pad)] if self.pad else []
+        return torch.cat([h, *skip, ones, *pad], dim=1)
 
     def forward(self, x: Tensor, t: Tensor) -> Tensor:
         return self.features(x, t) @ self.w_out
+
+
+def trainable_params(model: nn.Module) -> int:
+    """Weights a gradient arm trains: every trainable parameter less the zero rows of W_out (or
+    of each bucket's map) that a trainable net's alignment padding adds."""
+    pad = sum(m.pad for m in model.modules() if isinstance(m, RandomFeatureNet))
+    total = 0
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            total += p.numel()
+            if name.endswith(("w_out", "w_buckets")):  # (p + pad, D) or (K, p + pad, D)
+                total -= p.numel() // p.shape[-2] * pad
+    return total
 
 
 # ---------------------------------------------------------------- chunk-independent noise stream

@@ -57,6 +57,7 @@ from pillm.generative.flow import (
     flow_heldout_mse,
     sample_flow,
     train_gradient_flow,
+    trainable_params,
 )
 from pillm.generative.sample_quality import (
     FeatureCNN,
@@ -261,7 +262,7 @@ def fit_setting(
         metrics = {
             "fit_seconds": rep.seconds, "adamw_steps": steps, "adamw_lr": lr,
             "final_train_loss": rep.final_loss, "peak_memory_mb": rep.peak_memory_mb,
-            "trainable_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
+            "trainable_params": trainable_params(net),
             "train_pairs": steps * rep.batch_rows, "batch_rows": rep.batch_rows,
             "cuda_graphs": float(rep.cuda_graphs),
         }  # fmt: skip
