@@ -106,8 +106,10 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model):
     torch.testing.assert_close(padded_w[..., :-pad, :], plain_w, rtol=1e-5, atol=1e-6)
     curves = [[loss for _, loss in r.curve] for r in (plain_rep, padded_rep)]
     assert curves[0] == pytest.approx(curves[1], rel=1e-5)
-    assert flow.trainable_params(padded) == flow.trainable_params(plain) == sum(
-        p.numel() for p in plain.parameters() if p.requires_grad
+    assert (
+        flow.trainable_params(padded)
+        == flow.trainable_params(plain)
+        == sum(p.numel() for p in plain.parameters() if p.requires_grad)
     )
 
 
