@@ -141,11 +141,12 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
            "--batch", "4", "--batch", "8", "--blas", "cublas", "--compile", "default",
-           "--out", str(out)]  # fmt: skip
+           "--align", "1", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["meta"]["blas"] == "cublas" and report["meta"]["compile"] == "default"
+    assert report["meta"]["align"] == 1
     runs = report["runs"]
     # the compiled forward trains the same net: same losses up to float32 rounding
     assert all(r["compiled_ms"] > 0 and r["compiled_max_loss_diff"] < 1e-4 for r in runs)
@@ -156,3 +157,29 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
         ("bucketed", 8),
     ]
     assert all(r["max_loss_diff"] == 0.0 and not r["graphed"] for r in runs)
+
+
+def test_gemm_align_benchmark_pads_with_zeros_and_changes_no_value(tmp_path):
+    """benchmarks/gemm_align.py on CPU: per shape the output layer as built (odd feature count)
+    and padded to 4 and 16, the same outputs and gradients (zero features add exact zeros), and
+    the float64 Gram update at each row length giving the same Gram."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "gemm_align.json"
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "benchmarks/gemm_align.py", "--tiny", "--device", "cpu", "--iters", "2",
+           "--batch", "40", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    runs, grams = report["runs"], report["gram"]
+    p = 32 + 13 + 1  # width + D + 1 (--tiny)
+    assert [(r["model"], r["padded_to"]) for r in runs] == [
+        (m, q) for m in ("flow", "bucketed") for q in (p, 48, 48)
+    ]
+    assert all(r["features"] == p and r["ms"] > 0 and r["max_diff"] < 1e-4 for r in runs)
+    assert [g["row_length"] for g in grams] == [p, 48, 48]
+    assert all(g["max_diff"] < 1e-9 for g in grams)
