@@ -78,10 +78,15 @@ def test_pil_net_and_its_gradient_twin_start_identical():
     assert torch.equal(pil.features(x, t), h[:, :-3]) and not h[:, -3:].any()
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("model", ["flow", "bucketed"])
-def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model):
+def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
     """A trainable net's zero features (flow.ALIGN) change neither the loss curve nor the
-    trained weights, their W_out rows stay exactly zero and trainable_params does not count them."""
+    trained weights, their W_out rows stay exactly zero (on CUDA: fused AdamW replayed from a
+    CUDA graph) and trainable_params does not count them."""
     from pillm.generative import flow
     from pillm.generative.diffusion import DiffusionConfig, train_gradient_diffusion
 
@@ -92,10 +97,10 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model):
     def train(align):
         monkeypatch.setattr(flow, "ALIGN", align)
         if model == "flow":
-            net, rep = train_gradient_flow(x, feats, cfg, seed=0)
+            net, rep = train_gradient_flow(x, feats, cfg, seed=0, device=device)
             return net, rep, net.w_out
         dcfg = DiffusionConfig(feats, timesteps=40, n_buckets=4)
-        net, rep = train_gradient_diffusion(x, dcfg, cfg, seed=0)
+        net, rep = train_gradient_diffusion(x, dcfg, cfg, seed=0, device=device)
         return net, rep, net.w_buckets
 
     plain, plain_rep, plain_w = train(1)
@@ -103,9 +108,12 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model):
     pad = 4
     assert padded_w.shape[-2] == plain_w.shape[-2] + pad
     assert not padded_w[..., -pad:, :].any()  # AdamW never moved the zero rows
-    torch.testing.assert_close(padded_w[..., :-pad, :], plain_w, rtol=1e-5, atol=1e-6)
+    # CUDA: the padded product runs other GEMM kernels (another summation order), and AdamW's
+    # normalised step turns the rounding of near-zero gradients into steps of up to lr
+    tol = dict(rtol=1e-5, atol=1e-6) if device == "cpu" else dict(rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(padded_w[..., :-pad, :].cpu(), plain_w.cpu(), **tol)
     curves = [[loss for _, loss in r.curve] for r in (plain_rep, padded_rep)]
-    assert curves[0] == pytest.approx(curves[1], rel=1e-5)
+    assert curves[0] == pytest.approx(curves[1], rel=1e-5 if device == "cpu" else 1e-4)
     assert (
         flow.trainable_params(padded)
         == flow.trainable_params(plain)
