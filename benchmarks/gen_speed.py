@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from pillm.core.cuda_graph import GraphedStep  # noqa: E402
 from pillm.core.ridge import split_heldout  # noqa: E402
 from pillm.core.runtime import peak_memory_mb, sync  # noqa: E402
 from pillm.data.images import load_images  # noqa: E402
@@ -51,24 +52,37 @@ def reset_peak(device: str) -> None:
 
 
 def adamw_to_target(model, batch, heldout, target, args, device, forward=None) -> dict:
-    """AdamW (fused, TF32 on CUDA, constant lr) until held-out MSE <= target; the clock
-    excludes evaluation. ``forward``: the training forward in place of ``model`` (the per-bucket
-    arm's stratified batches)."""
+    """AdamW (fused, TF32 on CUDA, constant lr) until held-out MSE <= target, each step as the
+    pipeline's arms run it (``pillm.generative.flow.train_regression``: on CUDA replayed from a
+    CUDA graph, ``pillm.core.cuda_graph``). The clock excludes evaluation and, as the
+    pipeline's, the eager warm-up steps and the capture. ``forward``: the training forward in
+    place of ``model`` (the per-bucket arm's stratified batches)."""
     forward = forward or model
     params = [p for p in model.parameters() if p.requires_grad]
     cuda = device.startswith("cuda")
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, fused=cuda)
+    lr = torch.tensor(args.lr, device=device) if cuda else args.lr  # a graph reads it on device
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=cuda, capturable=cuda)
     torch.backends.cuda.matmul.allow_tf32 = cuda  # as the pipeline's AdamW baselines
+
+    def one_step(x, t, y):
+        loss = torch.nn.functional.mse_loss(forward(x, t), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    runner = GraphedStep(
+        one_step, cuda, lambda: opt.zero_grad(set_to_none=True), name="gen_speed AdamW"
+    )
+    untimed = runner.warmup + 1 if cuda else 0  # eager warm-up and the captured step
     clock, step, mse, history = 0.0, 0, float("inf"), []
     while clock < args.max_seconds:
         sync(device)
         t0 = time.perf_counter()
         for _ in range(args.eval_every):
-            x, t, y = batch()
-            loss = torch.nn.functional.mse_loss(forward(x, t), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if untimed and runner.n_calls == untimed:  # graphed from here: (re)start the clock
+                sync(device)
+                t0 = time.perf_counter()
+            runner(*batch())
         sync(device)
         clock += time.perf_counter() - t0
         step += args.eval_every
@@ -82,7 +96,8 @@ def adamw_to_target(model, batch, heldout, target, args, device, forward=None) -
             break
     torch.backends.cuda.matmul.allow_tf32 = False
     return {"seconds": clock, "steps": step, "mse": mse, "reached": mse <= target,
-            "peak_mb": peak_memory_mb(device), "history": history}  # fmt: skip
+            "graphed": runner.graphed, "peak_mb": peak_memory_mb(device),
+            "history": history}  # fmt: skip
 
 
 def run(args) -> dict:

@@ -41,6 +41,7 @@ def _check_adamw(adam: dict, target: float, eval_every: int, max_seconds: float)
     assert all(h[2] > target for h in hist[:-1])  # it stops at the first evaluation reaching it
     assert adam["reached"] or adam["seconds"] >= max_seconds
     assert adam["peak_mb"] > 0
+    assert adam["graphed"] is False  # the CPU step is eager; CUDA replays the pipeline's graph
 
 
 def test_gen_speed_tiny_mnist_on_cpu(shared_data, tmp_path):
