@@ -125,6 +125,11 @@ def main() -> None:
             print(f"{rule:18s} {n:5d} {k:7d} {sm:8.1f} {100 * sm / total_sm:6.1f} "
                   f"{mem:8.1f} {100 * mem / total_mem:6.1f}")  # fmt: skip
         print(f"samples of processes no job claims: {unclaimed}")
+        claimed = sum(v[1] for v in by_rule.values())
+        if unclaimed > claimed:  # e.g. a job's first second before it joined MPS
+            print(f"most samples are of processes no job claims ({unclaimed} against {claimed}): "
+                  "under MPS pmon measures the MPS server, so the jobs' figures above and "
+                  "below cover only their samples outside it")  # fmt: skip
     else:  # under MPS (driver 580, 2026-11-28) pmon samples only the MPS server
         print(f"no pillm process has a value in pmon's samples; {unclaimed} samples of other "
               "processes (under MPS pmon measures the MPS server, not its clients):")  # fmt: skip

@@ -169,6 +169,16 @@ def test_gpu_share_sums_each_jobs_busy_samples(tmp_path):
                           "--timeline", str(tmp_path / "timeline.tsv")],
                          cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
     assert out.stdout.splitlines()[1].split()[:4] == ["run_lm", "1", "2", "1.2"]
+    assert "most samples are of processes no job claims" not in out.stdout
+    # An MPS build: the server holds nearly every sample, a job one second before it joined.
+    mps = PMON + "".join(f" 08:00:{s:02d}       0        999     C     90     90      -      -"
+                         "      -      -    nvidia-cuda-mps\n" for s in range(3, 12))  # fmt: skip
+    (tmp_path / "pmon.txt").write_text(mps)
+    out = subprocess.run([sys.executable, "benchmarks/gpu_share.py", "--pmon",
+                          str(tmp_path / "pmon.txt"), "--pids", str(tmp_path / "pids.txt"),
+                          "--timeline", str(tmp_path / "timeline.tsv")],
+                         cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert "most samples are of processes no job claims (10 against 4)" in out.stdout
 
 
 DRY_RUN = """\
