@@ -30,6 +30,7 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import resolve_device, sync  # noqa: E402
+from pillm.generative.flow import FeatureConfig  # noqa: E402
 
 PADS = (1, 4, 16)  # feature count rounded up to a multiple of this (1: as built)
 
@@ -113,13 +114,14 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = True  # as the pipeline's AdamW arms
     dims = {"mnist": 784, "cifar10": 3072} if not args.tiny else {"tiny": 13}
     width = 32 if args.tiny else args.width
+    features = FeatureConfig(width=width, direct_link=True)  # the arms' layer
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"{name}: output layer H @ W_out in TF32, forward and backward, width {width}")
     print(f"{'images':8s} {'model':9s} {'batch':>5s} {'features':>8s} {'ms':>7s} "
           f"{'TFLOP/s':>8s} {'x as built':>10s} {'max |diff|':>10s}  kernels")  # fmt: skip
     rows = []
     for ds, dim in dims.items():
-        p = width + dim + 1
+        p = features.n_features(dim)  # width + D + 1, as the nets build it
         for model, buckets in (("flow", 1), ("bucketed", 10)):
             for batch in args.batch or [256, 512]:
                 per = max(1, batch // buckets)
@@ -148,7 +150,7 @@ def main() -> None:
     print(f"{'images':8s} {'features':>8s} {'row length':>10s} {'ms':>7s} {'TFLOP/s':>8s} "
           f"{'x as built':>10s} {'max |diff|':>10s}")  # fmt: skip
     for ds, dim in dims.items():
-        p = width + dim + 1
+        p = features.n_features(dim)
         base = None
         for pad_to in PADS:
             ms, hth = gram_ms(chunk, p, padded(p, pad_to), max(3, args.iters // 5), device)

@@ -9,8 +9,8 @@ draws them, ``batch // 10`` rows per bucket) and batch, the same network trains 
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
 difference between the two loss curves. ``--align 1`` builds the nets without the alignment
-padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it. ``--tiny``: small shapes, for a CPU smoke test (there
-both runs are eager).
+padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it.
+``--tiny``: small shapes, for a CPU smoke test (there both runs are eager).
 """
 
 from __future__ import annotations
