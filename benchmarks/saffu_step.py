@@ -7,7 +7,11 @@ the whole step and one held-out evaluation chunk, with the product x W computed 
 ``embedding_bag`` (``bag``) and by the two sparse products SaffuLM runs on CUDA (``csr``,
 ``pillm.saffu.model.SparseRowsTimesW``), their largest logit and gradient deviation; and the
 step with the rows scattered into a dense (batch x inputs) matrix and multiplied (TF32 allowed,
-fp32 off). ``--profile`` prints each product's top kernels.
+fp32 off). Where the Triton kernels run, also the forward by the fixed-order kernel
+(``kernel``: ``pillm.saffu.segment_sum.weighted_rows``) and the step of ``RowAdamW``
+(``pillm.saffu.optim``: the weight gradient summed inside the AdamW update, never stored)
+with each forward (``row_adamw_<product>_step_ms``). ``--profile`` prints each product's top
+kernels.
 Prints one table per batch size and writes JSON with ``--out``.
 
     python benchmarks/saffu_step.py --device cuda --batch 1024 --batch 4096
@@ -26,9 +30,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from pillm.core.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import kernel_profile  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
-from pillm.saffu.segment_sum import bag_weight_grad  # noqa: E402
+from pillm.saffu.optim import RowAdamW  # noqa: E402
+from pillm.saffu.segment_sum import bag_weight_grad, weighted_rows  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -70,10 +76,36 @@ class CsrBagGrad(SparseRowsTimesW):
         return None, None, bag_weight_grad(idx, wts, grad, ctx.n_in)
 
 
+class KernelRows(SparseRowsFixedOrder):
+    """The fixed-order kernel's forward (``weighted_rows``) with the fixed-order gradient."""
+
+    @staticmethod
+    def forward(ctx, idx, wts, weight):
+        ctx.save_for_backward(idx, wts)
+        ctx.n_in = weight.shape[0]
+        return weighted_rows(idx, wts, weight)
+
+
+class WithProduct:
+    """SaffuLM's interface (``weight``, a call on rows) with another product, for RowAdamW."""
+
+    def __init__(self, weight, product):
+        self.weight, self.product = weight, product
+
+    def __call__(self, idx, wts):
+        return self.product(idx, wts, self.weight)
+
+
 # csr: two cuSPARSE products (reruns differ); csr_bag: embedding_bag's backward; csr_fixed:
 # SaffuLM's CUDA path (pillm.saffu.segment_sum), the last two rerun bit for bit
 PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": CsrBagGrad.apply,
             "csr_fixed": SparseRowsFixedOrder.apply}  # fmt: skip
+
+
+def products(device: str) -> dict:
+    """PRODUCTS, and the fixed-order kernel's forward where the kernels run."""
+    kernel = {"kernel": KernelRows.apply} if uses_kernels(torch.device(device)) else {}
+    return PRODUCTS | kernel
 
 
 def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:
@@ -82,7 +114,7 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
     dev = args.device
     idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
     r: dict = {"batch": bs}
-    for name, product in PRODUCTS.items():
+    for name, product in products(dev).items():
 
         def forward(product=product):
             return F.cross_entropy(product(idx, wts, model.weight).float(), y)
@@ -105,6 +137,13 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         r[f"{name}_forward_backward_ms"] = timed(fwd_bwd, dev, args.repeats)
         r[f"{name}_step_ms"] = timed(step, dev, args.repeats)
     r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
+    if uses_kernels(torch.device(dev)):
+        for name in ("csr_fixed", "kernel"):
+            row = RowAdamW(WithProduct(model.weight, products(dev)[name]), (0.9, 0.99), 0.0)
+            r[f"row_adamw_{name}_step_ms"] = timed(
+                lambda row=row: row.step(idx, wts, y, 1e-3), dev, args.repeats
+            )
+            del row
     grads = []
     for product in (bag, SparseRowsTimesW.apply):
         w = model.weight.detach().clone().requires_grad_()
@@ -159,7 +198,7 @@ def main() -> None:
         print(f"batch {bs}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "batch"))
     e_idx, e_wts, e_y = rows(args.eval_chunk, args.n_in, args.nnz, args.vocab, dev)
     with torch.no_grad():
-        for key, product in PRODUCTS.items():
+        for key, product in products(dev).items():
             results[f"{key}_eval_chunk_ms"] = timed(
                 lambda product=product: F.cross_entropy(
                     product(e_idx, e_wts, model.weight), e_y, reduction="sum"
@@ -167,9 +206,9 @@ def main() -> None:
                 dev,
                 args.repeats,
             )
-    print(f"{name}: held-out chunk of {args.eval_chunk} rows: embedding_bag "
-          f"{results['bag_eval_chunk_ms']:.3g} ms, sparse products "
-          f"{results['csr_eval_chunk_ms']:.3g} ms")  # fmt: skip
+    print(f"{name}: held-out chunk of {args.eval_chunk} rows, ms: "
+          + ", ".join(f"{k.removesuffix('_eval_chunk_ms')} {v:.3g}" for k, v in results.items()
+                      if k.endswith("_eval_chunk_ms")))  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
 

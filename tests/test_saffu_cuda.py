@@ -1,5 +1,7 @@
-"""SAFFU's CUDA path: the fixed-order weight gradient (pillm.saffu.segment_sum) against
-embedding_bag's, its Triton kernel in the interpreter (CPU), and bit-for-bit reruns on a GPU.
+"""SAFFU's CUDA path: the fixed-order weight gradient and forward (pillm.saffu.segment_sum)
+against embedding_bag's, the AdamW step that sums the gradient inside the update
+(pillm.saffu.optim.RowAdamW) against torch's AdamW, their Triton kernels in the interpreter
+(CPU), and bit-for-bit reruns on a GPU.
 Its own module, without polars, so the GPU host (no polars) can run it."""
 
 import pytest
@@ -8,7 +10,15 @@ import torch.nn.functional as F
 
 from pillm.core.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM
-from pillm.saffu.segment_sum import chunk_table, max_parts, segment_weight_grad
+from pillm.saffu.optim import RowAdamW, TorchAdamW, adamw_for
+from pillm.saffu.segment_sum import (
+    AdamWScalars,
+    adamw_step,
+    chunk_table,
+    max_parts,
+    segment_weight_grad,
+    weighted_rows,
+)
 from tests.triton_interpreter import run_interpreter_check
 
 
@@ -57,7 +67,45 @@ def _interpreter_check() -> None:
     torch.testing.assert_close(got, w.grad, atol=1e-5, rtol=1e-5)
     assert got[-3:].abs().max() == 0  # unused inputs: zero rows
     assert torch.equal(got, segment_weight_grad(idx, wts, grad, n_in, chunk=8))
+    w0 = torch.randn(n_in, vocab, generator=g)
+    torch.testing.assert_close(
+        weighted_rows(idx, wts, w0), F.embedding_bag(idx, w0, per_sample_weights=wts, mode="sum")
+    )
+    y = torch.randint(0, vocab, (b,), generator=g)
+    _check_row_adamw(idx, wts, y, w0, chunk=8)
+    model = SaffuLM(n_in, vocab)
+    assert isinstance(adamw_for(model, (0.9, 0.99), 0.0), RowAdamW)  # where the kernels run
     print("interpreter ok")
+
+
+def _check_row_adamw(idx, wts, y, w0, chunk, steps=4, weight_decay=0.1, tol=2e-6):
+    """``adamw_step`` (the gradient summed inside the update, inputs longer than ``chunk`` from
+    partial rows) against torch.optim.AdamW on embedding_bag's gradient: the weights and both
+    moments after ``steps`` steps of changing rates (a warm-up), and a rerun bit for bit."""
+    betas, rates = (0.9, 0.99), [0.01 * (i + 1) for i in range(steps)]
+    ref = w0.clone().requires_grad_()
+    opt = torch.optim.AdamW([ref], lr=rates[0], betas=betas, weight_decay=weight_decay,
+                            fused=ref.device.type == "cuda")  # fmt: skip
+    for lr in rates:
+        opt.param_groups[0]["lr"] = lr
+        opt.zero_grad()
+        F.cross_entropy(F.embedding_bag(idx, ref, per_sample_weights=wts, mode="sum"), y).backward()
+        opt.step()
+    runs = []
+    for _ in range(2):
+        w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
+        for t, lr in enumerate(rates, 1):
+            logits = F.embedding_bag(idx, w, per_sample_weights=wts, mode="sum").requires_grad_()
+            (grad,) = torch.autograd.grad(F.cross_entropy(logits, y), logits)
+            adamw_step(idx, wts, grad, w, m, v, AdamWScalars.at(lr, betas, 1e-8, weight_decay, t),
+                       chunk=chunk)  # fmt: skip
+        runs.append((w, m, v))
+    state = opt.state[ref]
+    for got, want in zip(
+        runs[0], (ref.detach(), state["exp_avg"], state["exp_avg_sq"]), strict=True
+    ):
+        torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True)), "a rerun differs"
 
 
 def test_fixed_order_kernel_matches_embedding_bag_in_the_interpreter():
@@ -98,8 +146,8 @@ def test_sparse_products_rerun_bitwise_on_cuda():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_training_step_never_waits_for_the_gpu():
-    """A SAFFU training step (forward, fixed-order weight gradient, fused AdamW) at the paper's
-    shape makes no synchronising CUDA call (pillm.saffu.segment_sum: its tables are sized by the
+    """A SAFFU training step (forward, then AdamW with the fixed-order weight gradient summed
+    inside it: the pipeline's step on CUDA) at the paper's shape makes no synchronising CUDA call (pillm.saffu.segment_sum: its tables are sized by the
     shapes, not the data)."""
     g = torch.Generator(device="cuda").manual_seed(1)
     n_in, vocab, b, k = 4098, 50257, 1024, 20
@@ -108,15 +156,13 @@ def test_training_step_never_waits_for_the_gpu():
     wts = torch.rand(b, k, generator=g, device="cuda")
     y = torch.randint(0, vocab, (b,), generator=g, device="cuda")
     model = SaffuLM(n_in, vocab).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+    opt = adamw_for(model, (0.9, 0.99), 0.0)
+    assert isinstance(opt, RowAdamW)
 
     def step():
-        loss = F.cross_entropy(model(idx, wts).float(), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        opt.step(idx, wts, y, 0.01)
 
-    step()  # compiles the kernel, creates the optimizer state
+    step()  # compiles the kernels
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -124,3 +170,29 @@ def test_training_step_never_waits_for_the_gpu():
             step()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_row_adamw_matches_torch_adamw_and_reruns_bitwise_on_cuda():
+    """At the paper's SAFFU shape with a frequent input (4,096 entries: partial rows and their
+    merge), ``adamw_step`` against torch's fused AdamW on the fixed-order gradient, and the
+    pipeline's two steppers (RowAdamW, TorchAdamW) from the same start: the same weights within
+    float32 rounding after several steps."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    n_in, vocab, b, k = 4098, 50257, 1024, 20
+    idx = torch.randint(0, n_in, (b, k), generator=g, device="cuda")
+    idx[:, :4] = 7
+    wts = torch.rand(b, k, generator=g, device="cuda")
+    wts = wts / wts.sum(1, keepdim=True)
+    y = torch.randint(0, vocab, (b,), generator=g, device="cuda")
+    w0 = torch.randn(n_in, vocab, generator=g, device="cuda") * 0.02
+    _check_row_adamw(idx, wts, y, w0, chunk=256, steps=3, tol=1e-5)
+    weights = []
+    for cls in (RowAdamW, TorchAdamW):
+        model = SaffuLM(n_in, vocab).cuda()
+        model.weight.data.copy_(w0)
+        opt = cls(model, (0.9, 0.99), 0.0)
+        losses = [float(opt.step(idx, wts, y, lr)) for lr in (0.003, 0.01, 0.01)]
+        weights.append((model.weight.detach(), losses))
+    torch.testing.assert_close(weights[0][0], weights[1][0], atol=1e-5, rtol=1e-5)
+    assert weights[0][1] == pytest.approx(weights[1][1], rel=1e-6)

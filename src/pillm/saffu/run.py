@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
@@ -53,6 +52,7 @@ from pillm.saffu.model import (
     type_index,
     unigram,
 )
+from pillm.saffu.optim import adamw_for
 from pillm.settings import SaffuJobConfig, SaffuSetting
 
 INITS = ("explicit", "random")
@@ -85,10 +85,7 @@ def train_adamw(
     or ``max_steps`` steps are taken; returns the best point (the model is left there)."""
     device = start.device
     model.weight.data.copy_(start)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=lr, betas=tuple(job.betas), weight_decay=job.weight_decay,
-        fused=device.type == "cuda",
-    )  # fmt: skip
+    opt = adamw_for(model, tuple(job.betas), job.weight_decay)
     tr_idx, tr_wts, tr_y = train
     watched = early_stop_rows(valid, job.early_stop_rows)
     n_train = tr_idx.shape[0]
@@ -106,12 +103,8 @@ def train_adamw(
             order, pos = torch.randperm(n_train, generator=gen).to(device), 0
         b = order[pos : pos + bs]
         pos += bs
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step - 1, job.max_steps, lr, job.warmup_steps, 1.0)
-        loss = F.cross_entropy(model(tr_idx[b], tr_wts[b]).float(), tr_y[b])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        rate = lr_at(step - 1, job.max_steps, lr, job.warmup_steps, 1.0)
+        loss = opt.step(tr_idx[b], tr_wts[b], tr_y[b], rate)
         row = {"step": step, "tokens": step * bs, "train_loss": None, "val_loss": None, "lr": lr}
         if step % job.eval_every == 0 or step == job.max_steps:
             row["train_loss"] = loss.item()

@@ -21,10 +21,16 @@ where it took 245 s against 76 s alone (two H100s, 2026-11-27); without the wait
 against 243 s in a one-H100 build, one run each: within the spread of earlier builds. Without
 Triton (or on a CPU tensor outside the interpreter) the same values come from
 ``embedding_bag``'s backward.
+
+``adamw_step`` sums the same gradient rows in the same order but never stores them: each
+program applies AdamW to its row of W at once (pillm.saffu.optim). The dense gradient that the
+update would read back (W's size, 823 MB at the paper shape) is neither written nor read.
+``weighted_rows`` is the forward ``X W`` by the same kernel, each row's k terms in their order.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -142,3 +148,62 @@ def segment_weight_grad(
     ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
     _launch(partial, parts.dest, ones, merge, out)  # the partial rows in chunk order
     return out
+
+
+def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
+    """``X W`` (B, V): row b adds ``wts[b, j] · W[idx[b, j]]`` for j = 0..k-1 in that order, one
+    program per row and block of columns (the values of ``embedding_bag`` up to float32
+    summation order; a rerun gives the same bits)."""
+    b, k = idx.shape
+    w = weight.contiguous()
+    rows = torch.arange(b, device=idx.device)
+    chunks = Chunks(rows * k, rows * k + k, rows)
+    out = torch.empty(b, w.shape[1], dtype=torch.float32, device=w.device)
+    _launch(w, idx.flatten().contiguous(), wts.flatten().float().contiguous(), chunks, out)
+    return out
+
+
+@dataclass(frozen=True)
+class AdamWScalars:
+    """One AdamW step's scalars, as torch's fused AdamW computes them from lr and the step."""
+
+    decay: float  # 1 - lr · weight_decay
+    beta1: float
+    beta2: float
+    eps: float
+    step_size: float  # lr / (1 - beta1^t)
+    bc2_sqrt: float  # sqrt(1 - beta2^t)
+
+    @classmethod
+    def at(cls, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
+           step: int) -> AdamWScalars:  # fmt: skip
+        b1, b2 = betas
+        return cls(1 - lr * weight_decay, b1, b2, eps, lr / (1 - b1**step),
+                   math.sqrt(1 - b2**step))  # fmt: skip
+
+
+def adamw_step(
+    idx: Tensor, wts: Tensor, grad: Tensor, weight: Tensor, exp_avg: Tensor,
+    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK,
+) -> None:  # fmt: skip
+    """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed as
+    ``segment_weight_grad`` sums it (same order, same bits) inside the update: inputs of at
+    most ``chunk`` entries in one launch, longer ones from their partial rows in a second."""
+    from pillm.saffu.segment_kernels import adamw_rows_kernel
+
+    n_in, v = weight.shape
+    g = grad.float().contiguous()
+    crow, rows, vals = by_input(idx, wts, n_in)
+    vals = vals.float().contiguous()
+    direct, parts, merge = chunk_table(crow, chunk, max_parts(idx.numel(), chunk))
+    partial = torch.empty(len(parts), v, dtype=torch.float32, device=g.device)
+    _launch(g, rows, vals, parts, partial)
+    long = (crow[1:] - crow[:-1]) > chunk  # rows the merge owns
+    ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
+    for src, r, x, c, active in ((g, rows, vals, direct, ~long), (partial, parts.dest, ones,
+                                                                  merge, long)):  # fmt: skip
+        adamw_rows_kernel[(len(c), -(-v // BLOCK_V))](
+            src, r, x, c.start, c.end, c.dest, active.to(torch.int8), weight, exp_avg,
+            exp_avg_sq, v, scalars.decay, scalars.beta1, scalars.beta2, scalars.eps,
+            scalars.step_size, scalars.bc2_sqrt, BV=BLOCK_V,
+        )  # fmt: skip
