@@ -4,14 +4,16 @@ The paper's main setting trains W (4,098 inputs x 50,257 output types, 206 M wei
 on sparse non-negative rows (16 + 4 non-zeros each). This times, each alone and repeated
 (CUDA-synchronised, first repeats dropped): the forward, forward + backward, the optimizer step,
 the whole step and one held-out evaluation chunk, with the product x W computed by
-``embedding_bag`` (``bag``) and by the two sparse products SaffuLM runs on CUDA (``csr``,
-``pillm.saffu.model.SparseRowsTimesW``), their largest logit and gradient deviation; and the
-step with the rows scattered into a dense (batch x inputs) matrix and multiplied (TF32 allowed,
-fp32 off). Where the Triton kernels run, also the forward by the fixed-order kernel
-(``kernel``: ``pillm.saffu.segment_sum.weighted_rows``) and the step of ``RowAdamW``
-(``pillm.saffu.optim``: the weight gradient summed inside the AdamW update, never stored)
-with each forward (``row_adamw_<product>_step_ms``). ``--profile`` prints each product's top
-kernels.
+``embedding_bag`` (``bag``), by two cuSPARSE products (``csr``,
+``pillm.saffu.model.SparseRowsTimesW``), with ``embedding_bag``'s backward (``csr_bag``) or
+the fixed-order gradient (``csr_fixed``: SaffuLM's CUDA product up to the eighteenth session),
+and as SaffuLM computes it now (``fixed``: forward and gradient by the fixed-order kernel of
+``pillm.saffu.segment_sum``); the largest logit deviation of the model's product and gradient
+deviation of cuSPARSE's from ``embedding_bag``'s; and the step with the rows scattered into a
+dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off). Where the Triton kernels
+run, also the step of ``RowAdamW`` (``pillm.saffu.optim``: the weight gradient summed inside
+the AdamW update, never stored) after the ``csr_fixed`` and the ``fixed`` forward
+(``row_adamw_<product>_step_ms``). ``--profile`` prints each product's top kernels.
 Prints one table per batch size and writes JSON with ``--out``.
 
     python benchmarks/saffu_step.py --device cuda --batch 1024 --batch 4096
@@ -34,7 +36,7 @@ from pillm.core.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import kernel_profile  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
 from pillm.saffu.optim import RowAdamW  # noqa: E402
-from pillm.saffu.segment_sum import bag_weight_grad, weighted_rows  # noqa: E402
+from pillm.saffu.segment_sum import bag_weight_grad  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -76,14 +78,13 @@ class CsrBagGrad(SparseRowsTimesW):
         return None, None, bag_weight_grad(idx, wts, grad, ctx.n_in)
 
 
-class KernelRows(SparseRowsFixedOrder):
-    """The fixed-order kernel's forward (``weighted_rows``) with the fixed-order gradient."""
+class CsrFixedGrad(SparseRowsTimesW):
+    """cuSPARSE's forward with the fixed-order weight gradient: SaffuLM's CUDA product up to
+    the eighteenth session (its forward is now the fixed-order kernel's too)."""
 
     @staticmethod
-    def forward(ctx, idx, wts, weight):
-        ctx.save_for_backward(idx, wts)
-        ctx.n_in = weight.shape[0]
-        return weighted_rows(idx, wts, weight)
+    def backward(ctx, grad):
+        return SparseRowsFixedOrder.backward(ctx, grad)
 
 
 class WithProduct:
@@ -97,15 +98,11 @@ class WithProduct:
 
 
 # csr: two cuSPARSE products (reruns differ); csr_bag: embedding_bag's backward; csr_fixed:
-# SaffuLM's CUDA path (pillm.saffu.segment_sum), the last two rerun bit for bit
+# cuSPARSE's forward, the fixed-order gradient (pillm.saffu.segment_sum); fixed: SaffuLM's CUDA
+# path, both fixed-order (embedding_bag's forward where the kernels do not run); the last three
+# rerun bit for bit
 PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": CsrBagGrad.apply,
-            "csr_fixed": SparseRowsFixedOrder.apply}  # fmt: skip
-
-
-def products(device: str) -> dict:
-    """PRODUCTS, and the fixed-order kernel's forward where the kernels run."""
-    kernel = {"kernel": KernelRows.apply} if uses_kernels(torch.device(device)) else {}
-    return PRODUCTS | kernel
+            "csr_fixed": CsrFixedGrad.apply, "fixed": SparseRowsFixedOrder.apply}  # fmt: skip
 
 
 def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dict:
@@ -114,7 +111,7 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
     dev = args.device
     idx, wts, y = rows(bs, args.n_in, args.nnz, args.vocab, dev)
     r: dict = {"batch": bs}
-    for name, product in products(dev).items():
+    for name, product in PRODUCTS.items():
 
         def forward(product=product):
             return F.cross_entropy(product(idx, wts, model.weight).float(), y)
@@ -138,8 +135,8 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         r[f"{name}_step_ms"] = timed(step, dev, args.repeats)
     r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
     if uses_kernels(torch.device(dev)):
-        for name in ("csr_fixed", "kernel"):
-            row = RowAdamW(WithProduct(model.weight, products(dev)[name]), (0.9, 0.99), 0.0)
+        for name in ("csr_fixed", "fixed"):
+            row = RowAdamW(WithProduct(model.weight, PRODUCTS[name]), (0.9, 0.99), 0.0)
             r[f"row_adamw_{name}_step_ms"] = timed(
                 lambda row=row: row.step(idx, wts, y, 1e-3), dev, args.repeats
             )
@@ -150,7 +147,7 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         F.cross_entropy(product(idx, wts, w), y).backward()
         grads.append(w.grad)
     with torch.no_grad():
-        r["csr_max_logit_error"] = (
+        r["model_max_logit_error"] = (
             (bag(idx, wts, model.weight) - model(idx, wts)).abs().max().item()
         )
     r["csr_max_grad_error"] = (grads[0] - grads[1]).abs().max().item()
@@ -198,7 +195,7 @@ def main() -> None:
         print(f"batch {bs}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "batch"))
     e_idx, e_wts, e_y = rows(args.eval_chunk, args.n_in, args.nnz, args.vocab, dev)
     with torch.no_grad():
-        for key, product in products(dev).items():
+        for key, product in PRODUCTS.items():
             results[f"{key}_eval_chunk_ms"] = timed(
                 lambda product=product: F.cross_entropy(
                     product(e_idx, e_wts, model.weight), e_y, reduction="sum"

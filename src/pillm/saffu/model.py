@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pillm.saffu.segment_sum import by_input, segment_weight_grad
+from pillm.saffu.segment_sum import by_input, segment_weight_grad, weighted_rows
 
 AGGREGATIONS = ("sum", "cat")
 # torch calls its sparse CSR layout beta; the two products used here are tested against
@@ -173,9 +173,16 @@ class SparseRowsTimesW(torch.autograd.Function):
 
 
 class SparseRowsFixedOrder(SparseRowsTimesW):
-    """``SparseRowsTimesW``'s forward (one CSR product: each output row adds its own k terms)
-    with the weight gradient summed in a fixed order (``pillm.saffu.segment_sum``), so that a
-    rerun on CUDA gives the same bits."""
+    """``X W`` and its weight gradient, each summed in a fixed order by one Triton kernel
+    (``pillm.saffu.segment_sum``), so that a rerun on CUDA gives the same bits. The forward
+    took 0.88 ms against cuSPARSE's 1.20 at the paper's batch and a held-out chunk 2.95
+    against 4.18 (one H200, benchmarks/saffu_step.py, benchmarks/gpu_runs/2026-11-28_session19)."""
+
+    @staticmethod
+    def forward(ctx, idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
+        ctx.save_for_backward(idx, wts)
+        ctx.n_in = weight.shape[0]
+        return weighted_rows(idx, wts, weight)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -185,8 +192,8 @@ class SparseRowsFixedOrder(SparseRowsTimesW):
 
 class SaffuLM(nn.Module):
     """One softmax layer on sparse non-negative inputs: logits = x W (no bias: with
-    ||x||_1 = 1 a bias is a column translation of W). On CUDA the product runs as one CSR
-    product and its weight gradient as a fixed-order sum (``SparseRowsFixedOrder``), elsewhere
+    ||x||_1 = 1 a bias is a column translation of W). On CUDA the product and its weight
+    gradient run as fixed-order sums (``SparseRowsFixedOrder``), elsewhere
     as ``embedding_bag`` (faster on CPU); tests/test_saffu.py checks both give the same logits
     and gradients, tests/test_saffu_cuda.py that CUDA reruns give the same bits."""
 

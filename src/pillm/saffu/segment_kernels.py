@@ -41,14 +41,18 @@ def adamw_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr, a
     end = tl.load(end_ptr + pid)
     cmask = cols < V
     mask = cols < tl.where(tl.load(active_ptr + pid) != 0, V, 0)
+    # the row's weights and moments first: their loads are in flight while the gradient adds up
+    at = tl.load(dest_ptr + pid).to(tl.int64) * V + cols
+    w = tl.load(w_ptr + at, mask=mask, other=0.0)
+    m = tl.load(m_ptr + at, mask=mask, other=0.0)
+    v = tl.load(v_ptr + at, mask=mask, other=0.0)
     grad = tl.zeros([BV], tl.float32)
     for e in range(start, end):
         row = tl.load(rows_ptr + e).to(tl.int64)
         grad += tl.load(vals_ptr + e) * tl.load(g_ptr + row * V + cols, mask=cmask, other=0.0)
-    at = tl.load(dest_ptr + pid).to(tl.int64) * V + cols
-    w = tl.load(w_ptr + at, mask=mask, other=0.0) * decay
-    m = beta1 * tl.load(m_ptr + at, mask=mask, other=0.0) + (1 - beta1) * grad
-    v = beta2 * tl.load(v_ptr + at, mask=mask, other=0.0) + (1 - beta2) * grad * grad
+    w = w * decay
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
     w -= step_size * m / (tl.sqrt(v) / bc2_sqrt + eps)
     tl.store(w_ptr + at, w, mask=mask)
     tl.store(m_ptr + at, m, mask=mask)

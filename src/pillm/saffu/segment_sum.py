@@ -153,7 +153,9 @@ def segment_weight_grad(
 def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
     """``X W`` (B, V): row b adds ``wts[b, j] · W[idx[b, j]]`` for j = 0..k-1 in that order, one
     program per row and block of columns (the values of ``embedding_bag`` up to float32
-    summation order; a rerun gives the same bits)."""
+    summation order; a rerun gives the same bits). Without the kernel: ``embedding_bag``."""
+    if not uses_kernels(weight.device):
+        return torch.nn.functional.embedding_bag(idx, weight, per_sample_weights=wts, mode="sum")
     b, k = idx.shape
     w = weight.contiguous()
     rows = torch.arange(b, device=idx.device)
@@ -184,7 +186,8 @@ class AdamWScalars:
 
 def adamw_step(
     idx: Tensor, wts: Tensor, grad: Tensor, weight: Tensor, exp_avg: Tensor,
-    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK,
+    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK, block_v: int = BLOCK_V,
+    num_warps: int = 4,
 ) -> None:  # fmt: skip
     """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed as
     ``segment_weight_grad`` sums it (same order, same bits) inside the update: inputs of at
@@ -202,8 +205,8 @@ def adamw_step(
     ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
     for src, r, x, c, active in ((g, rows, vals, direct, ~long), (partial, parts.dest, ones,
                                                                   merge, long)):  # fmt: skip
-        adamw_rows_kernel[(len(c), -(-v // BLOCK_V))](
+        adamw_rows_kernel[(len(c), -(-v // block_v))](
             src, r, x, c.start, c.end, c.dest, active.to(torch.int8), weight, exp_avg,
             exp_avg_sq, v, scalars.decay, scalars.beta1, scalars.beta2, scalars.eps,
-            scalars.step_size, scalars.bc2_sqrt, BV=BLOCK_V,
+            scalars.step_size, scalars.bc2_sqrt, BV=block_v, num_warps=num_warps,
         )  # fmt: skip

@@ -1,0 +1,117 @@
+"""SAFFU's weight update: the fixed-order gradient then torch's fused AdamW (the update as the
+pipeline ran it up to the nineteenth session) against ``adamw_step`` (the gradient summed
+inside the AdamW update, never stored; pillm.saffu.segment_sum), at the paper shape.
+
+The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
+that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most
+frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
+the loss. ``adamw_step`` runs at each column block and warp count given, and each result is
+compared with the reference's weights after one step. Prints one line per batch and setting and
+writes JSON with ``--out``.
+
+    python benchmarks/row_adamw.py --batch 1024 --batch 4096 --block-v 512 --block-v 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from pillm.saffu.segment_sum import (  # noqa: E402
+    AdamWScalars,
+    adamw_step,
+    segment_weight_grad,
+)
+
+
+def timed(fn, repeats: int, warmup: int = 3) -> float:
+    """Median CUDA-synchronised milliseconds of ``fn()``."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return sorted(out)[len(out) // 2]
+
+
+def zipf_rows(b: int, n_in: int, k: int, seed: int = 0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    p = 1.0 / torch.arange(1, n_in + 1, dtype=torch.float64)
+    idx = torch.multinomial(p, b * k, replacement=True, generator=g).view(b, k)
+    wts = torch.rand(b, k, generator=g)
+    return idx.cuda(), (wts / wts.sum(1, keepdim=True)).cuda()
+
+
+def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
+    """The reference and ``adamw_step`` at each setting, at batch ``bs`` (module docstring)."""
+    n_in, vocab = w0.shape
+    sc = AdamWScalars.at(1e-3, (0.9, 0.99), 1e-8, 0.0, 1)
+    idx, wts = zipf_rows(bs, n_in, args.nnz)
+    grad = torch.randn(bs, vocab, device="cuda") / bs
+    ref = w0.clone().requires_grad_()
+
+    def reference(opt):
+        ref.grad = segment_weight_grad(idx, wts, grad, n_in)
+        opt.step()
+
+    opt = torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0, fused=True)
+    ref_ms = timed(lambda: reference(opt), args.repeats)
+    opt_ms = timed(opt.step, args.repeats)
+    ref.data.copy_(w0)  # one step from w0, for the comparison
+    reference(torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0, fused=True))
+    longest = int(torch.bincount(idx.flatten(), minlength=n_in).max())
+    row = {"batch": bs, "longest_input_entries": longest, "reference_ms": ref_ms,
+           "torch_adamw_alone_ms": opt_ms}  # fmt: skip
+    print(f"{name} batch {bs} (longest input {longest} entries): gradient + torch fused "
+          f"AdamW {ref_ms:.3f} ms (AdamW alone {opt_ms:.3f})")  # fmt: skip
+    for bv in args.block_v or [1024]:
+        for warps in args.warps or [4]:
+            w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
+
+            def step(bv=bv, warps=warps, w=w, m=m, v=v):
+                adamw_step(idx, wts, grad, w, m, v, sc, block_v=bv, num_warps=warps)
+
+            step()
+            err = float((w - ref.detach()).abs().max())
+            ms = timed(step, args.repeats)
+            row[f"adamw_step_bv{bv}_w{warps}_ms"] = ms
+            row[f"adamw_step_bv{bv}_w{warps}_max_abs_diff"] = err
+            print(f"  adamw_step block {bv} warps {warps}: {ms:.3f} ms "
+                  f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-in", type=int, default=4098)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--nnz", type=int, default=20)
+    ap.add_argument("--batch", type=int, action="append")
+    ap.add_argument("--block-v", type=int, action="append")
+    ap.add_argument("--warps", type=int, action="append")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    name = torch.cuda.get_device_name()
+    w0 = torch.randn(args.n_in, args.vocab, device="cuda") * 0.02
+    results: dict = {"device": name, "n_in": args.n_in, "vocab": args.vocab, "nnz": args.nnz,
+                     "rows": []}  # fmt: skip
+    for bs in args.batch or [1024]:
+        results["rows"].append(time_batch(bs, w0, args, name))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
