@@ -5,7 +5,7 @@ inside the AdamW update, never stored; pillm.saffu.segment_sum), at the paper sh
 The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
 that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most
 frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
-the loss. ``adamw_step`` runs at each column block and warp count given, and each result is
+the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each result is
 compared with the reference's weights after one step. Prints one line per batch and setting and
 writes JSON with ``--out``.
 
@@ -15,6 +15,7 @@ writes JSON with ``--out``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -25,6 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.saffu.segment_sum import (  # noqa: E402
+    ADAMW_BLOCK_V,
+    CHUNK,
     AdamWScalars,
     adamw_step,
     segment_weight_grad,
@@ -75,20 +78,20 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
            "torch_adamw_alone_ms": opt_ms}  # fmt: skip
     print(f"{name} batch {bs} (longest input {longest} entries): gradient + torch fused "
           f"AdamW {ref_ms:.3f} ms (AdamW alone {opt_ms:.3f})")  # fmt: skip
-    for bv in args.block_v or [1024]:
-        for warps in args.warps or [4]:
-            w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
+    for chunk, bv, warps in itertools.product(args.chunk or [CHUNK], args.block_v or [ADAMW_BLOCK_V],
+                                              args.warps or [4]):  # fmt: skip
+        w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
 
-            def step(bv=bv, warps=warps, w=w, m=m, v=v):
-                adamw_step(idx, wts, grad, w, m, v, sc, block_v=bv, num_warps=warps)
+        def step(chunk=chunk, bv=bv, warps=warps, w=w, m=m, v=v):
+            adamw_step(idx, wts, grad, w, m, v, sc, chunk=chunk, block_v=bv, num_warps=warps)
 
-            step()
-            err = float((w - ref.detach()).abs().max())
-            ms = timed(step, args.repeats)
-            row[f"adamw_step_bv{bv}_w{warps}_ms"] = ms
-            row[f"adamw_step_bv{bv}_w{warps}_max_abs_diff"] = err
-            print(f"  adamw_step block {bv} warps {warps}: {ms:.3f} ms "
-                  f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
+        step()
+        err = float((w - ref.detach()).abs().max())
+        ms = timed(step, args.repeats)
+        key = f"adamw_step_chunk{chunk}_bv{bv}_w{warps}"
+        row[f"{key}_ms"], row[f"{key}_max_abs_diff"] = ms, err
+        print(f"  adamw_step chunk {chunk} block {bv} warps {warps}: {ms:.3f} ms "
+              f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
     return row
 
 
@@ -98,6 +101,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--nnz", type=int, default=20)
     ap.add_argument("--batch", type=int, action="append")
+    ap.add_argument("--chunk", type=int, action="append", help="entries a program adds at most")
     ap.add_argument("--block-v", type=int, action="append")
     ap.add_argument("--warps", type=int, action="append")
     ap.add_argument("--repeats", type=int, default=20)

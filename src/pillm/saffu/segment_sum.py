@@ -40,6 +40,9 @@ from pillm.core.kernels import uses_kernels
 
 CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
+# adamw_step's columns a program covers: of 256 to 2,048 with 2 to 8 warps, 256 and 4 warps was
+# the fastest at batch 1,024 and 4,096 (one H200, benchmarks/row_adamw.py, 2026-11-28)
+ADAMW_BLOCK_V = 256
 
 
 def by_input(idx: Tensor, wts: Tensor, n_in: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -186,7 +189,7 @@ class AdamWScalars:
 
 def adamw_step(
     idx: Tensor, wts: Tensor, grad: Tensor, weight: Tensor, exp_avg: Tensor,
-    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK, block_v: int = BLOCK_V,
+    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK, block_v: int = ADAMW_BLOCK_V,
     num_warps: int = 4,
 ) -> None:  # fmt: skip
     """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed as
