@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.saffu.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,
-    CHUNK,
+    ADAMW_CHUNK,
+    ADAMW_WARPS,
     AdamWScalars,
     adamw_step,
     segment_weight_grad,
@@ -78,8 +79,8 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
            "torch_adamw_alone_ms": opt_ms}  # fmt: skip
     print(f"{name} batch {bs} (longest input {longest} entries): gradient + torch fused "
           f"AdamW {ref_ms:.3f} ms (AdamW alone {opt_ms:.3f})")  # fmt: skip
-    for chunk, bv, warps in itertools.product(args.chunk or [CHUNK], args.block_v or [ADAMW_BLOCK_V],
-                                              args.warps or [4]):  # fmt: skip
+    for chunk, bv, warps in itertools.product(args.chunk or [ADAMW_CHUNK], args.block_v or [ADAMW_BLOCK_V],
+                                              args.warps or [ADAMW_WARPS]):  # fmt: skip
         w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
 
         def step(chunk=chunk, bv=bv, warps=warps, w=w, m=m, v=v):

@@ -40,9 +40,11 @@ from pillm.core.kernels import uses_kernels
 
 CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
-# adamw_step's columns a program covers: of 256 to 2,048 with 2 to 8 warps, 256 and 4 warps was
-# the fastest at batch 1,024 and 4,096 (one H200, benchmarks/row_adamw.py, 2026-11-28)
-ADAMW_BLOCK_V = 256
+# adamw_step's entries a program adds at most, columns it covers and warps: of chunks of 32 to
+# 256 entries, 128 to 2,048 columns and 2 to 8 warps, among the fastest at batch 1,024 and
+# 4,096: 2.75 and 4.06 ms against the gradient + torch's fused AdamW's 3.84 and 5.38 (one H200,
+# benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-28_session19 calls 2-3)
+ADAMW_CHUNK, ADAMW_BLOCK_V, ADAMW_WARPS = 64, 512, 4
 
 
 def by_input(idx: Tensor, wts: Tensor, n_in: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -189,12 +191,13 @@ class AdamWScalars:
 
 def adamw_step(
     idx: Tensor, wts: Tensor, grad: Tensor, weight: Tensor, exp_avg: Tensor,
-    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = CHUNK, block_v: int = ADAMW_BLOCK_V,
-    num_warps: int = 4,
+    exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = ADAMW_CHUNK,
+    block_v: int = ADAMW_BLOCK_V, num_warps: int = ADAMW_WARPS,
 ) -> None:  # fmt: skip
-    """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed as
-    ``segment_weight_grad`` sums it (same order, same bits) inside the update: inputs of at
-    most ``chunk`` entries in one launch, longer ones from their partial rows in a second."""
+    """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed inside
+    the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk``): inputs
+    of at most ``chunk`` entries in one launch, longer ones from their partial rows in a
+    second."""
     from pillm.saffu.segment_kernels import adamw_rows_kernel
 
     n_in, v = weight.shape
