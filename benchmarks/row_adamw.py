@@ -5,10 +5,9 @@ inside the AdamW update, never stored; pillm.saffu.segment_sum), at the paper sh
 The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
 that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most
 frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
-the loss. ``adamw_step`` runs at each chunk length, column block, warp count and number of
-entries loaded at once given, and each result is compared with the reference's weights after
-one step. Also the forward ``X W`` by the same kernel (``weighted_rows``) at each number of
-entries loaded at once. Prints one line per batch and setting and writes JSON with ``--out``.
+the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each result is
+compared with the reference's weights after one step. Prints one line per batch and setting and
+writes JSON with ``--out``.
 
     python benchmarks/row_adamw.py --batch 1024 --batch 4096 --block-v 512 --block-v 1024
 """
@@ -29,12 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from pillm.saffu.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,
     ADAMW_CHUNK,
-    ADAMW_ENTRIES,
     ADAMW_WARPS,
     AdamWScalars,
     adamw_step,
     segment_weight_grad,
-    weighted_rows,
 )
 
 
@@ -82,26 +79,20 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
            "torch_adamw_alone_ms": opt_ms}  # fmt: skip
     print(f"{name} batch {bs} (longest input {longest} entries): gradient + torch fused "
           f"AdamW {ref_ms:.3f} ms (AdamW alone {opt_ms:.3f})")  # fmt: skip
-    grid = itertools.product(args.chunk or [ADAMW_CHUNK], args.block_v or [ADAMW_BLOCK_V],
-                             args.warps or [ADAMW_WARPS], args.entries or [ADAMW_ENTRIES])  # fmt: skip
-    for chunk, bv, warps, eb in grid:
+    for chunk, bv, warps in itertools.product(args.chunk or [ADAMW_CHUNK], args.block_v or [ADAMW_BLOCK_V],
+                                              args.warps or [ADAMW_WARPS]):  # fmt: skip
         w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
 
-        def step(chunk=chunk, bv=bv, warps=warps, eb=eb, w=w, m=m, v=v):
-            adamw_step(idx, wts, grad, w, m, v, sc, chunk=chunk, block_v=bv, num_warps=warps,
-                       entries=eb)  # fmt: skip
+        def step(chunk=chunk, bv=bv, warps=warps, w=w, m=m, v=v):
+            adamw_step(idx, wts, grad, w, m, v, sc, chunk=chunk, block_v=bv, num_warps=warps)
 
         step()
         err = float((w - ref.detach()).abs().max())
         ms = timed(step, args.repeats)
-        key = f"adamw_step_chunk{chunk}_bv{bv}_w{warps}_eb{eb}"
+        key = f"adamw_step_chunk{chunk}_bv{bv}_w{warps}"
         row[f"{key}_ms"], row[f"{key}_max_abs_diff"] = ms, err
-        print(f"  adamw_step chunk {chunk} block {bv} warps {warps} entries {eb}: {ms:.3f} ms "
+        print(f"  adamw_step chunk {chunk} block {bv} warps {warps}: {ms:.3f} ms "
               f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
-    for eb in sorted({1, *(args.entries or [])}):  # the forward X W by the same kernel
-        ms = timed(lambda eb=eb: weighted_rows(idx, wts, w0, entries=eb), args.repeats)
-        row[f"forward_eb{eb}_ms"] = ms
-        print(f"  forward (weighted_rows) entries {eb}: {ms:.3f} ms")
     return row
 
 
@@ -113,7 +104,6 @@ def main() -> None:
     ap.add_argument("--batch", type=int, action="append")
     ap.add_argument("--chunk", type=int, action="append", help="entries a program adds at most")
     ap.add_argument("--block-v", type=int, action="append")
-    ap.add_argument("--entries", type=int, action="append", help="entries loaded at once")
     ap.add_argument("--warps", type=int, action="append")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out")

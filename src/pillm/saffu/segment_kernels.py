@@ -1,4 +1,4 @@
-"""The Triton kernels of ``pillm.saffu.segment_sum`` (imported only where they run: a CUDA
+"""The Triton kernel of ``pillm.saffu.segment_sum`` (imported only where it runs: a CUDA
 device or the Triton interpreter)."""
 
 import triton
@@ -6,29 +6,11 @@ import triton.language as tl
 
 
 @triton.jit
-def _entry_sum(g_ptr, rows_ptr, vals_ptr, start, end, cols, cmask, V, BV: tl.constexpr,
-               EB: tl.constexpr):  # fmt: skip
-    """Σ_{e in start..end} vals[e] · g[rows[e], cols]: the entries in blocks of EB, each block's
-    rows loaded at once (their loads in flight together) and added in a fixed tree, the blocks
-    one after another; the same order on every run."""
-    acc = tl.zeros([BV], tl.float32)
-    for e0 in range(start, end, EB):
-        es = e0 + tl.arange(0, EB)
-        emask = es < end
-        rows = tl.load(rows_ptr + es, mask=emask, other=0).to(tl.int64)
-        vals = tl.load(vals_ptr + es, mask=emask, other=0.0)
-        tile = tl.load(g_ptr + rows[:, None] * V + cols[None, :],
-                       mask=emask[:, None] & cmask[None, :], other=0.0)  # fmt: skip
-        acc += tl.sum(vals[:, None] * tile, axis=0)
-    return acc
-
-
-@triton.jit
 def weighted_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr, out_ptr, V,
-                         BV: tl.constexpr, EB: tl.constexpr, SKIP_EMPTY: tl.constexpr):  # fmt: skip
+                         BV: tl.constexpr, SKIP_EMPTY: tl.constexpr):  # fmt: skip
     """Program (chunk c, column block): out[dest[c], cols] = Σ_{e in start[c]..end[c]} vals[e]
-    · g[rows[e], cols], summed in a fixed order (``_entry_sum``; no atomics: a rerun gives the
-    same bits). An empty chunk writes zeros, or with SKIP_EMPTY nothing."""
+    · g[rows[e], cols], the entries added one after another in their order (no atomics: a
+    rerun gives the same bits). An empty chunk writes zeros, or with SKIP_EMPTY nothing."""
     pid, pv = tl.program_id(0), tl.program_id(1)
     cols = pv * BV + tl.arange(0, BV)
     start = tl.load(start_ptr + pid)
@@ -37,7 +19,10 @@ def weighted_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr
     smask = cmask  # where this program stores
     if SKIP_EMPTY:
         smask = cols < tl.where(end > start, V, 0)
-    acc = _entry_sum(g_ptr, rows_ptr, vals_ptr, start, end, cols, cmask, V, BV, EB)
+    acc = tl.zeros([BV], tl.float32)
+    for e in range(start, end):
+        row = tl.load(rows_ptr + e).to(tl.int64)
+        acc += tl.load(vals_ptr + e) * tl.load(g_ptr + row * V + cols, mask=cmask, other=0.0)
     dest = tl.load(dest_ptr + pid).to(tl.int64)
     tl.store(out_ptr + dest * V + cols, acc, mask=smask)
 
@@ -45,11 +30,11 @@ def weighted_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr
 @triton.jit
 def adamw_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr, active_ptr,
                       w_ptr, m_ptr, v_ptr, V, decay, beta1, beta2, eps, step_size, bc2_sqrt,
-                      BV: tl.constexpr, EB: tl.constexpr):  # fmt: skip
+                      BV: tl.constexpr):  # fmt: skip
     """Program (input c, column block): the gradient of row dest[c], Σ vals[e] · g[rows[e], cols]
-    over entries start[c]..end[c] (``_entry_sum``), then torch's AdamW update of that row of w
-    with its moments m and v, in place; a program whose ``active`` is 0 loads and stores
-    nothing (another launch owns its row)."""
+    over entries start[c]..end[c] in their order (as ``weighted_rows_kernel``), then torch's
+    AdamW update of that row of w with its moments m and v, in place; a program whose
+    ``active`` is 0 loads and stores nothing (another launch owns its row)."""
     pid, pv = tl.program_id(0), tl.program_id(1)
     cols = pv * BV + tl.arange(0, BV)
     start = tl.load(start_ptr + pid)
@@ -61,7 +46,10 @@ def adamw_rows_kernel(g_ptr, rows_ptr, vals_ptr, start_ptr, end_ptr, dest_ptr, a
     w = tl.load(w_ptr + at, mask=mask, other=0.0)
     m = tl.load(m_ptr + at, mask=mask, other=0.0)
     v = tl.load(v_ptr + at, mask=mask, other=0.0)
-    grad = _entry_sum(g_ptr, rows_ptr, vals_ptr, start, end, cols, cmask, V, BV, EB)
+    grad = tl.zeros([BV], tl.float32)
+    for e in range(start, end):
+        row = tl.load(rows_ptr + e).to(tl.int64)
+        grad += tl.load(vals_ptr + e) * tl.load(g_ptr + row * V + cols, mask=cmask, other=0.0)
     w = w * decay
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad

@@ -40,12 +40,11 @@ from pillm.core.kernels import uses_kernels
 
 CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
-ENTRIES = 1  # entries a program loads at once (1: one after another)
 # adamw_step's entries a program adds at most, columns it covers and warps: of chunks of 32 to
 # 256 entries, 128 to 2,048 columns and 2 to 8 warps, among the fastest at batch 1,024 and
 # 4,096: 2.75 and 4.06 ms against the gradient + torch's fused AdamW's 3.84 and 5.38 (one H200,
 # benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-28_session19 calls 2-3)
-ADAMW_CHUNK, ADAMW_BLOCK_V, ADAMW_WARPS, ADAMW_ENTRIES = 64, 512, 4, 1
+ADAMW_CHUNK, ADAMW_BLOCK_V, ADAMW_WARPS = 64, 512, 4
 
 
 def by_input(idx: Tensor, wts: Tensor, n_in: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -125,18 +124,15 @@ def chunk_table(crow: Tensor, chunk: int, parts_bound: int) -> tuple[Chunks, Chu
     )
 
 
-def _launch(
-    src: Tensor, rows: Tensor, vals: Tensor, chunks: Chunks, out: Tensor, entries: int = ENTRIES
-) -> None:
-    """out[dest] = Σ vals[e] · src[rows[e]] over each chunk's entries, all columns, ``entries``
-    loaded at once."""
+def _launch(src: Tensor, rows: Tensor, vals: Tensor, chunks: Chunks, out: Tensor) -> None:
+    """out[dest] = Σ vals[e] · src[rows[e]] over each chunk's entries, all columns."""
     from pillm.saffu.segment_kernels import weighted_rows_kernel
 
     if len(chunks):
         v = src.shape[1]
         weighted_rows_kernel[(len(chunks), -(-v // BLOCK_V))](
             src, rows, vals, chunks.start, chunks.end, chunks.dest, out, v, BV=BLOCK_V,
-            EB=entries, SKIP_EMPTY=chunks.skip_empty,
+            SKIP_EMPTY=chunks.skip_empty,
         )  # fmt: skip
 
 
@@ -159,11 +155,10 @@ def segment_weight_grad(
     return out
 
 
-def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor, entries: int = ENTRIES) -> Tensor:
-    """``X W`` (B, V): row b adds ``wts[b, j] · W[idx[b, j]]`` over j = 0..k-1 in a fixed order
-    (``entries`` loaded at once), one program per row and block of columns (the values of
-    ``embedding_bag`` up to float32 summation order; a rerun gives the same bits). Without the
-    kernel: ``embedding_bag``."""
+def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
+    """``X W`` (B, V): row b adds ``wts[b, j] · W[idx[b, j]]`` for j = 0..k-1 in that order, one
+    program per row and block of columns (the values of ``embedding_bag`` up to float32
+    summation order; a rerun gives the same bits). Without the kernel: ``embedding_bag``."""
     if not uses_kernels(weight.device):
         return torch.nn.functional.embedding_bag(idx, weight, per_sample_weights=wts, mode="sum")
     b, k = idx.shape
@@ -171,8 +166,7 @@ def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor, entries: int = ENTRI
     rows = torch.arange(b, device=idx.device)
     chunks = Chunks(rows * k, rows * k + k, rows)
     out = torch.empty(b, w.shape[1], dtype=torch.float32, device=w.device)
-    _launch(w, idx.flatten().contiguous(), wts.flatten().float().contiguous(), chunks, out,
-            entries)  # fmt: skip
+    _launch(w, idx.flatten().contiguous(), wts.flatten().float().contiguous(), chunks, out)
     return out
 
 
@@ -198,11 +192,10 @@ class AdamWScalars:
 def adamw_step(
     idx: Tensor, wts: Tensor, grad: Tensor, weight: Tensor, exp_avg: Tensor,
     exp_avg_sq: Tensor, scalars: AdamWScalars, chunk: int = ADAMW_CHUNK,
-    block_v: int = ADAMW_BLOCK_V, num_warps: int = ADAMW_WARPS, entries: int = ADAMW_ENTRIES,
+    block_v: int = ADAMW_BLOCK_V, num_warps: int = ADAMW_WARPS,
 ) -> None:  # fmt: skip
     """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed inside
-    the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk`` and
-    ``entries``): inputs
+    the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk``): inputs
     of at most ``chunk`` entries in one launch, longer ones from their partial rows in a
     second."""
     from pillm.saffu.segment_kernels import adamw_rows_kernel
@@ -213,7 +206,7 @@ def adamw_step(
     vals = vals.float().contiguous()
     direct, parts, merge = chunk_table(crow, chunk, max_parts(idx.numel(), chunk))
     partial = torch.empty(len(parts), v, dtype=torch.float32, device=g.device)
-    _launch(g, rows, vals, parts, partial, entries)
+    _launch(g, rows, vals, parts, partial)
     long = (crow[1:] - crow[:-1]) > chunk  # rows the merge owns
     ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
     for src, r, x, c, active in ((g, rows, vals, direct, ~long), (partial, parts.dest, ones,
@@ -221,5 +214,5 @@ def adamw_step(
         adamw_rows_kernel[(len(c), -(-v // block_v))](
             src, r, x, c.start, c.end, c.dest, active.to(torch.int8), weight, exp_avg,
             exp_avg_sq, v, scalars.decay, scalars.beta1, scalars.beta2, scalars.eps,
-            scalars.step_size, scalars.bc2_sqrt, BV=block_v, EB=entries, num_warps=num_warps,
+            scalars.step_size, scalars.bc2_sqrt, BV=block_v, num_warps=num_warps,
         )  # fmt: skip
