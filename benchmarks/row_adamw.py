@@ -6,7 +6,8 @@ The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1
 that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most
 frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
 the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each result is
-compared with the reference's weights after one step. Prints one line per batch and setting and
+compared with the reference's weights after one step; also the forward ``X W`` by the same
+kernel (``weighted_rows``). Prints one line per batch and setting and
 writes JSON with ``--out``.
 
     python benchmarks/row_adamw.py --batch 1024 --batch 4096 --block-v 512 --block-v 1024
@@ -32,6 +33,7 @@ from pillm.saffu.segment_sum import (  # noqa: E402
     AdamWScalars,
     adamw_step,
     segment_weight_grad,
+    weighted_rows,
 )
 
 
@@ -93,6 +95,9 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
         row[f"{key}_ms"], row[f"{key}_max_abs_diff"] = ms, err
         print(f"  adamw_step chunk {chunk} block {bv} warps {warps}: {ms:.3f} ms "
               f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
+    ms = timed(lambda: weighted_rows(idx, wts, w0), args.repeats)  # the forward, same kernel
+    row["forward_ms"] = ms
+    print(f"  forward X W (weighted_rows): {ms:.3f} ms")
     return row
 
 
