@@ -82,7 +82,8 @@ def train_adamw(
 ) -> Fit:  # fmt: skip
     """AdamW from ``start`` at rate ``lr`` (linear warm-up, then constant) until the held-out
     loss, measured every ``eval_every`` steps, has not improved for ``patience`` measurements
-    or ``max_steps`` steps are taken; returns the best point (the model is left there)."""
+    or ``max_steps`` steps are taken; returns the best point (the model is left there). The
+    step is pillm.saffu.optim's (on CUDA the weight gradient is summed inside the update)."""
     device = start.device
     model.weight.data.copy_(start)
     opt = adamw_for(model, tuple(job.betas), job.weight_decay)
