@@ -68,11 +68,14 @@ if estimate.device_kind() == "cpu":
 # The LAMBADA and sample jobs (lm_extras) peaked at 0.13-0.34 GB allocated (H200 builds of
 # cc618bb, 2026-11-28), so they declare 1 GB instead of 4. There, and on an H100 at f5ef371, the
 # SAFFU jobs that choose the rates peaked at 9.5-9.6 GB once the search dropped a beaten
-# rate's weights at once (10.35 GB before), so they declare 11.2 GB instead of 12.
+# rate's weights at once (10.35 GB before), so they declared 11.2 GB instead of 12. Since their
+# AdamW sums the weight gradient inside the update on CUDA (no stored 823 MB gradient), they
+# peaked at 7.9-8.0 GB and those that reuse a rate at 7.1-7.2 GB (H200 build of a03f6d7,
+# benchmarks/gpu_runs/2026-11-28_session19): 1.6 GB less each, so both declare 1.6 GB less.
 GPU_MEM_MB = {"run_lm": 8000, "run_lm_fgrad": 12000, "lm_extras": 1000, "sensitivity_run": 8000,
               "probe": 6000, "probe_own": 2500, "generative_adamw": 3000, "gen_classifier": 3000,
-              "gen_lr_run": 3000, "lora": 5000, "lora_own": 3000, "saffu": 11200,
-              "saffu_reuse": 10500}  # fmt: skip
+              "gen_lr_run": 3000, "lora": 5000, "lora_own": 3000, "saffu": 9600,
+              "saffu_reuse": 8900}  # fmt: skip
 if "gpu_mem_mb" not in workflow.global_resources:
     _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
