@@ -5,12 +5,12 @@ inside the AdamW update, never stored; pillm.saffu.segment_sum), at the paper sh
 The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
 that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most
 frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
-the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each result is
-compared with the reference's weights after one step; also the forward ``X W`` by the same
-kernel (``weighted_rows``). Prints one line per batch and setting and
-writes JSON with ``--out``.
+the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each
+result is compared with the reference's weights after one step; also the forward ``X W`` by the
+same kernel (``weighted_rows``). Prints one line per batch and setting and writes JSON with
+``--out``. On a CPU it runs under ``TRITON_INTERPRET=1`` only (tests/test_saffu_cuda.py).
 
-    python benchmarks/row_adamw.py --batch 1024 --batch 4096 --block-v 512 --block-v 1024
+    python benchmarks/row_adamw.py --batch 1024 --batch 4096 --chunk 64 --block-v 512
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from pillm.core.kernels import uses_kernels  # noqa: E402
 from pillm.saffu.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,
     ADAMW_CHUNK,
@@ -37,45 +38,55 @@ from pillm.saffu.segment_sum import (  # noqa: E402
 )
 
 
-def timed(fn, repeats: int, warmup: int = 3) -> float:
-    """Median CUDA-synchronised milliseconds of ``fn()``."""
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device: torch.device, repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of ``fn()`` (CUDA-synchronised on a GPU)."""
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(repeats):
-        torch.cuda.synchronize()
+        sync(device)
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync(device)
         out.append((time.perf_counter() - t0) * 1e3)
     return sorted(out)[len(out) // 2]
 
 
-def zipf_rows(b: int, n_in: int, k: int, seed: int = 0):
+def zipf_rows(b: int, n_in: int, k: int, device: torch.device, seed: int = 0):
     g = torch.Generator(device="cpu").manual_seed(seed)
     p = 1.0 / torch.arange(1, n_in + 1, dtype=torch.float64)
     idx = torch.multinomial(p, b * k, replacement=True, generator=g).view(b, k)
     wts = torch.rand(b, k, generator=g)
-    return idx.cuda(), (wts / wts.sum(1, keepdim=True)).cuda()
+    return idx.to(device), (wts / wts.sum(1, keepdim=True)).to(device)
 
 
 def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
     """The reference and ``adamw_step`` at each setting, at batch ``bs`` (module docstring)."""
     n_in, vocab = w0.shape
+    dev = w0.device
     sc = AdamWScalars.at(1e-3, (0.9, 0.99), 1e-8, 0.0, 1)
-    idx, wts = zipf_rows(bs, n_in, args.nnz)
-    grad = torch.randn(bs, vocab, device="cuda") / bs
+    idx, wts = zipf_rows(bs, n_in, args.nnz, dev)
+    grad = torch.randn(bs, vocab, device=dev) / bs
     ref = w0.clone().requires_grad_()
 
     def reference(opt):
         ref.grad = segment_weight_grad(idx, wts, grad, n_in)
         opt.step()
 
-    opt = torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0, fused=True)
-    ref_ms = timed(lambda: reference(opt), args.repeats)
-    opt_ms = timed(opt.step, args.repeats)
+    def adamw():
+        return torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0,
+                                 fused=dev.type == "cuda")  # fmt: skip
+
+    opt = adamw()
+    ref_ms = timed(lambda: reference(opt), dev, args.repeats)
+    opt_ms = timed(opt.step, dev, args.repeats)
     ref.data.copy_(w0)  # one step from w0, for the comparison
-    reference(torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0, fused=True))
+    reference(adamw())
     longest = int(torch.bincount(idx.flatten(), minlength=n_in).max())
     row = {"batch": bs, "longest_input_entries": longest, "reference_ms": ref_ms,
            "torch_adamw_alone_ms": opt_ms}  # fmt: skip
@@ -90,12 +101,12 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
 
         step()
         err = float((w - ref.detach()).abs().max())
-        ms = timed(step, args.repeats)
+        ms = timed(step, dev, args.repeats)
         key = f"adamw_step_chunk{chunk}_bv{bv}_w{warps}"
         row[f"{key}_ms"], row[f"{key}_max_abs_diff"] = ms, err
         print(f"  adamw_step chunk {chunk} block {bv} warps {warps}: {ms:.3f} ms "
               f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
-    ms = timed(lambda: weighted_rows(idx, wts, w0), args.repeats)  # the forward, same kernel
+    ms = timed(lambda: weighted_rows(idx, wts, w0), dev, args.repeats)  # the forward, same kernel
     row["forward_ms"] = ms
     print(f"  forward X W (weighted_rows): {ms:.3f} ms")
     return row
@@ -103,6 +114,7 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", help="cpu: under TRITON_INTERPRET=1 (tests)")
     ap.add_argument("--n-in", type=int, default=4098)
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--nnz", type=int, default=20)
@@ -113,8 +125,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out")
     args = ap.parse_args()
-    name = torch.cuda.get_device_name()
-    w0 = torch.randn(args.n_in, args.vocab, device="cuda") * 0.02
+    dev = torch.device(args.device)
+    torch.manual_seed(0)  # the weights and gradients (the rows: zipf_rows's own seed)
+    if not uses_kernels(dev):
+        sys.exit(f"row_adamw.py: the kernels do not run on {dev} (a GPU, or TRITON_INTERPRET=1)")
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU (Triton interpreter)"
+    w0 = torch.randn(args.n_in, args.vocab, device=dev) * 0.02
     results: dict = {"device": name, "n_in": args.n_in, "vocab": args.vocab, "nnz": args.nnz,
                      "rows": []}  # fmt: skip
     for bs in args.batch or [1024]:

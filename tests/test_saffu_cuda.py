@@ -196,3 +196,32 @@ def test_row_adamw_matches_torch_adamw_and_reruns_bitwise_on_cuda():
         weights.append((model.weight.detach(), losses))
     torch.testing.assert_close(weights[0][0], weights[1][0], atol=1e-5, rtol=1e-5)
     assert weights[0][1] == pytest.approx(weights[1][1], rel=1e-6)
+
+
+def test_row_adamw_benchmark_agrees_with_the_reference_in_the_interpreter(tmp_path):
+    """benchmarks/row_adamw.py at a tiny shape under the Triton interpreter: every setting of the
+    sweep runs, its weights after one step equal the reference's (the fixed-order gradient, then
+    torch's AdamW), and the figures are written."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pillm.core.kernels import triton_available
+
+    if not triton_available():
+        pytest.skip("Triton is not installed: the benchmark's kernels cannot run here")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "row_adamw.json"
+    cmd = [sys.executable, "benchmarks/row_adamw.py", "--device", "cpu", "--n-in", "12",
+           "--vocab", "300", "--nnz", "3", "--batch", "16", "--chunk", "4", "--chunk", "64",
+           "--block-v", "128", "--warps", "4", "--repeats", "1", "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["longest_input_entries"] > 4  # the Zipf rows give the chunk of 4 a long input
+    diffs = [v for k, v in row.items() if k.endswith("_max_abs_diff")]
+    assert len(diffs) == 2 and max(diffs) < 1e-6, row
+    assert row["reference_ms"] > 0 and row["forward_ms"] > 0
