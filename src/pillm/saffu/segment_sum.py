@@ -22,9 +22,10 @@ against 243 s in a one-H100 build, one run each: within the spread of earlier bu
 Triton (or on a CPU tensor outside the interpreter) the same values come from
 ``embedding_bag``'s backward.
 
-``adamw_step`` sums the same gradient rows in the same order but never stores them: each
-program applies AdamW to its row of W at once (pillm.saffu.optim). The dense gradient that the
-update would read back (W's size, 823 MB at the paper shape) is neither written nor read.
+``adamw_step`` sums the same gradient rows (in the same order at the same chunk length) but
+never stores them: each program applies AdamW to its row of W at once (pillm.saffu.optim). The
+dense gradient that the update would read back (W's size, 823 MB at the paper shape) is
+neither written nor read.
 ``weighted_rows`` is the forward ``X W`` by the same kernel, each row's k terms in their order.
 """
 
@@ -42,8 +43,9 @@ CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
 # adamw_step's entries a program adds at most, columns it covers and warps: of chunks of 32 to
 # 256 entries, 128 to 2,048 columns and 2 to 8 warps, among the fastest at batch 1,024 and
-# 4,096: 2.75 and 4.06 ms against the gradient + torch's fused AdamW's 3.84 and 5.38 (one H200,
-# benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-28_session19 calls 2-3)
+# 4,096: 2.75 and 4.06 ms against the gradient + torch's fused AdamW's 3.84 and 5.38 (call 3),
+# 2.93 and 3.99 against 3.67 and 5.43 (call 5; one H200, benchmarks/row_adamw.py,
+# benchmarks/gpu_runs/2026-11-28_session19)
 ADAMW_CHUNK, ADAMW_BLOCK_V, ADAMW_WARPS = 64, 512, 4
 
 
