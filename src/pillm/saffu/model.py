@@ -175,8 +175,9 @@ class SparseRowsTimesW(torch.autograd.Function):
 class SparseRowsFixedOrder(SparseRowsTimesW):
     """``X W`` and its weight gradient, each summed in a fixed order by one Triton kernel
     (``pillm.saffu.segment_sum``), so that a rerun on CUDA gives the same bits. The forward
-    took 0.88 ms against cuSPARSE's 1.20 at the paper's batch and a held-out chunk 2.95
-    against 4.18 (one H200, benchmarks/saffu_step.py, benchmarks/gpu_runs/2026-11-28_session19)."""
+    with its loss took 0.88 ms against cuSPARSE's 1.20 at the paper's batch and a held-out
+    chunk 2.95 against 4.18 (one H200, benchmarks/saffu_step.py,
+    benchmarks/gpu_runs/2026-11-28_session19)."""
 
     @staticmethod
     def forward(ctx, idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
