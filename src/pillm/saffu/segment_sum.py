@@ -144,17 +144,40 @@ def segment_weight_grad(
     """``X^T G`` (n_in, V) in float32, summed in a fixed order (see the module docstring)."""
     if not uses_kernels(grad.device):
         return bag_weight_grad(idx, wts, grad, n_in)
-    g = grad.float().contiguous()
-    crow, rows, vals = by_input(idx, wts, n_in)
-    vals = vals.float().contiguous()
-    direct, parts, merge = chunk_table(crow, chunk, max_parts(idx.numel(), chunk))
-    out = torch.empty(n_in, g.shape[1], dtype=torch.float32, device=g.device)
-    _launch(g, rows, vals, direct, out)
-    partial = torch.empty(len(parts), g.shape[1], dtype=torch.float32, device=g.device)
-    _launch(g, rows, vals, parts, partial)
-    ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
-    _launch(partial, parts.dest, ones, merge, out)  # the partial rows in chunk order
+    s = Segments.of(idx, wts, grad, n_in, chunk)
+    out = torch.empty(n_in, s.grad.shape[1], dtype=torch.float32, device=s.grad.device)
+    _launch(s.grad, s.rows, s.vals, s.direct, out)
+    _launch(s.partial, s.parts.dest, s.ones, s.merge, out)  # the partial rows in chunk order
     return out
+
+
+@dataclass(frozen=True)
+class Segments:
+    """``X^T G``'s entries sorted by input, cut into chunks (``chunk_table``), and the partial
+    rows of the inputs longer than a chunk, already summed: what the gradient's last launches
+    (``segment_weight_grad``'s, or ``adamw_step``'s) read."""
+
+    grad: Tensor  # G, float32 (B, V)
+    rows: Tensor  # each sorted entry's row of G
+    vals: Tensor  # its weight, float32
+    long: Tensor  # (n_in,) bool: the inputs the merge owns
+    direct: Chunks
+    parts: Chunks
+    merge: Chunks
+    partial: Tensor  # the long inputs' chunk sums, in chunk order
+    ones: Tensor  # the merge's weights (1 per partial row)
+
+    @classmethod
+    def of(cls, idx: Tensor, wts: Tensor, grad: Tensor, n_in: int, chunk: int) -> Segments:
+        g = grad.float().contiguous()
+        crow, rows, vals = by_input(idx, wts, n_in)
+        vals = vals.float().contiguous()
+        direct, parts, merge = chunk_table(crow, chunk, max_parts(idx.numel(), chunk))
+        partial = torch.empty(len(parts), g.shape[1], dtype=torch.float32, device=g.device)
+        _launch(g, rows, vals, parts, partial)
+        ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
+        long = (crow[1:] - crow[:-1]) > chunk
+        return cls(g, rows, vals, long, direct, parts, merge, partial, ones)
 
 
 def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
@@ -203,16 +226,9 @@ def adamw_step(
     from pillm.saffu.segment_kernels import adamw_rows_kernel
 
     n_in, v = weight.shape
-    g = grad.float().contiguous()
-    crow, rows, vals = by_input(idx, wts, n_in)
-    vals = vals.float().contiguous()
-    direct, parts, merge = chunk_table(crow, chunk, max_parts(idx.numel(), chunk))
-    partial = torch.empty(len(parts), v, dtype=torch.float32, device=g.device)
-    _launch(g, rows, vals, parts, partial)
-    long = (crow[1:] - crow[:-1]) > chunk  # rows the merge owns
-    ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
-    for src, r, x, c, active in ((g, rows, vals, direct, ~long), (partial, parts.dest, ones,
-                                                                  merge, long)):  # fmt: skip
+    s = Segments.of(idx, wts, grad, n_in, chunk)
+    for src, r, x, c, active in ((s.grad, s.rows, s.vals, s.direct, ~s.long),
+                                 (s.partial, s.parts.dest, s.ones, s.merge, s.long)):  # fmt: skip
         adamw_rows_kernel[(len(c), -(-v // block_v))](
             src, r, x, c.start, c.end, c.dest, active.to(torch.int8), weight, exp_avg,
             exp_avg_sq, v, scalars.decay, scalars.beta1, scalars.beta2, scalars.eps,
