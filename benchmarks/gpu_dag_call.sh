@@ -17,6 +17,6 @@ rm -rf results/paper /tmp/torchinductor_"$(whoami)" ~/.triton/cache .snakemake/l
 MPS=1 SKIP_PIL_BENCH=1 SKIP_AFTER_BENCH=1 LOCAL_DIR=${LOCAL_DIR:-.gpu/data} \
   SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-555} bash benchmarks/gpu_run.sh >"$OUT/call.log" 2>&1
 grep "snakemake rc" "$OUT/call.log"
-cd "$OUT" && tar czf logs.tgz call.log snakemake.log gpu_util.csv loadavg.txt pmon.txt pids.txt mps_log 2>/dev/null
-rm -rf call.log snakemake.log gpu_util.csv loadavg.txt pmon.txt pids.txt mps_log
+cd "$OUT" && tar czf logs.tgz call.log pycache.txt snakemake.log gpu_util.csv loadavg.txt pmon.txt pids.txt mps_log 2>/dev/null
+rm -rf call.log pycache.txt snakemake.log gpu_util.csv loadavg.txt pmon.txt pids.txt mps_log
 grep -c done timeline.tsv; tail -3 timeline.txt; ls

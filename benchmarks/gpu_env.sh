@@ -12,6 +12,22 @@ mkdir -p "$SITE" /tmp/pillm_bin
 for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
+# Bytecode: on the GPU host every Python process compiled torch's modules from source (no .pyc
+# there, and none written): 6.2 s of a gen_lr_run job's 13.5 s alone, 8.2-8.9 s of its start
+# with 20 jobs starting at once (session 20, call 1, cProfile of every pillm process). pip writes
+# the bytecode at install time on a user's machine; here it goes to one cache in /tmp, compiled
+# once by the first script that sources this file (its seconds in pycache.txt).
+export PYTHONPYCACHEPREFIX=/tmp/pillm_pycache
+unset PYTHONDONTWRITEBYTECODE
+if [ ! -f "$PYTHONPYCACHEPREFIX/.done" ]; then
+  mkdir -p "$PYTHONPYCACHEPREFIX"
+  t_pyc=$(date +%s.%N)
+  "$PY" -c 'import os, site, sys, sysconfig; print(os.environ.get("PYTHONDONTWRITEBYTECODE"), sys.flags.dont_write_bytecode, [p for p in site.getsitepackages() if os.path.isdir(p) and not os.access(p, os.W_OK)])' >"$OUT/pycache.txt" 2>&1
+  "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
+    $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))') "$SITE" src >/tmp/pillm_compileall.log 2>&1
+  touch "$PYTHONPYCACHEPREFIX/.done"
+  echo "bytecode compiled in $("$PY" -c "import time; print(round(time.time() - $t_pyc, 1))") s" | tee -a "$OUT/pycache.txt"
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # The host gets the current tree beside a stale git directory (every file edited since looks
 # modified there), so runs take their revision from .gpu_rev, written here before the call:

@@ -19,7 +19,7 @@ from pillm.saffu.segment_sum import (
     segment_weight_grad,
     weighted_rows,
 )
-from tests.triton_interpreter import run_interpreter_check
+from tests.triton_interpreter import ROOT, interpreter_env, run_interpreter_check
 
 
 def test_chunk_table_cuts_long_inputs_and_keeps_empty_ones():
@@ -203,22 +203,15 @@ def test_row_adamw_benchmark_agrees_with_the_reference_in_the_interpreter(tmp_pa
     sweep runs, its weights after one step equal the reference's (the fixed-order gradient, then
     torch's AdamW), and the figures are written."""
     import json
-    import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    from pillm.core.kernels import triton_available
-
-    if not triton_available():
-        pytest.skip("Triton is not installed: the benchmark's kernels cannot run here")
-    root = Path(__file__).resolve().parents[1]
+    env = interpreter_env()  # skips where the interpreter cannot run the kernels (GPU host)
     out = tmp_path / "row_adamw.json"
     cmd = [sys.executable, "benchmarks/row_adamw.py", "--device", "cpu", "--n-in", "12",
            "--vocab", "300", "--nnz", "3", "--batch", "16", "--chunk", "4", "--chunk", "64",
            "--block-v", "128", "--warps", "4", "--repeats", "1", "--out", str(out)]  # fmt: skip
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = json.loads(out.read_text())["rows"]
     assert row["longest_input_entries"] > 4  # the Zipf rows give the chunk of 4 a long input

@@ -1,5 +1,5 @@
-"""Run a module's ``_interpreter_check`` in a subprocess under the Triton interpreter
-(``TRITON_INTERPRET=1``: the kernels on CPU tensors), or skip, saying why, where it cannot run."""
+"""Run kernels under the Triton interpreter (``TRITON_INTERPRET=1``: on CPU tensors) in a
+subprocess, or skip, saying why, where it cannot run."""
 
 import os
 import subprocess
@@ -30,9 +30,9 @@ assert out.item() == 3, out
 INTERPRETER_LIMIT = "only 0-dimensional arrays can be converted to Python scalars"
 
 
-def run_interpreter_check(module: str, **env_extra: str) -> None:
-    """``module._interpreter_check()`` with TRITON_INTERPRET=1 (plus ``env_extra``); it must
-    print "interpreter ok". Skips without Triton, or where the interpreter cannot loop over
+def interpreter_env(**env_extra: str) -> dict[str, str]:
+    """The environment that runs the kernels under the Triton interpreter (TRITON_INTERPRET=1,
+    plus ``env_extra``). Skips without Triton, or where the interpreter cannot loop over
     run-time bounds (the kernels then run compiled in the GPU tests)."""
     if not triton_available():
         pytest.skip("Triton is not installed (pip install triton): the kernels' interpreter "
@@ -47,6 +47,13 @@ def run_interpreter_check(module: str, **env_extra: str) -> None:
                     f"bounds with NumPy {np.__version__} ({INTERPRETER_LIMIT}; Triton 3.9 can): "
                     "the kernels run compiled in the GPU tests")  # fmt: skip
     assert probe.returncode == 0, probe.stderr[-3000:]
+    return env
+
+
+def run_interpreter_check(module: str, **env_extra: str) -> None:
+    """``module._interpreter_check()`` under the interpreter (``interpreter_env``); it must
+    print "interpreter ok"."""
+    env = interpreter_env(**env_extra)
     code = f"from {module} import _interpreter_check; _interpreter_check()"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)  # fmt: skip
