@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
+from pillm.data.image_files import prepare_images
 from pillm.data.images import load_images
 from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
@@ -22,7 +23,7 @@ from pillm.generative.report import (
     macro,
     render_gen_tables,
 )
-from pillm.generative.run import classifier_job, generative_job, load_split, prepare_images
+from pillm.generative.run import classifier_job, generative_job, load_split
 from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims

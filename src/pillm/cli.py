@@ -215,7 +215,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     # -- generative
     Command(
-        "gen-images", "pillm.generative.run:prepare_images",
+        "gen-images", "pillm.data.image_files:prepare_images",
         "decode an image dataset's splits into one uint8 .npz",
         (req("--dataset"), js("--data", "the config's data section"), req("--out")),
         ("dataset", "data", "out", "threads"),

@@ -35,12 +35,12 @@ from pillm.core.records import (
 )
 from pillm.core.ridge import split_heldout
 from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, sync, tf32
+from pillm.data.image_specs import IMAGE_DATASETS
 from pillm.data.images import (
-    IMAGE_DATASETS,
     ImageData,
-    load_images,
     save_image_grid,
     subset_rows,
+    to_float,
 )
 from pillm.generative.diffusion import (
     DiffusionConfig,
@@ -66,28 +66,9 @@ from pillm.generative.sample_quality import (
     train_feature_classifier,
 )
 from pillm.plan import Setting, settings
-from pillm.settings import ClassifierJobConfig, DataConfig, GenerativeConfig
+from pillm.settings import ClassifierJobConfig, GenerativeConfig
 
 # ------------------------------------------------------------------------------------ data
-
-
-def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) -> None:
-    """Decode both splits once (local mirror, checksum-verified, or hub) into one uint8 .npz that
-    every job of the dataset reads: the decode costs seconds, the read milliseconds.
-
-    ``data`` is the config's data section (a dict, checked here once); ``threads``: processes
-    that decode (0: one). Every GPU job of the dataset waits for this one."""
-    source = DataConfig.from_dict(data, "data")
-    arrays, meta = {}, {}
-    for split in ("train", "test"):
-        d = load_images(dataset, split, source.source, source.local_dir, None, None, threads or 1)
-        arrays[f"{split}_x"] = ((d.x + 1) * 127.5).round().to(torch.uint8).numpy()
-        arrays[f"{split}_y"] = d.labels.numpy()
-        meta[split] = {k: v for k, v in d.meta.items() if isinstance(v, str | int)}
-        meta[split]["dataset"] = dataset
-    arrays["meta"] = np.array(json.dumps(meta))
-    with atomic_path(out_path) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
 
 
 def load_split(images: str, split: str, limit: int, seed: int) -> ImageData:
@@ -96,7 +77,7 @@ def load_split(images: str, split: str, limit: int, seed: int) -> ImageData:
         x, y = z[f"{split}_x"], z[f"{split}_y"]
         meta = json.loads(str(z["meta"]))[split]
     rows = subset_rows(len(x), limit or None, seed)
-    xt = torch.from_numpy(x[rows]).float() / 127.5 - 1.0
+    xt = to_float(x[rows])
     shape = IMAGE_DATASETS[meta["dataset"]].shape
     return ImageData(xt, torch.from_numpy(y[rows]), shape, torch.from_numpy(rows), meta)
 
