@@ -164,3 +164,14 @@ def test_save_image_grid_writes_a_readable_png_atomically(tmp_path):
     with Image.open(out) as im:
         assert im.format == "PNG" and im.width > 50 and im.height > 50
     assert sorted(p.name for p in out.parent.iterdir()) == ["samples.png"]
+
+
+def test_the_image_decode_job_imports_no_torch():
+    """gen-images starts the generative part of the DAG and every generative job waits for it:
+    its module (and the command line) must not pay for importing torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pillm.cli, pillm.data.image_files; "
+            "assert 'torch' not in sys.modules, 'torch was imported'")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
