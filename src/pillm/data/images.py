@@ -100,11 +100,7 @@ def load_images(
     subset_seed: int | None = 0,
     workers: int = 1,
 ) -> ImageData:
-    """Load ``limit`` images (all when None) of ``name``'s ``split`` from ``source``.
-
-    ``subset_seed``: seed of the uniformly random subset; None takes the first ``limit`` rows.
-    ``workers``: processes that decode the images (``decode_images``).
-    """
+    """``image_files.read_images``'s images (the arguments are its own) as float rows."""
     return image_data(read_images(name, split, source, local_dir, limit, subset_seed, workers))
 
 
