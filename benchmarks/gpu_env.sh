@@ -12,17 +12,25 @@ mkdir -p "$SITE" /tmp/pillm_bin
 for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
-# Bytecode: on the GPU host every Python process compiled torch's modules from source (no .pyc
-# there, and none written): 6.2 s of a gen_lr_run job's 13.5 s alone, 8.2-8.9 s of its start
-# with 20 jobs starting at once (session 20, call 1, cProfile of every pillm process). pip writes
-# the bytecode at install time on a user's machine; here it goes to one cache in /tmp, compiled
-# once by the first script that sources this file (its seconds in pycache.txt).
+# Bytecode: on the GPU host every Python process compiled torch's modules from source: 6.25 s
+# of a gen_lr_run job's 14.4 s alone, 8.0-10.0 s of each of the 20 that start the paper DAG
+# (session 20, call 1: benchmarks/startup_trace.py). pip writes the bytecode at install time on
+# a user's machine; here it goes to one cache in /tmp, compiled once by the first script that
+# sources this file. pycache.txt says what the host had (its PYTHONDONTWRITEBYTECODE, read-only
+# site-packages, .pyc files beside torch) and how long the compile took.
+pyc_host_env=${PYTHONDONTWRITEBYTECODE-unset}
 export PYTHONPYCACHEPREFIX=/tmp/pillm_pycache
 unset PYTHONDONTWRITEBYTECODE
 if [ ! -f "$PYTHONPYCACHEPREFIX/.done" ]; then
   mkdir -p "$PYTHONPYCACHEPREFIX"
   t_pyc=$(date +%s.%N)
-  "$PY" -c 'import os, site, sys, sysconfig; print(os.environ.get("PYTHONDONTWRITEBYTECODE"), sys.flags.dont_write_bytecode, [p for p in site.getsitepackages() if os.path.isdir(p) and not os.access(p, os.W_OK)])' >"$OUT/pycache.txt" 2>&1
+  PYC_HOST_ENV=$pyc_host_env "$PY" - >"$OUT/pycache.txt" 2>&1 <<'PY'
+import glob, importlib.util, os, site
+torch_dir = os.path.dirname(importlib.util.find_spec("torch").origin)
+print("host PYTHONDONTWRITEBYTECODE:", os.environ["PYC_HOST_ENV"])
+print("read-only site-packages:", [p for p in site.getsitepackages() if os.path.isdir(p) and not os.access(p, os.W_OK)])
+print("torch .pyc files beside its sources:", len(glob.glob(f"{torch_dir}/__pycache__/*.pyc")))
+PY
   "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
     $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))') "$SITE" src >/tmp/pillm_compileall.log 2>&1
   touch "$PYTHONPYCACHEPREFIX/.done"
