@@ -9,8 +9,9 @@ import os
 
 _dir = os.environ.get("PILLM_CPROFILE_DIR")
 if _dir:
-    with open("/proc/self/cmdline", "rb") as _fh:
-        _cmd = [c.decode(errors="replace") for c in _fh.read().split(b"\0") if c]
+    import sys
+
+    _cmd = list(sys.orig_argv)  # the command line as given (sys.argv is not set up yet)
     if "pillm" in _cmd and not any("snakemake" in c for c in _cmd):
         import atexit
         import cProfile
