@@ -1,8 +1,15 @@
 """The λ selection every closed-form study runs (``pillm.core.ridge.select_lambda``): one
 eigendecomposition of HᵀH shared by the λ curve, κ and a fallback, against the same selection with
-separate decompositions (``ridge_path``, then ``solve_ridge`` with its own eigvalsh for κ), same
-call. Prints seconds per selection (median of ``--repeats``), the ratio and the largest weight
-difference, for each ``--size`` p,k (features, outputs) on the paper's 9-point relative grid.
+separate decompositions (``ridge_path``, then ``solve_ridge`` with its own eigvalsh for κ), and
+against a Cholesky solve per λ with κ from the eigenvalues alone (``cholesky``: no
+eigenvectors; where a factorisation fails that λ is skipped), same call. Prints seconds per
+selection (median of ``--repeats``), each ratio to ``shared``, the largest weight difference
+from ``shared`` and whether every way picked the same λ, for each ``--size`` p,k (features,
+outputs) on the paper's 9-point relative grid.
+
+In the twentieth session's one-H200 DAG the PIL generative fits spent 170 s in their solves
+against 29 s in their Grams (walls under contention): the ``cholesky`` row says, on a GPU, what
+dropping the eigenvectors would save.
 
     python benchmarks/ridge_select.py --size 1500,300 --size 2500,300            # CPU
     python benchmarks/ridge_select.py --device cuda --size 4881,784 --size 7169,3072
@@ -48,16 +55,42 @@ def statistics_of(p: int, k: int, n: int, device: str) -> tuple[GramStats, GramS
     return out[0], out[1]
 
 
-def separate(train: GramStats, val: GramStats, lams: list[float]) -> torch.Tensor:
+def separate(train: GramStats, val: GramStats, lams: list[float]) -> tuple[torch.Tensor, float]:
     """The selection with a decomposition per step (the code before one was shared)."""
     sses = [float(heldout_sse(w, val).sum()) for w in ridge_path(train, lams)]
     best = lams[min(range(len(sses)), key=sses.__getitem__)]
-    return solve_ridge(train, lam=best).weight
+    return solve_ridge(train, lam=best).weight, best
 
 
-METHODS = {  # how -> (train, val, λs) -> weights
-    "shared": lambda train, val, lams: select_lambda(train, val, lams)[0].weight,
+def cholesky(train: GramStats, val: GramStats, lams: list[float]) -> tuple[torch.Tensor, float]:
+    """The curve from one Cholesky solve per λ (a λ whose factorisation fails is skipped) and
+    the eigenvalues alone for κ, which solve_ridge records."""
+    hth = train.hth
+    eye = torch.eye(hth.shape[0], dtype=hth.dtype, device=hth.device)
+    torch.linalg.eigvalsh(hth)  # κ = (s_max + λ) / (s_min + λ) of the pick, as recorded
+    best, best_lam, best_sse = None, None, float("inf")
+    for lam in lams:
+        chol, info = torch.linalg.cholesky_ex(hth + lam * eye)
+        if int(info) != 0:
+            continue
+        w = torch.cholesky_solve(train.hty, chol)
+        sse = float(heldout_sse(w, val).sum())
+        if sse < best_sse:
+            best, best_lam, best_sse = w, lam, sse
+    if best is None:
+        raise RuntimeError("no λ of the grid gave a Cholesky factorisation")
+    return best, best_lam
+
+
+def shared(train: GramStats, val: GramStats, lams: list[float]) -> tuple[torch.Tensor, float]:
+    sol = select_lambda(train, val, lams)[0]
+    return sol.weight, sol.lam
+
+
+METHODS = {  # how -> (train, val, λs) -> (weights, λ)
+    "shared": shared,
     "separate": separate,
+    "cholesky": cholesky,
 }
 
 
@@ -71,25 +104,32 @@ def main() -> None:
     device = resolve_device(args.device)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"# {name}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(
-        f"{'p':>6s} {'k':>6s} {'shared s':>9s} {'separate s':>10s} {'ratio':>6s} {'max |dW|':>9s}"
-    )
+    others = [h for h in METHODS if h != "shared"]
+    head = f"{'p':>6s} {'k':>6s} {'shared s':>9s}"
+    for h in others:
+        head += f" {h + ' s':>10s} {'ratio':>6s} {'max |dW|':>9s}"
+    print(head + "  same λ")
     for size in args.size or ["1500,300"]:
         p, k = (int(v) for v in size.split(","))
         train, val = statistics_of(p, k, args.rows or 2 * p, device)
         lams = [r * float(torch.trace(train.hth)) / p for r in GRID]
-        times: dict[str, list[float]] = {"shared": [], "separate": []}
-        weights = {}
+        times: dict[str, list[float]] = {h: [] for h in METHODS}
+        picks = {}
         for _ in range(args.repeats):
             for how, fn in METHODS.items():
                 sync(device)
                 t0 = time.perf_counter()
-                weights[how] = fn(train, val, lams)
+                picks[how] = fn(train, val, lams)
                 sync(device)
                 times[how].append(time.perf_counter() - t0)
-        a, b = (statistics.median(times[h]) for h in ("shared", "separate"))
-        diff = float((weights["shared"] - weights["separate"]).abs().max())
-        print(f"{p:6d} {k:6d} {a:9.3f} {b:10.3f} {b / a:5.2f}x {diff:9.2e}", flush=True)
+        ref = statistics.median(times["shared"])
+        row = f"{p:6d} {k:6d} {ref:9.3f}"
+        for h in others:
+            t = statistics.median(times[h])
+            diff = float((picks[h][0] - picks["shared"][0]).abs().max())
+            row += f" {t:10.3f} {t / ref:5.2f}x {diff:9.2e}"
+        same = len({lam for _, lam in picks.values()}) == 1
+        print(f"{row}  {'yes' if same else 'no'}", flush=True)
 
 
 if __name__ == "__main__":
