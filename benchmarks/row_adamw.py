@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.kernels import uses_kernels  # noqa: E402
+from pillm.core.runtime import sync  # noqa: E402
 from pillm.saffu.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,
     ADAMW_CHUNK,
@@ -36,11 +37,6 @@ from pillm.saffu.segment_sum import (  # noqa: E402
     segment_weight_grad,
     weighted_rows,
 )
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def timed(fn, device: torch.device, repeats: int, warmup: int = 3) -> float:
