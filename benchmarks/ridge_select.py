@@ -5,7 +5,8 @@ against a Cholesky solve per λ with κ from the eigenvalues alone (``cholesky``
 eigenvectors; where a factorisation fails that λ is skipped), same call. Prints seconds per
 selection (median of ``--repeats``), each ratio to ``shared``, the largest weight difference
 from ``shared`` and whether every way picked the same λ, for each ``--size`` p,k (features,
-outputs) on the paper's 9-point relative grid.
+outputs) on the paper's 9-point relative grid; ``--parts`` adds each decomposition's own time,
+per CUDA linalg library (cuSOLVER, MAGMA).
 
 In the twentieth session's one-H200 DAG the PIL generative fits spent 170 s in their solves
 against 29 s in their Grams (walls under contention): the ``cholesky`` row says, on a GPU, what
@@ -94,12 +95,46 @@ METHODS = {  # how -> (train, val, λs) -> (weights, λ)
 }
 
 
+def decompositions(train: GramStats, lams: list[float], device: str, repeats: int) -> str:
+    """Seconds of each O(p³) step alone (median of ``repeats``), per CUDA linalg library: what
+    a selection is made of (``eigh`` once, or ``eigvalsh`` once and a Cholesky per λ)."""
+    hth = (train.hth + train.hth.T) / 2
+    eye = torch.eye(hth.shape[0], dtype=hth.dtype, device=hth.device)
+    steps = {
+        "eigh": lambda: torch.linalg.eigh(hth),
+        "eigvalsh": lambda: torch.linalg.eigvalsh(hth),
+        "chol/λ": lambda: torch.cholesky_solve(
+            train.hty, torch.linalg.cholesky_ex(hth + lams[4] * eye)[0]
+        ),
+    }
+    libraries = ["default", "cusolver", "magma"] if device.startswith("cuda") else ["default"]
+    out = []
+    for lib in libraries:
+        if lib != "default":
+            torch.backends.cuda.preferred_linalg_library(lib)
+        row = f"  {lib:>9s}"
+        for name, step in steps.items():
+            times = []
+            for _ in range(repeats):
+                sync(device)
+                t0 = time.perf_counter()
+                step()
+                sync(device)
+                times.append(time.perf_counter() - t0)
+            row += f" {name} {statistics.median(times):7.3f} s"
+        out.append(row)
+    if device.startswith("cuda"):
+        torch.backends.cuda.preferred_linalg_library("default")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", action="append", help="p,k (repeatable; default 1500,300)")
     ap.add_argument("--rows", type=int, default=0, help="rows (default 2 p)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--parts", action="store_true", help="also time each decomposition alone")
     args = ap.parse_args()
     device = resolve_device(args.device)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
@@ -130,6 +165,8 @@ def main() -> None:
             row += f" {t:10.3f} {t / ref:5.2f}x {diff:9.2e}"
         same = len({lam for _, lam in picks.values()}) == 1
         print(f"{row}  {'yes' if same else 'no'}", flush=True)
+        if args.parts:
+            print(decompositions(train, lams, device, args.repeats), flush=True)
 
 
 if __name__ == "__main__":
