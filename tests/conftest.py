@@ -1,7 +1,9 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PILLM_DATA", REPO.parent / "shared" / "data"))
+SMOKE = ["--configfile", "config/smoke.yaml"]
+SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 10 min alone)
 
 
 @pytest.fixture(scope="session")
@@ -51,3 +55,54 @@ def write_toy_tokens(out: Path, sizes: dict[str, int]) -> Path:
         meta["tokens"][split] = n
     (out / "meta.json").write_text(json.dumps(meta))
     return out
+
+
+class SmokeBuild:
+    """The smoke pipeline built by ``snakemake --cores 2`` in a copy of this checkout, started in
+    the background: the build is most of the suite's time and leaves part of 2 cores idle, so
+    the unit tests run beside it (at a lower priority, so they do not lengthen it)."""
+
+    def __init__(self, root: Path):
+        self.repo = copy_worktree(root)
+        self.log = root / "smoke_build.log"
+        self.started = time.monotonic()
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                ["snakemake", "--cores", "2", *SMOKE], cwd=self.repo, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self) -> Path:
+        """The built copy; AssertionError with the log's tail when the build failed."""
+        left = SMOKE_TIMEOUT_S - (time.monotonic() - self.started)
+        try:
+            rc = self.proc.wait(timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"smoke build still running after {SMOKE_TIMEOUT_S} s "
+                                 f"(log: {self.log})") from None  # fmt: skip
+        if rc != 0:
+            raise AssertionError(f"smoke build failed (rc {rc}, log {self.log}):\n"
+                                 f"{self.log.read_text()[-6000:]}")  # fmt: skip
+        return self.repo
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:  # snakemake and its jobs: one process group
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def smoke_build(request, tmp_path_factory):
+    """Starts the smoke build at the session's first test when a workflow test is selected
+    (tests/test_workflow.py's ``workdir`` waits for it); None otherwise."""
+    if not any(item.get_closest_marker("workflow") for item in request.session.items):
+        yield None
+        return
+    build = SmokeBuild(tmp_path_factory.mktemp("clone"))
+    os.nice(5)  # this process and the tests' subprocesses yield the cores to the build
+    yield build
+    build.stop()

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import copy_worktree
+from .conftest import SMOKE, SMOKE_TIMEOUT_S
 
 pytestmark = pytest.mark.workflow
-SMOKE = ["--configfile", "config/smoke.yaml"]
 GEN = "results/smoke/paper/generated"  # a run's tables, macros, figures (not paper/)
 
 
@@ -31,7 +30,7 @@ def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.Com
         capture_output=True,
         text=True,
         env=env,
-        timeout=2400,  # the smoke run on 2 shared cores (about 15 min alone)
+        timeout=SMOKE_TIMEOUT_S,
     )
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -74,11 +73,9 @@ def planned_rules(workdir: Path, *args: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("clone")
-    repo = copy_worktree(root)
-    snakemake(repo, *SMOKE)
-    return repo
+def workdir(smoke_build) -> Path:
+    """The smoke build's copy of the repository (conftest.SmokeBuild, started with the session)."""
+    return smoke_build.wait()
 
 
 def test_table_perplexity_equals_metrics_json(workdir):
