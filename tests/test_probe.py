@@ -255,3 +255,45 @@ def test_bilinear_probe_recovers_subspace_product():
     assert r["bilinear_gain"] == pytest.approx(r["r2_bilinear"] - r["r2_lin"])
     with pytest.raises(TypeError):
         probe_model(model, iter(batches), rank=16)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_swap_metric_replays_the_blocks_below_a_swap_with_the_same_bits(family):
+    """SwapMetric.swapped skips the blocks below the swap (their recorded outputs are replayed):
+    the metric equals a whole forward with the block swapped, exactly, for every family; the
+    model is left as it was."""
+    from pillm.models.pretrained import ProbeModel
+    from pillm.probe.run import SwapMetric
+
+    model = _model(family, init=0.3).eval()
+    kind = "encoder" if family == "bert" else "causal"
+    pm = ProbeModel(family, family, kind, model, encode=lambda text: None)
+    if kind == "encoder":  # the proxy reads last_hidden_state: the base model
+        pm.model = model.base_model
+    metric = SwapMetric(pm, _batches(3), "cpu")
+    before = [(n, id(m)) for n, m in pm.model.named_modules()]
+    for layer in (0, 1):
+        repl = nn.Linear(D, D)
+        with swap_ffns(pm.model, {layer: repl}):
+            whole = metric()
+        replayed = metric.swapped(layer, repl)
+        assert replayed == whole and replayed != metric.base
+    assert metric() == metric.base
+    assert [(n, id(m)) for n, m in pm.model.named_modules()] == before
+
+
+def test_replay_below_refuses_other_forwards_than_those_recorded():
+    from pillm.probe.fit import record_block_outputs, replay_below
+
+    model = _model("pillm").eval()
+    batches = _batches(2)
+    with record_block_outputs(model) as recorded:
+        for x in batches:
+            _run(model, x)
+    assert [len(r) for r in recorded] == [2, 2]
+    with pytest.raises(RuntimeError, match="used"), replay_below(model, 1, recorded[0]):
+        _run(model, batches[0])  # one forward of the two recorded
+    with pytest.raises(RuntimeError, match="called 3 times"), replay_below(model, 1, recorded[0]):
+        for x in [*batches, batches[0]]:
+            _run(model, x)
+    assert _n_hooks(model) == 0

@@ -552,3 +552,80 @@ def swap_ffns(model: nn.Module, replacements: Mapping[int, nn.Module]) -> Iterat
     finally:
         for block, path, original in reversed(saved):
             _set(block, path, original)
+
+
+# ---------------------------------------------------------------- swaps without the intact prefix
+
+
+@contextlib.contextmanager
+def record_block_outputs(model: nn.Module) -> Iterator[list[list[object]]]:
+    """Every block's output, one entry per forward call, for the forwards run inside (per
+    block: a list in call order). The hooks are removed on exit."""
+    _, blocks = _blocks(model)
+    recorded: list[list[object]] = [[] for _ in blocks]
+    handles = [
+        block.register_forward_hook(lambda _m, _a, out, i=i: recorded[i].append(out))
+        for i, block in enumerate(blocks)
+    ]
+    try:
+        yield recorded
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _copy(out: object) -> object:
+    """A block output (a tensor, or a tuple holding tensors) with fresh tensors: a block that
+    adds to its input in place must not change the recording it replays from."""
+    if isinstance(out, Tensor):
+        return out.clone()
+    if isinstance(out, tuple):
+        return type(out)(_copy(o) for o in out) if type(out) is tuple else out
+    return out
+
+
+class _Replay(nn.Module):
+    """Stands in for a block below a swapped one: returns the intact model's recorded output of
+    the block just below the swap, one per forward call, and computes nothing (whatever it is
+    given: the blocks it replaces are skipped)."""
+
+    def __init__(self, outputs: Sequence[object]):
+        super().__init__()
+        self.outputs, self.calls = outputs, 0
+
+    def forward(self, *args, **kwargs) -> object:
+        if self.calls >= len(self.outputs):
+            raise RuntimeError(f"replayed block called {self.calls + 1} times, recorded "
+                               f"{len(self.outputs)} forwards")  # fmt: skip
+        self.calls += 1
+        return _copy(self.outputs[self.calls - 1])
+
+
+@contextlib.contextmanager
+def replay_below(
+    model: nn.Module, layer: int, outputs: Sequence[object] | None
+) -> Iterator[nn.Module]:
+    """Temporarily skip blocks 0 .. layer-1: each forward takes block layer-1's recorded output
+    (``outputs``, from ``record_block_outputs`` over the same inputs in the same order) as the
+    input of block ``layer``. A swap at ``layer`` leaves the blocks below it as they were, so
+    the model computes exactly what a whole forward would (the same bits) at the cost of the
+    blocks from ``layer`` on. Raises if the forwards inside do not use every recorded output
+    once. ``layer`` 0 (or ``outputs`` None) skips nothing."""
+    if layer == 0 or outputs is None:
+        yield model
+        return
+    family, _ = _blocks(model)
+    blocks = _get(model if family == "pillm" else model.base_model, _LAYOUT[family][0])
+    saved = [blocks[i] for i in range(layer)]
+    stand_ins = [_Replay(outputs) for _ in range(layer)]
+    try:
+        for i, stand_in in enumerate(stand_ins):
+            blocks[i] = stand_in
+        yield model
+        if any(s.calls != len(outputs) for s in stand_ins):
+            raise RuntimeError(f"replay below block {layer}: the forwards used "
+                               f"{[s.calls for s in stand_ins]} of {len(outputs)} recorded "
+                               "outputs (run the same batches as the recording)")  # fmt: skip
+    finally:
+        for i, original in enumerate(saved):
+            blocks[i] = original

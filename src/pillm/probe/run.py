@@ -44,6 +44,8 @@ from pillm.probe.fit import (
     low_rank_replacement,
     model_family,
     probe_model,
+    record_block_outputs,
+    replay_below,
     swap_ffns,
 )
 from pillm.probe.masks import RowMask, describe, row_mask
@@ -106,13 +108,29 @@ def pooled_embeddings(model: nn.Module, batches: list[Tensor], device: str) -> T
 
 
 class SwapMetric:
-    """Perplexity (causal) or the embedding proxy (encoder) of the model as it is now."""
+    """Perplexity (causal) or the embedding proxy (encoder) of the model as it is now
+    (``__call__``), or with one block's FFN swapped (``swapped``).
+
+    The intact pass records every block's output, so a swap at block i replays block i-1's
+    output instead of recomputing the blocks below i (``pillm.probe.fit.replay_below``): the
+    same bits as a whole forward, at the cost of the blocks from i on (on average half the
+    model's blocks per swap)."""
 
     def __init__(self, pm: ProbeModel, batches: list[Tensor], device: str):
         self.pm, self.batches, self.device = pm, batches, device
         self.name = "ppl" if pm.kind == "causal" else "emb_cos_dist"
-        self.reference = None if pm.kind == "causal" else self._embed()
-        self.base = self()
+        with record_block_outputs(pm.model) as recorded:
+            self.reference = None if pm.kind == "causal" else self._embed()
+            self.base = self()
+        # One intact pass's outputs (an encoder ran two: the reference, then the base).
+        self.recorded = [outs[: len(batches)] for outs in recorded]
+
+    def swapped(self, layer: int, replacement: nn.Module) -> float:
+        """The metric with block ``layer``'s FFN replaced by ``replacement``."""
+        below = self.recorded[layer - 1] if layer else None
+        with swap_ffns(self.pm.model, {layer: replacement}), \
+                replay_below(self.pm.model, layer, below):  # fmt: skip
+            return self()
 
     def _embed(self) -> Tensor:
         return pooled_embeddings(self.pm.model, self.batches, self.device)
@@ -254,8 +272,7 @@ def run_probe(
                 ("linear", linear_replacement(W)),
                 ("lowrank", low_rank_replacement(W, row["lowrank_rank"])),
             ):
-                with swap_ffns(model, {rec["layer"]: repl}):
-                    value = metric()
+                value = metric.swapped(rec["layer"], repl)
                 row.update({f"swap_{kind}": value, f"delta_{kind}": value - metric.base})
             row["base_value"] = metric.base
         swap_seconds = time.perf_counter() - t1
