@@ -8,6 +8,7 @@ from pillm.generative.flow import (
     FlowConfig,
     RandomFeatureNet,
     TrainConfig,
+    align_features,
     fit_pil_flow,
     flow_heldout_mse,
     integrate_ode,
@@ -119,6 +120,42 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
         == flow.trainable_params(plain)
         == sum(p.numel() for p in plain.parameters() if p.requires_grad)
     )
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+@pytest.mark.parametrize("model", ["flow", "bucketed"])
+def test_aligned_solved_net_samples_what_the_unpadded_one_does(model, device):
+    """align_features pads a solved net's features (and each bucket's map) with zeros to a
+    multiple of flow.ALIGN: the samples are the same bits on the CPU (within TF32-free float32
+    rounding on CUDA), a padded net is left as it is, and the solve's feature count holds."""
+    from pillm.generative.diffusion import DiffusionConfig, fit_pil_diffusion, sample_ddpm
+
+    x = mixture(600, 0)
+    feats = FeatureConfig(width=30, direct_link=True)  # p = 33: 3 zero features to 36
+    if model == "flow":
+        net, _ = fit_pil_flow(x, FlowConfig(feats, pairs_per_image=2), seed=0, device=device)
+        draw = lambda m: sample_flow(m, 300, 2, 8, "heun", 0, device)  # noqa: E731
+    else:
+        dcfg = DiffusionConfig(feats, timesteps=40, n_buckets=4)
+        net, _ = fit_pil_diffusion(x, dcfg, seed=0, device=device)
+        draw = lambda m: sample_ddpm(m, 300, 2, dcfg.schedule(), 0, device)  # noqa: E731
+    before = draw(net)
+    weights = [t.clone() for t in net.buffers() if t is not None and t.dim() >= 2]
+    assert align_features(net) is net
+    rfn = net if model == "flow" else net.net
+    assert (rfn.n_features, rfn.pad, rfn.w_out.shape[0]) == (33, 3, 36)
+    if model == "bucketed":
+        assert net.w_buckets.shape == (4, 36, 2) and not net.w_buckets[:, -3:].any()
+    after = draw(net)
+    if device == "cpu":
+        assert torch.equal(after, before)
+    else:
+        torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
+    align_features(net)  # already aligned: nothing changes
+    assert rfn.w_out.shape[0] == 36
+    kept = [t for t in net.buffers() if t is not None and t.dim() >= 2]
+    for old, new in zip(weights, kept, strict=True):  # a padded map: its solved rows, then zeros
+        assert torch.equal(new[..., : old.shape[-2], :] if old.shape != new.shape else new, old)
 
 
 def test_noise_stream_does_not_depend_on_chunking():

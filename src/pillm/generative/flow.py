@@ -171,6 +171,26 @@ class RandomFeatureNet(nn.Module):
         return self.features(x, t) @ self.w_out
 
 
+@torch.no_grad()
+def align_features(model: nn.Module) -> nn.Module:
+    """Pad every solved (PIL) RandomFeatureNet in ``model`` with zero features to a multiple of
+    ``ALIGN``, in place, as a trainable net is padded from the start: W_out (and an EpsModel's
+    ``w_buckets``) get zero rows, so the function is unchanged. The solve runs unpadded (its
+    Gram would be singular in the zero features); the samplers then run both arms' output
+    layers on aligned rows, so a sampling time compares methods, not memory alignment. On the
+    CPU the products are the same bits (tests/test_flow.py). Returns ``model``."""
+    for net in [m for m in model.modules() if isinstance(m, RandomFeatureNet)]:
+        pad = -net.w_out.shape[0] % ALIGN
+        if pad == 0:
+            continue
+        net.pad += pad
+        net.w_out = F.pad(net.w_out, (0, 0, 0, pad))
+        buckets = getattr(model, "w_buckets", None)
+        if buckets is not None and getattr(model, "net", None) is net:
+            model.w_buckets = F.pad(buckets, (0, 0, 0, pad))
+    return model
+
+
 def trainable_params(model: nn.Module) -> int:
     """Weights a gradient arm trains: every trainable parameter less the zero rows of W_out (or
     of each bucket's map) that a trainable net's alignment padding adds."""

@@ -53,6 +53,7 @@ from pillm.generative.flow import (
     FeatureConfig,
     FlowConfig,
     TrainConfig,
+    align_features,
     fit_pil_flow,
     flow_heldout_mse,
     sample_flow,
@@ -338,6 +339,7 @@ def generative_job(
         net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr)
     dim = x.shape[1]
     metrics["heldout_mse"] = heldout_mse(setting, gen, net, x_val, seed, device)
+    align_features(net)  # a solved net's rows aligned as a trained one's (no-op for those)
     sched = diffusion_config(gen, feats).schedule()
     classifier = load_classifier(classifier_path, device)
     feats_real = features(classifier, real, device)
