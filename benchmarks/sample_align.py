@@ -27,7 +27,7 @@ from pillm.generative.flow import FeatureConfig, RandomFeatureNet, align_feature
 SIZES = {"mnist": 784, "cifar10": 3072}
 
 
-def solved_net(dim: int, width: int, buckets: int, device: str) -> torch.nn.Module:
+def solved_net(dim: int, width: int, buckets: int, timesteps: int, device: str) -> torch.nn.Module:
     """A PIL net of the paper's shape with small random solved weights (the cost does not
     depend on their values)."""
     g = torch.Generator().manual_seed(1)
@@ -35,7 +35,7 @@ def solved_net(dim: int, width: int, buckets: int, device: str) -> torch.nn.Modu
     net.w_out.normal_(std=1e-3, generator=g)
     if buckets == 1:
         return net.to(device)
-    model = EpsModel(net, 1000, buckets)
+    model = EpsModel(net, timesteps, buckets)
     model.w_buckets.normal_(std=1e-3, generator=g)
     return model.to(device)
 
@@ -55,10 +55,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, action="append", help="rows per step (512, 2048)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--tiny", action="store_true", help="width 64, MNIST only (a CPU smoke test)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="width 64, MNIST only, T = 50 (a CPU smoke test)")  # fmt: skip
     args = ap.parse_args()
     device = resolve_device(args.device)
-    width = 64 if args.tiny else 4096
+    width, timesteps, rows = (64, 50, 64) if args.tiny else (4096, 1000, 256)
     sizes = {"mnist": 784} if args.tiny else SIZES
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"# {name}, torch {torch.__version__}, width {width}, ms per sampler step")
@@ -67,17 +68,19 @@ def main() -> None:
     with torch.no_grad(), tf32(device.startswith("cuda")):
         for images, dim in sizes.items():
             for model_name, buckets in (("flow", 1), ("diffusion", 10)):
-                plain = solved_net(dim, width, buckets, device)
+                plain = solved_net(dim, width, buckets, timesteps, device)
                 aligned = align_features(copy.deepcopy(plain))
                 if model_name == "flow":
                     samples = [
-                        sample_flow(m, 256, dim, 4, "heun", 0, device) for m in (plain, aligned)
+                        sample_flow(m, rows, dim, 4, "heun", 0, device) for m in (plain, aligned)
                     ]
                     t = torch.full((1,), 0.5, device=device)
                 else:
-                    sched = linear_beta_schedule(1000)
-                    samples = [sample_ddpm(m, 256, dim, sched, 0, device) for m in (plain, aligned)]
-                    t = 500
+                    sched = linear_beta_schedule(timesteps)
+                    samples = [
+                        sample_ddpm(m, rows, dim, sched, 0, device) for m in (plain, aligned)
+                    ]
+                    t = timesteps // 2
                 diff = float((samples[0] - samples[1]).abs().max())
                 for batch in args.batch or [512, 2048]:
                     x = torch.randn(batch, dim, device=device)
