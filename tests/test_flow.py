@@ -126,8 +126,8 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
 @pytest.mark.parametrize("model", ["flow", "bucketed"])
 def test_aligned_solved_net_samples_what_the_unpadded_one_does(model, device):
     """align_features pads a solved net's features (and each bucket's map) with zeros to a
-    multiple of flow.ALIGN: the samples are the same bits on the CPU (within TF32-free float32
-    rounding on CUDA), a padded net is left as it is, and the solve's feature count holds."""
+    multiple of flow.ALIGN: the samples are the same up to summation order, a padded net is left
+    as it is, and the solve's feature count holds."""
     from pillm.generative.diffusion import DiffusionConfig, fit_pil_diffusion, sample_ddpm
 
     x = mixture(600, 0)
@@ -147,10 +147,8 @@ def test_aligned_solved_net_samples_what_the_unpadded_one_does(model, device):
     if model == "bucketed":
         assert net.w_buckets.shape == (4, 36, 2) and not net.w_buckets[:, -3:].any()
     after = draw(net)
-    if device == "cpu":
-        assert torch.equal(after, before)
-    else:
-        torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
+    tol = dict(rtol=1e-5, atol=1e-6) if device == "cpu" else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(after, before, **tol)
     align_features(net)  # already aligned: nothing changes
     assert rfn.w_out.shape[0] == 36
     kept = [t for t in net.buffers() if t is not None and t.dim() >= 2]

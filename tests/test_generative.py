@@ -369,3 +369,21 @@ def test_real_fid_offline_names_the_key(jobs, tmp_path):
         generative_job("mnist", "flow_pil", 0, cfg, str(root / "mnist/images.npz"),
                        str(root / "mnist/classifier.pt"), None, "cpu", str(tmp_path))  # fmt: skip
     assert not (tmp_path / "metrics.json").exists()  # nothing that looks finished
+
+
+def test_a_cpu_job_samples_the_solved_net_as_solved(jobs, tmp_path, monkeypatch):
+    """The alignment padding (flow.align_features) is for CUDA's GEMM kernels only: a CPU job
+    never pads, so its samples keep the CPU results' bits."""
+    from pillm.generative import run
+
+    def refuse(_net):
+        raise AssertionError("align_features called on the CPU")
+
+    monkeypatch.setattr(run, "align_features", refuse)
+    root, cfg = jobs
+    generative_job("mnist", "flow_pil", 0, job_params(cfg), str(root / "mnist/images.npz"),
+                   str(root / "mnist/classifier.pt"), None, "cpu", str(tmp_path))  # fmt: skip
+    assert (
+        metrics_of(tmp_path / "metrics.json")["fd_self"]
+        == metrics_of(run_dir(root, "flow_pil", 0))["fd_self"]
+    )

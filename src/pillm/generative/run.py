@@ -339,7 +339,8 @@ def generative_job(
         net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr)
     dim = x.shape[1]
     metrics["heldout_mse"] = heldout_mse(setting, gen, net, x_val, seed, device)
-    align_features(net)  # a solved net's rows aligned as a trained one's (no-op for those)
+    if cuda:  # a solved net's rows aligned as a trained one's (no-op for those); CPU as solved
+        align_features(net)
     sched = diffusion_config(gen, feats).schedule()
     classifier = load_classifier(classifier_path, device)
     feats_real = features(classifier, real, device)
