@@ -11,7 +11,8 @@ several seeds, starts, fractions or samplers, in the order the job wrote them). 
 memory metrics (names ending in ``_s``, ``_ms``, ``_mb``, or holding ``time``, ``seconds``,
 ``memory``, ``per_s``, ...) are left out: they differ on every run. Where pyarrow is
 importable, the jobs' parquet files (the probe's R² values per block, curves) are compared too,
-cell by cell: row n with row n, numeric columns only, timing columns left out. Standard library
+cell by cell: row n with row n, numeric columns only, timing columns left out (and, in a long
+table with a ``metric`` column such as the summaries, the rows of timing metrics). Standard library
 otherwise, so it runs where the GPU builds run.
 """
 
@@ -65,11 +66,16 @@ def table_values(path: Path) -> dict[tuple[str, int], float] | None:
         table = pq.read_table(path)
     except (OSError, ValueError):
         return None
+    # A long table (the summaries: one row per metric, its value in ``value``/``mean``/...)
+    # names each row's metric: a timing row is left out as a timing column is.
+    names = table.column("metric").to_pylist() if "metric" in table.column_names else None
+    timing_rows = {r for r, m in enumerate(names or []) if isinstance(m, str) and is_timing(m)}
     return {
         (name, row): value
         for name, column in zip(table.column_names, table.columns, strict=True)
         if (pt.is_integer(column.type) or pt.is_floating(column.type)) and not is_timing(name)
         for row, value in enumerate(column.to_pylist())
+        if row not in timing_rows
     }
 
 

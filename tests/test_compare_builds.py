@@ -95,3 +95,23 @@ def test_compare_builds_reads_parquet_cells_and_leaves_timing_columns_out(tmp_pa
     row = module.compare(tmp_path / "a", tmp_path / "b")["probe/pillm-s1"]
     assert (row["equal"], row["differ"], row["missing"]) == (3, 1, 0)
     assert row["examples"][0][1:] == ["r2_lin_lo", 0.9671708024413976, 0.9671708024413977]
+
+
+def test_compare_builds_leaves_timing_rows_of_long_summaries_out(tmp_path):
+    """A summary parquet holds one row per metric (``metric`` names it, ``mean`` its value): a
+    timing metric's row is left out, a science metric's row is compared."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.spec_from_file_location("compare_builds", BENCH / "compare_builds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for root, (loss, secs) in (("a", (2.5, 10.0)), ("b", (2.25, 12.0))):
+        path = tmp_path / root / "summary/lm.parquet"
+        path.parent.mkdir(parents=True)
+        table = {"metric": ["test_loss", "train_time_s", "train_steps"],
+                 "mean": [loss, secs, 60.0], "n": [3, 3, 3]}  # fmt: skip
+        pq.write_table(pa.table(table), path)
+    row = module.compare(tmp_path / "a", tmp_path / "b")["summary/lm.parquet"]
+    assert (row["equal"], row["differ"], row["missing"]) == (3, 1, 0)  # n twice, steps; loss
+    assert row["examples"][0][1:] == ["mean", 2.5, 2.25]
