@@ -9,8 +9,8 @@ outputs) on the paper's 9-point relative grid; ``--parts`` adds each decompositi
 per CUDA linalg library (cuSOLVER, MAGMA).
 
 In the twentieth session's one-H200 DAG the PIL generative fits spent 170 s in their solves
-against 29 s in their Grams (walls under contention): the ``cholesky`` row says, on a GPU, what
-dropping the eigenvectors would save.
+against 29 s in their Grams (walls under contention); on an idle H200 the ``cholesky`` way was
+1.11-1.19x slower than ``shared`` (benchmarks/README.md).
 
     python benchmarks/ridge_select.py --size 1500,300 --size 2500,300            # CPU
     python benchmarks/ridge_select.py --device cuda --size 4881,784 --size 7169,3072
@@ -22,6 +22,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -95,6 +96,15 @@ METHODS = {  # how -> (train, val, λs) -> (weights, λ)
 }
 
 
+def timed(fn, device: str) -> tuple[object, float]:
+    """``fn()`` and its wall seconds, synchronised on a GPU."""
+    sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    sync(device)
+    return out, time.perf_counter() - t0
+
+
 def decompositions(train: GramStats, lams: list[float], device: str, repeats: int) -> str:
     """Seconds of each O(p³) step alone (median of ``repeats``), per CUDA linalg library: what
     a selection is made of (``eigh`` once, or ``eigvalsh`` once and a Cholesky per λ)."""
@@ -114,14 +124,8 @@ def decompositions(train: GramStats, lams: list[float], device: str, repeats: in
             torch.backends.cuda.preferred_linalg_library(lib)
         row = f"  {lib:>9s}"
         for name, step in steps.items():
-            times = []
-            for _ in range(repeats):
-                sync(device)
-                t0 = time.perf_counter()
-                step()
-                sync(device)
-                times.append(time.perf_counter() - t0)
-            row += f" {name} {statistics.median(times):7.3f} s"
+            median = statistics.median(timed(step, device)[1] for _ in range(repeats))
+            row += f" {name} {median:7.3f} s"
         out.append(row)
     if device.startswith("cuda"):
         torch.backends.cuda.preferred_linalg_library("default")
@@ -152,11 +156,8 @@ def main() -> None:
         picks = {}
         for _ in range(args.repeats):
             for how, fn in METHODS.items():
-                sync(device)
-                t0 = time.perf_counter()
-                picks[how] = fn(train, val, lams)
-                sync(device)
-                times[how].append(time.perf_counter() - t0)
+                picks[how], secs = timed(partial(fn, train, val, lams), device)
+                times[how].append(secs)
         ref = statistics.median(times["shared"])
         row = f"{p:6d} {k:6d} {ref:9.3f}"
         for h in others:

@@ -79,12 +79,18 @@ def model_family(model: nn.Module) -> str:
     return model_type
 
 
-def _blocks(model: nn.Module) -> tuple[str, list[nn.Module]]:
+def _block_list(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    """(family, the model's own ModuleList of blocks: assigning into it replaces a block)."""
     family = model_family(model)
     # HF task heads (GPT2LMHeadModel, BertForMaskedLM, ...) wrap the base model; base_model
     # resolves to it (or to the model itself for GPT2Model/BertModel), so both work.
     base = model if family == "pillm" else model.base_model
-    return family, list(_get(base, _LAYOUT[family][0]))
+    return family, _get(base, _LAYOUT[family][0])
+
+
+def _blocks(model: nn.Module) -> tuple[str, list[nn.Module]]:
+    family, blocks = _block_list(model)
+    return family, list(blocks)
 
 
 def _hook_points(model: nn.Module) -> list[tuple[nn.Module, nn.Module]]:
@@ -579,8 +585,8 @@ def _copy(out: object) -> object:
     adds to its input in place must not change the recording it replays from."""
     if isinstance(out, Tensor):
         return out.clone()
-    if isinstance(out, tuple):
-        return type(out)(_copy(o) for o in out) if type(out) is tuple else out
+    if type(out) is tuple:
+        return tuple(_copy(o) for o in out)
     return out
 
 
@@ -614,8 +620,7 @@ def replay_below(
     if layer == 0 or outputs is None:
         yield model
         return
-    family, _ = _blocks(model)
-    blocks = _get(model if family == "pillm" else model.base_model, _LAYOUT[family][0])
+    _, blocks = _block_list(model)
     saved = [blocks[i] for i in range(layer)]
     stand_ins = [_Replay(outputs) for _ in range(layer)]
     try:
