@@ -175,3 +175,10 @@ def test_the_image_decode_job_imports_no_torch():
     code = ("import sys, pillm.cli, pillm.data.image_files; "
             "assert 'torch' not in sys.modules, 'torch was imported'")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    # the command as the rule runs it, --threads included (the data section is left empty, so
+    # it stops at its config check, after the flags are handled)
+    code = ("import sys, pillm.cli; "
+            "rc = pillm.cli.main(['gen-images', '--dataset', 'mnist', '--data', '{}', "
+            "'--out', 'x.npz', '--threads', '2']); "
+            "assert rc == 2, rc; assert 'torch' not in sys.modules, 'torch was imported'")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

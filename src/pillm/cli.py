@@ -217,9 +217,11 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "gen-images", "pillm.data.image_files:prepare_images",
         "decode an image dataset's splits into one uint8 .npz",
-        (req("--dataset"), js("--data", "the config's data section"), req("--out")),
+        # its own --threads (decoding processes): the shared flag sets torch's threads, and
+        # importing torch for it would delay every generative job, which waits for this one
+        (req("--dataset"), js("--data", "the config's data section"), req("--out"),
+         Arg("--threads", {"type": int, "default": 0, "help": "decoding processes (0: one)"})),
         ("dataset", "data", "out", "threads"),
-        threads=True,
     ),
     Command(
         "gen-classifier", "pillm.generative.run:classifier_job",
