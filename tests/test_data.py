@@ -61,3 +61,24 @@ def test_hub_offline_error_names_data_local_dir(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataError, match="data.local_dir"):
         load_hub("wikitext2")
+
+
+def test_the_corpus_and_tokenize_jobs_import_no_torch(shared_data, tmp_path):
+    """Every LM and SAFFU job waits for these two: they must not pay for importing torch. Both
+    commands run as their rules run them, on the smallest corpus of the mirror."""
+    import json
+    import subprocess
+    import sys
+
+    data = {"corpus": "tinyshakespeare", "source": "local", "local_dir": str(shared_data),
+            "heldout_fraction": 0.1}  # fmt: skip
+    tok = {"tokenizer": {"kind": "gpt2", "vocab_size": 8192}, "data": data}
+    code = f"""import sys, pillm.cli
+assert pillm.cli.main(["prepare-corpus", "--corpus", "tinyshakespeare",
+                       "--params", {json.dumps(json.dumps(data))}, "--out-dir", "data"]) == 0
+assert pillm.cli.main(["tokenize", "--corpus-dir", "data", "--params",
+                       {json.dumps(json.dumps(tok))}, "--out-dir", "tokens"]) == 0
+assert "torch" not in sys.modules, "torch was imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path)
+    assert (tmp_path / "tokens" / "train.npy").is_file()

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from pillm.core.records import atomic_path, write_json, write_text
 from pillm.data.sources import SPLITS, load_corpus
 from pillm.data.tokenizer import build_tokenizer, encode
+
+if TYPE_CHECKING:
+    import torch
 
 
 def prepare_corpus(
@@ -70,6 +72,10 @@ def unigram_loss(train_ids: np.ndarray, test_ids: np.ndarray, vocab_size: int) -
 
 
 def load_tokens(tokens_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The token splits (int64 tensors) and their meta.json, for the jobs that train on them."""
+    import torch  # here, not above: the corpus and tokenize jobs, which every LM and SAFFU job
+    # waits for, need none of it (importing it cost them 1.2 s each on a 2-core machine)
+
     tokens_dir = Path(tokens_dir)
     meta = json.loads((tokens_dir / "meta.json").read_text())
     arrays = {
