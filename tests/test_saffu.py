@@ -26,6 +26,7 @@ from pillm.saffu.model import (
     csr_rows,
     evaluate,
     explicit_solution,
+    heldout_loss,
     n_inputs,
     type_index,
     unigram,
@@ -431,6 +432,10 @@ def test_early_stopping_on_a_subset_of_held_out_rows_scores_the_pick_on_all_of_t
     assert best_row["val_loss"] == pytest.approx(evaluate(model, *watched, 64)["loss"])
     assert fit.best_val == pytest.approx(evaluate(model, *valid, 64)["loss"])
     assert fit.best_val != pytest.approx(best_row["val_loss"])
+    # the training checks skip the accuracy, not a bit of the loss
+    full = evaluate(model, *valid, 64)
+    assert heldout_loss(model, *valid, 64) == full["loss"] and 0 < full["acc"] < 1
+    assert "acc" not in evaluate(model, *valid, 64, accuracy=False)
 
 
 def test_same_config_gives_identical_metrics_on_cpu(jobs, tokens_dir, tmp_path):

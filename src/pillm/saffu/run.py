@@ -48,6 +48,7 @@ from pillm.saffu.model import (
     cooccurrence,
     evaluate,
     explicit_solution,
+    heldout_loss,
     n_inputs,
     type_index,
     unigram,
@@ -93,7 +94,7 @@ def train_adamw(
     bs = min(job.batch_size, n_train)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     order, pos = torch.randperm(n_train, generator=gen).to(device), 0
-    best_val = evaluate(model, *watched, job.eval_chunk)["loss"]
+    best_val = heldout_loss(model, *watched, job.eval_chunk)
     best_step, best_w, bad = 0, model.weight.detach().clone(), 0
     curve = [{"step": 0, "tokens": 0, "train_loss": None, "val_loss": best_val, "lr": lr}]
     sync(str(device))
@@ -109,7 +110,7 @@ def train_adamw(
         row = {"step": step, "tokens": step * bs, "train_loss": None, "val_loss": None, "lr": lr}
         if step % job.eval_every == 0 or step == job.max_steps:
             row["train_loss"] = loss.item()
-            row["val_loss"] = val = evaluate(model, *watched, job.eval_chunk)["loss"]
+            row["val_loss"] = val = heldout_loss(model, *watched, job.eval_chunk)
             if val < best_val:
                 best_val, best_step, bad = val, step, 0
                 best_w.copy_(model.weight.detach())
@@ -124,7 +125,7 @@ def train_adamw(
     seconds = time.perf_counter() - t0
     model.weight.data.copy_(best_w)
     if watched is not valid:  # rates are compared on every held-out row, at each run's best
-        best_val = evaluate(model, *valid, job.eval_chunk)["loss"]
+        best_val = heldout_loss(model, *valid, job.eval_chunk)
     hit_cap = cap_stop and best_step == step
     return Fit(lr, best_val, best_step, step, cap_stop, hit_cap, seconds, curve, best_w)
 
@@ -195,7 +196,7 @@ def select_alpha(
         for a in grid:
             if a not in scores:
                 model.weight.data.copy_(explicit_solution(f, a, prior))
-                scores[a] = evaluate(model, *valid, job.eval_chunk)["loss"]
+                scores[a] = heldout_loss(model, *valid, job.eval_chunk)
         best = min(grid, key=lambda a: scores[a])
         return None, best, {a: scores[a] for a in grid}
 
@@ -370,7 +371,7 @@ def run_saffu(
             else:
                 out["solve_time_s"] = 0.0
             model.weight.data.copy_(start)
-            out["init_val_loss"] = evaluate(model, *win.data["valid"], job.eval_chunk)["loss"]
+            out["init_val_loss"] = heldout_loss(model, *win.data["valid"], job.eval_chunk)
             label = f"saffu {setting_name}/{tag}/{init}/s{seed}"
             if init not in chosen:
                 fit, lr_pick, tune_s, curve = tune_lr(model, start, win.data, seed, job, label)
