@@ -20,6 +20,7 @@ from transformers import (
 
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.probe.fit import (
+    Recording,
     SplitFFN,
     accumulate_ffn_stats,
     capture_ffn_io,
@@ -31,6 +32,7 @@ from pillm.probe.fit import (
     probe_model,
     swap_ffns,
 )
+from pillm.probe.masks import RowMask
 
 D, V = 32, 100
 FAMILIES = ["pillm", "gpt2", "gpt_neox", "llama", "bert"]
@@ -297,3 +299,47 @@ def test_replay_below_refuses_other_forwards_than_those_recorded():
         for x in [*batches, batches[0]]:
             _run(model, x)
     assert _n_hooks(model) == 0
+
+
+def _same(a: object, b: object) -> bool:
+    """Exact equality of probe records' values (tensors bit for bit, GramStats field by field)."""
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if hasattr(a, "__dict__") and not isinstance(a, (int, float, str)):
+        return all(_same(v, getattr(b, k)) for k, v in vars(a).items())
+    return a == b or (a != a and b != b)  # NaN == NaN here
+
+
+@pytest.mark.parametrize("family", ["pillm", "gpt2", "bert"])
+def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, monkeypatch):
+    """The scores and the bilinear fit read the first pass's rows instead of running the model
+    twice more: every value is the same, and each batch runs once; past the memory budget the
+    passes run the model as before, to the same values."""
+    import pillm.probe.fit as fit
+
+    model = _model(family)
+    calls, forward = [], fit._forward
+    monkeypatch.setattr(fit, "_forward", lambda *a: calls.append(1) or forward(*a))
+    batches = _batches(10, b=2, t=16)
+    mask = RowMask(special=(0,), positions=(0,), massive=20.0)
+    kw = dict(holdout_every=5, rank=4, row_mask=mask, outlier_k=2, resamples=20, seed=1)
+    replayed = probe_model(model, batches, **kw)
+    assert len(calls) == 10
+    calls.clear()
+    rerun = probe_model(model, batches, **kw, replay_bytes=0)
+    assert len(calls) == 10 + 2 + 10  # the first pass, the held-out batches, the bilinear pass
+    assert len(replayed) == len(rerun) == 2
+    for a, b in zip(replayed, rerun, strict=True):
+        assert a.keys() == b.keys()
+        assert all(_same(a[k], b[k]) for k in a), [k for k in a if not _same(a[k], b[k])]
+    assert replayed[0]["r2_bilinear"] is not None and replayed[0]["r2_lin_lo"] is not None
+
+
+def test_a_recording_past_its_budget_is_dropped():
+    x, y, window = torch.zeros(10, 4), torch.zeros(10, 4), torch.zeros(10, dtype=torch.long)
+    rec = Recording(budget=2 * 160 + 80 + 10)  # one batch: X and Y float32, window int64
+    rec.keep((False, {0: (x, y)}, None, window))
+    assert rec.items is not None and len(rec.items) == 1 and rec.bytes == 400
+    rec.keep((True, {0: (x, y)}, None, window))
+    rec.complete = True
+    assert rec.items is None and not rec.replayable

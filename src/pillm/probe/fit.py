@@ -226,6 +226,40 @@ class BlockStats:
         return self.train.merge(self.train_excluded), self.held.merge(self.held_excluded)
 
 
+REPLAY_BYTES = 4 * 2**30  # captured rows a probe keeps for its later passes (SmolLM2 at the
+# paper's 160 windows of 128 tokens: 2.8 GB of float32 FFN inputs and outputs)
+
+Captured = tuple[bool, dict[int, tuple[Tensor, Tensor]], Tensor | None, Tensor]
+
+
+class Recording:
+    """What a capture pass yields, batch by batch, kept for the probe's later passes over the
+    same batches: they read it instead of running the model again (a pass is one forward of
+    every batch, most of a probe's time on a CPU). The rows are the forward's own tensors, so a
+    replayed pass computes the same bits. Kept while it fits in ``budget`` bytes; past that it
+    is dropped and the later passes run the model as before."""
+
+    def __init__(self, budget: int = REPLAY_BYTES):
+        self.budget, self.bytes, self.complete = budget, 0, False
+        self.items: list[Captured] | None = []
+
+    def keep(self, item: Captured) -> None:
+        if self.items is None:
+            return
+        _, rows, keep, window = item
+        tensors = [t for xy in rows.values() for t in xy] + [window]
+        tensors += [] if keep is None else [keep]
+        self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        if self.bytes > self.budget:
+            self.items = None  # too large: the later passes run the model
+        else:
+            self.items.append(item)
+
+    @property
+    def replayable(self) -> bool:
+        return self.complete and self.items is not None
+
+
 def _captured(
     model: nn.Module,
     batches: Iterable[Batch],
@@ -234,16 +268,27 @@ def _captured(
     layers: Sequence[int] | None,
     row_mask: RowMask | None,
     heldout_only: bool = False,
-) -> Iterator[tuple[bool, dict[int, tuple[Tensor, Tensor]], Tensor | None, Tensor]]:
+    recording: Recording | None = None,
+) -> Iterator[Captured]:
     """Per batch, in eval mode and without gradients: (held out?, {layer: (X, Y)}, the row
     policy's keep flags of the captured rows by token (None: keep all; each block adds its own
     massive-activation rows, ``RowMask.rows``), each row's window in the batch).
 
     Batch b is held out when (b + 1) % holdout_every == 0; ``heldout_only`` skips the others
     without running them. Padding rows (attention mask 0) are dropped before anything else.
+    ``recording``: a whole pass (not ``heldout_only``) records into it; once it holds a whole
+    pass, passes with it read it instead of running the model (the same batches, mask and
+    held-out rule: one ``probe_model`` call's).
     """
     if holdout_every < 2:
         raise ValueError(f"holdout_every must be >= 2, got {holdout_every}")
+    if recording is not None and recording.replayable:
+        for held, rows, keep, window in recording.items or []:
+            if held or not heldout_only:
+                picked = rows if layers is None else {i: rows[i] for i in layers}
+                yield held, picked, keep, window
+        return
+    record = recording if recording is not None and not heldout_only else None
     flags = [m.training for m in model.modules()]  # eval() for the pass, then restore each flag
     try:
         model.eval()
@@ -262,7 +307,12 @@ def _captured(
                     window = window[real]
                     keep = None if keep is None else keep[real]
                 keep = None if keep is None else keep.to(device)
-                yield held, cap.pop(), keep, window.to(device)
+                item = (held, cap.pop(), keep, window.to(device))
+                if record is not None:
+                    record.keep(item)
+                yield item
+        if record is not None:
+            record.complete = True
     finally:
         for m, flag in zip(model.modules(), flags, strict=True):
             m.training = flag
@@ -277,17 +327,19 @@ def accumulate_ffn_stats(
     featurize: Callable[[int, Tensor], Tensor] | None = None,
     row_mask: RowMask | None = None,
     excluded: bool = False,
+    recording: Recording | None = None,
 ) -> dict[int, BlockStats]:
     """One pass: {layer: BlockStats} of featurize(layer, X) -> Y.
 
     Default features [X, 1]; X arrives float64 on ``device``. Batch b is held out when
     (b + 1) % holdout_every == 0. ``row_mask`` (``pillm.probe.masks``) picks the rows of the
     fit; with ``excluded`` the rows it leaves out are accumulated beside them. Memory: one batch
-    of rows plus O(p² + pk) per layer and row set.
+    of rows plus O(p² + pk) per layer and row set (and what ``recording`` keeps, ``_captured``).
     """
     featurize = featurize or (lambda _i, x: _with_ones(x))
     stats: dict[int, BlockStats] = {}
-    for held, rows, keep, _ in _captured(model, batches, device, holdout_every, layers, row_mask):
+    passes = _captured(model, batches, device, holdout_every, layers, row_mask, False, recording)
+    for held, rows, keep, _ in passes:
         for i, (x, y) in rows.items():
             h = featurize(i, x.to(device=device, dtype=_F64))
             if i not in stats:
@@ -320,6 +372,7 @@ def score_windows(
     holdout_every: int = 5,
     row_mask: RowMask | None = None,
     weights_all: Mapping[int, Tensor] | None = None,
+    recording: Recording | None = None,
 ) -> dict[int, tuple[WindowScores, WindowScores | None]]:
     """Held-out rows of each window scored by fitted affine maps (``W``: (d_in + 1, d_out)).
 
@@ -329,7 +382,7 @@ def score_windows(
     layers = sorted(weights)
     parts: dict[int, tuple[list[WindowScores], list[WindowScores]]] = {i: ([], []) for i in layers}
     for _, rows, keep, window in _captured(
-        model, batches, device, holdout_every, layers, row_mask, heldout_only=True
+        model, batches, device, holdout_every, layers, row_mask, True, recording
     ):
         n_win = int(window.max()) + 1 if window.numel() else 0
         for i, (x, y) in rows.items():
@@ -393,12 +446,15 @@ def probe_model(
     outlier_k: int = 0,
     resamples: int = 0,
     seed: int = 0,
+    replay_bytes: int = REPLAY_BYTES,
 ) -> list[dict]:
     """Per probed block, a dict of linear-recoverability metrics and the fitted map ``W``.
 
     ``batches``: input_ids (B, T), (input_ids, attention_mask) or {"input_ids", "attention_mask"}
     (moved to ``device``, where the model must live); read more than once when ``rank`` > 0 or
-    ``resamples`` > 0, so pass a re-iterable (list, DataLoader). Run the model in float32: the
+    ``resamples`` > 0, so pass a re-iterable (list, DataLoader). Those later passes replay the
+    first pass's captured rows while they fit in ``replay_bytes`` (``Recording``: the same
+    values, without running the model again). Run the model in float32: the
     eigh cutoff ``rtol`` (ridge.py default p·eps) cannot drop the LN null direction of
     half-precision rows.
 
@@ -421,8 +477,10 @@ def probe_model(
         raise TypeError("rank or resamples > 0 need two passes over batches: pass a list")
     names = [n for n, _ in ffn_modules(model)]
     masked = row_mask is not None
+    # the later passes (scores, bilinear fit) replay the first pass's rows where they fit
+    recording = Recording(replay_bytes) if rank > 0 or resamples > 0 else None
     lin = accumulate_ffn_stats(
-        model, batches, device, holdout_every, layers, None, row_mask, masked
+        model, batches, device, holdout_every, layers, None, row_mask, masked, recording
     )
     out: list[dict] = []
     none = dict.fromkeys(["outlier_k", "outlier_share", "r2_no_outliers", "outlier_features",
@@ -455,7 +513,9 @@ def probe_model(
     if resamples > 0:
         fits = {r["layer"]: r["W"] for r in out}
         fits_all = {r["layer"]: r["W_all"] for r in out} if masked else None
-        scores = score_windows(model, batches, fits, device, holdout_every, row_mask, fits_all)
+        scores = score_windows(
+            model, batches, fits, device, holdout_every, row_mask, fits_all, recording
+        )
         for rec in out:
             kept, every = scores[rec["layer"]]
             lo, hi = bootstrap_r2(kept, resamples, seed)
@@ -473,7 +533,9 @@ def probe_model(
             iu = torch.triu_indices(z.shape[1], z.shape[1], device=z.device)
             return torch.cat([_with_ones(x), z[:, iu[0]] * z[:, iu[1]]], dim=1)
 
-        bil = accumulate_ffn_stats(model, batches, device, holdout_every, layers, quad, row_mask)
+        bil = accumulate_ffn_stats(
+            model, batches, device, holdout_every, layers, quad, row_mask, recording=recording
+        )
         for rec in out:
             tr, va = bil[rec["layer"]]
             sol = _solve(tr, ridge, rtol)
