@@ -338,8 +338,8 @@ def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, mo
 def test_a_recording_past_its_budget_is_dropped():
     x, y, window = torch.zeros(10, 4), torch.zeros(10, 4), torch.zeros(10, dtype=torch.long)
     rec = Recording(budget=2 * 160 + 80 + 10)  # one batch: X and Y float32, window int64
-    rec.keep((False, {0: (x, y)}, None, window))
+    rec.add((False, {0: (x, y)}, None, window))
     assert rec.items is not None and len(rec.items) == 1 and rec.bytes == 400
-    rec.keep((True, {0: (x, y)}, None, window))
+    rec.add((True, {0: (x, y)}, None, window))
     rec.complete = True
     assert rec.items is None and not rec.replayable

@@ -243,7 +243,7 @@ class Recording:
         self.budget, self.bytes, self.complete = budget, 0, False
         self.items: list[Captured] | None = []
 
-    def keep(self, item: Captured) -> None:
+    def add(self, item: Captured) -> None:
         if self.items is None:
             return
         _, rows, keep, window = item
@@ -309,7 +309,7 @@ def _captured(
                 keep = None if keep is None else keep.to(device)
                 item = (held, cap.pop(), keep, window.to(device))
                 if record is not None:
-                    record.keep(item)
+                    record.add(item)
                 yield item
         if record is not None:
             record.complete = True
