@@ -7,7 +7,8 @@ that frequent inputs collect long entry lists as the corpus's do (the "other" ty
 frequent words). Both sides take the same logits' gradient G; the times exclude the forward and
 the loss. ``adamw_step`` runs at each chunk length, column block and warp count given, and each
 result is compared with the reference's weights after one step; also the forward ``X W`` by the
-same kernel (``weighted_rows``). Prints one line per batch and setting and writes JSON with
+same kernel (``weighted_rows``), and the update's floor: the kernel with no gradient entries, W
+and its moments read and written once. Prints one line per batch and setting and writes JSON with
 ``--out``. On a CPU it runs under ``TRITON_INTERPRET=1`` only (tests/test_saffu_cuda.py).
 
     python benchmarks/row_adamw.py --batch 1024 --batch 4096 --chunk 64 --block-v 512
@@ -61,6 +62,19 @@ def zipf_rows(b: int, n_in: int, k: int, device: torch.device, seed: int = 0):
     return idx.to(device), (wts / wts.sum(1, keepdim=True)).to(device)
 
 
+def update_only(w, m, v, sc: AdamWScalars) -> None:
+    """``adamw_step``'s kernel with every input's entry and partial ranges empty: a zero
+    gradient, so only W and its moments cross memory, once each way (the step's floor)."""
+    from pillm.saffu.segment_kernels import adamw_rows_kernel
+
+    n_in, vocab = w.shape
+    none = torch.zeros(n_in, dtype=torch.int64, device=w.device)
+    adamw_rows_kernel[(n_in, -(-vocab // ADAMW_BLOCK_V))](
+        w, none, w, none, none, w, none, none, w, m, v, vocab, sc.decay, sc.beta1, sc.beta2,
+        sc.eps, sc.step_size, sc.bc2_sqrt, BV=ADAMW_BLOCK_V, num_warps=ADAMW_WARPS,
+    )  # fmt: skip
+
+
 def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
     """The reference and ``adamw_step`` at each setting, at batch ``bs`` (module docstring)."""
     n_in, vocab = w0.shape
@@ -102,6 +116,11 @@ def time_batch(bs: int, w0: torch.Tensor, args, name: str) -> dict:
         row[f"{key}_ms"], row[f"{key}_max_abs_diff"] = ms, err
         print(f"  adamw_step chunk {chunk} block {bv} warps {warps}: {ms:.3f} ms "
               f"({ref_ms / ms:.2f}x), max |w - reference| {err:.2e}")  # fmt: skip
+    w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
+    ms = timed(lambda: update_only(w, m, v, sc), dev, args.repeats)
+    row["update_only_ms"] = ms
+    print(f"  the update alone (no gradient entries: W and its moments read and written once): "
+          f"{ms:.3f} ms")  # fmt: skip
     ms = timed(lambda: weighted_rows(idx, wts, w0), dev, args.repeats)  # the forward, same kernel
     row["forward_ms"] = ms
     print(f"  forward X W (weighted_rows): {ms:.3f} ms")

@@ -11,9 +11,12 @@ and as SaffuLM computes it now (``fixed``: forward and gradient by the fixed-ord
 ``pillm.saffu.segment_sum``); the largest logit deviation of the model's product and gradient
 deviation of cuSPARSE's from ``embedding_bag``'s; and the step with the rows scattered into a
 dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off). Where the Triton kernels
-run, also the step of ``RowAdamW`` (``pillm.saffu.optim``: the weight gradient summed inside
-the AdamW update, never stored) after the ``csr_fixed`` and the ``fixed`` forward
-(``row_adamw_<product>_step_ms``). ``--profile`` prints each product's top kernels.
+run, also the pipeline's step, ``RowAdamW`` (``pillm.saffu.optim``: the loss and the logits'
+gradient by one fused pass, ``pillm.saffu.softmax_loss``; the weight gradient summed inside the
+AdamW update, never stored), that fused pass against the ``fixed`` forward with torch's
+``cross_entropy`` and autograd (``fused_`` and ``torch_loss_logit_grad_ms``), and the held-out
+chunk by the fused pass, which never stores the logits (``fused_softmax_eval_chunk_ms``).
+``--profile`` prints each product's top kernels, and the pipeline step's.
 Prints one table per batch size and writes JSON with ``--out``.
 
     python benchmarks/saffu_step.py --device cuda --batch 1024 --batch 4096
@@ -37,6 +40,7 @@ from pillm.core.runtime import kernel_profile  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
 from pillm.saffu.optim import RowAdamW  # noqa: E402
 from pillm.saffu.segment_sum import bag_weight_grad  # noqa: E402
+from pillm.saffu.softmax_loss import loss_and_logit_grad, softmax_rows  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:
@@ -87,16 +91,6 @@ class CsrFixedGrad(SparseRowsTimesW):
         return SparseRowsFixedOrder.backward(ctx, grad)
 
 
-class WithProduct:
-    """SaffuLM's interface (``weight``, a call on rows) with another product, for RowAdamW."""
-
-    def __init__(self, weight, product):
-        self.weight, self.product = weight, product
-
-    def __call__(self, idx, wts):
-        return self.product(idx, wts, self.weight)
-
-
 # csr: two cuSPARSE products (reruns differ); csr_bag: embedding_bag's backward; csr_fixed:
 # cuSPARSE's forward, the fixed-order gradient (pillm.saffu.segment_sum); fixed: SaffuLM's CUDA
 # path, both fixed-order (embedding_bag's forward where the kernels do not run); the last three
@@ -135,12 +129,24 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
         r[f"{name}_step_ms"] = timed(step, dev, args.repeats)
     r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
     if uses_kernels(torch.device(dev)):
-        for name in ("csr_fixed", "fixed"):
-            row = RowAdamW(WithProduct(model.weight, PRODUCTS[name]), (0.9, 0.99), 0.0)
-            r[f"row_adamw_{name}_step_ms"] = timed(
-                lambda row=row: row.step(idx, wts, y, 1e-3), dev, args.repeats
+
+        def torch_loss_logit_grad():  # RowAdamW's loss and logits' gradient up to 2026-11-29
+            logits = SparseRowsFixedOrder.apply(idx, wts, model.weight).float()
+            logits.requires_grad_()
+            return torch.autograd.grad(F.cross_entropy(logits, y), logits)
+
+        with torch.no_grad():
+            r["torch_loss_logit_grad_ms"] = timed(torch_loss_logit_grad, dev, args.repeats)
+            r["fused_loss_logit_grad_ms"] = timed(
+                lambda: loss_and_logit_grad(idx, wts, model.weight, y), dev, args.repeats
             )
-            del row
+        row = RowAdamW(model, (0.9, 0.99), 0.0)
+        r["row_adamw_step_ms"] = timed(lambda: row.step(idx, wts, y, 1e-3), dev, args.repeats)
+        if args.profile:
+            with kernel_profile(dev, f"batch {bs}, the pipeline's step (RowAdamW), 10 calls"):
+                for _ in range(10):
+                    row.step(idx, wts, y, 1e-3)
+        del row
     grads = []
     for product in (bag, SparseRowsTimesW.apply):
         w = model.weight.detach().clone().requires_grad_()
@@ -202,6 +208,10 @@ def main() -> None:
                 ),
                 dev,
                 args.repeats,
+            )
+        if uses_kernels(torch.device(dev)):  # the pipeline's held-out chunk: logits never stored
+            results["fused_softmax_eval_chunk_ms"] = timed(
+                lambda: softmax_rows(e_idx, e_wts, model.weight, e_y).nll.sum(), dev, args.repeats
             )
     print(f"{name}: held-out chunk of {args.eval_chunk} rows, ms: "
           + ", ".join(f"{k.removesuffix('_eval_chunk_ms')} {v:.3g}" for k, v in results.items()

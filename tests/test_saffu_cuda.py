@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from pillm.core.kernels import uses_kernels
-from pillm.saffu.model import SaffuLM
+from pillm.saffu.model import SaffuLM, evaluate
 from pillm.saffu.optim import RowAdamW, TorchAdamW, adamw_for
 from pillm.saffu.segment_sum import (
     AdamWScalars,
@@ -19,6 +19,7 @@ from pillm.saffu.segment_sum import (
     segment_weight_grad,
     weighted_rows,
 )
+from pillm.saffu.softmax_loss import loss_and_logit_grad, softmax_rows
 from tests.triton_interpreter import ROOT, interpreter_env, run_interpreter_check
 
 
@@ -51,6 +52,29 @@ def test_part_bound_holds_at_its_worst_case():
             assert used == sum(-(-n // chunk) for n in lengths if n > chunk) <= len(parts)
 
 
+def _check_softmax_rows(idx, wts, w0, y, block_v: int, tol: float = 1e-6) -> None:
+    """The fused softmax pass (pillm.saffu.softmax_loss) against torch: each row's loss and
+    argmax, the mean loss and its gradient with respect to the logits, ``evaluate``'s totals,
+    and a rerun bit for bit."""
+    logits = weighted_rows(idx, wts, w0)  # the kernel's forward: the same logits' bits
+    rows = softmax_rows(idx, wts, w0, y, block_v=block_v)
+    want = F.cross_entropy(logits, y, reduction="none")
+    torch.testing.assert_close(rows.nll, want, atol=tol, rtol=tol)
+    assert torch.equal(rows.argmax, logits.argmax(-1))
+    ref = logits.clone().requires_grad_()
+    F.cross_entropy(ref, y).backward()
+    loss, grad = loss_and_logit_grad(idx, wts, w0, y, block_v=block_v)
+    torch.testing.assert_close(loss, want.mean(), atol=tol, rtol=tol)
+    torch.testing.assert_close(grad, ref.grad, atol=tol / len(y), rtol=tol)
+    again = loss_and_logit_grad(idx, wts, w0, y, block_v=block_v)
+    assert torch.equal(loss, again[0]) and torch.equal(grad, again[1]), "a rerun differs"
+    model = SaffuLM(*w0.shape).to(w0.device)
+    model.weight.data.copy_(w0)
+    got = evaluate(model, idx, wts, y, chunk=max(1, len(y) // 3))  # ragged chunks
+    assert got["nll"] == pytest.approx(float(want.double().sum()), rel=tol)
+    assert got["acc"] == float((logits.argmax(-1) == y).float().mean())
+
+
 def _interpreter_check() -> None:
     """Run by the subprocess below (TRITON_INTERPRET=1): the kernel on CPU tensors."""
     assert uses_kernels(torch.device("cpu")), "the interpreter did not engage"
@@ -73,6 +97,12 @@ def _interpreter_check() -> None:
     )
     y = torch.randint(0, vocab, (b,), generator=g)
     _check_row_adamw(idx, wts, y, w0, chunk=8)
+    for block_v in (128, 1024):  # nine blocks, the last ragged; one block, ragged
+        _check_softmax_rows(idx, wts, w0, y, block_v)
+    tied = torch.zeros(n_in, vocab)
+    tied[:, [5, 6, 700]] = 1.0  # every row's largest logit thrice: in one block, and in another
+    rows = softmax_rows(idx, wts, tied, y, block_v=128)
+    assert rows.argmax.tolist() == [5] * b  # the first column of the max, as argmax's
     model = SaffuLM(n_in, vocab)
     assert isinstance(adamw_for(model, (0.9, 0.99), 0.0), RowAdamW)  # where the kernels run
     print("interpreter ok")
@@ -196,6 +226,12 @@ def test_row_adamw_matches_torch_adamw_and_reruns_bitwise_on_cuda():
         weights.append((model.weight.detach(), losses))
     torch.testing.assert_close(weights[0][0], weights[1][0], atol=1e-5, rtol=1e-5)
     assert weights[0][1] == pytest.approx(weights[1][1], rel=1e-6)
+    _check_softmax_rows(idx, wts, w0, y, block_v=1024, tol=1e-5)
+    model = SaffuLM(n_in, vocab).cuda()
+    model.weight.data.copy_(w0)
+    opt = RowAdamW(model, (0.9, 0.99), 0.0)
+    again = [float(opt.step(idx, wts, y, lr)) for lr in (0.003, 0.01, 0.01)]
+    assert again == weights[0][1] and torch.equal(model.weight, weights[0][0]), "a rerun differs"
 
 
 def test_row_adamw_benchmark_agrees_with_the_reference_in_the_interpreter(tmp_path):

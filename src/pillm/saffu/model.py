@@ -41,7 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pillm.core.kernels import uses_kernels
 from pillm.saffu.segment_sum import by_input, segment_weight_grad, weighted_rows
+from pillm.saffu.softmax_loss import softmax_rows
 
 AGGREGATIONS = ("sum", "cat")
 # torch calls its sparse CSR layout beta; the two products used here are tested against
@@ -214,17 +216,26 @@ def evaluate(
 ) -> dict[str, float]:
     """Total and mean NLL (nats), accuracy, count over all rows, in chunks of ``chunk`` rows.
 
-    ``accuracy=False`` leaves out "acc": the held-out checks of training need only the loss, and
-    the argmax reads every chunk's logits once more (823 MB at the paper's chunk of 4,096 rows);
-    the loss is the same either way."""
+    Where the kernels run (CUDA) the loss and the argmax come from one pass that never stores
+    the logits (``pillm.saffu.softmax_loss``), elsewhere from torch's ``cross_entropy`` and
+    ``argmax`` on them. ``accuracy=False`` leaves out "acc": the held-out checks of training
+    need only the loss, and on the CPU the argmax reads every chunk's logits once more; the
+    loss is the same either way."""
     nll = torch.zeros((), dtype=torch.float64, device=idx.device)
     correct = torch.zeros((), dtype=torch.long, device=idx.device)
+    fused = uses_kernels(idx.device)
     for s in range(0, idx.shape[0], chunk):
-        logits = model(idx[s : s + chunk], wts[s : s + chunk]).float()
-        y = targets[s : s + chunk]
-        nll += F.cross_entropy(logits, y, reduction="sum").double()
+        i, w, y = idx[s : s + chunk], wts[s : s + chunk], targets[s : s + chunk]
+        if fused:  # the logits are never stored (pillm.saffu.softmax_loss)
+            rows = softmax_rows(i, w, model.weight, y)
+            nll += rows.nll.double().sum()
+            predicted = rows.argmax
+        else:
+            logits = model(i, w).float()
+            nll += F.cross_entropy(logits, y, reduction="sum").double()
+            predicted = logits.argmax(-1) if accuracy else None
         if accuracy:
-            correct += (logits.argmax(-1) == y).sum()
+            correct += (predicted == y).sum()
     n = idx.shape[0]
     total = nll.item()
     out = {"nll": total, "loss": total / n, "n": float(n)}

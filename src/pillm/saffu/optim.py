@@ -5,8 +5,9 @@ moments), chosen by where the kernels run (``adamw_for``):
 
 - ``TorchAdamW``: autograd's weight gradient, then ``torch.optim.AdamW`` (fused on CUDA). The
   CPU path.
-- ``RowAdamW``: autograd only down to the logits; the weight gradient ``X^T G`` is summed
-  inside the update, row by row, and never stored (``pillm.saffu.segment_sum.adamw_step``).
+- ``RowAdamW``: the loss and its gradient ``G`` with respect to the logits by one fused pass
+  (``pillm.saffu.softmax_loss``, no autograd); the weight gradient ``X^T G`` is summed inside
+  the update, row by row, and never stored (``pillm.saffu.segment_sum.adamw_step``).
   At the paper shape W has 206 M weights, so the dense gradient is 823 MB written by the
   backward and read again by the optimizer at every step.
 
@@ -23,6 +24,7 @@ from torch import Tensor
 from pillm.core.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM
 from pillm.saffu.segment_sum import AdamWScalars, adamw_step
+from pillm.saffu.softmax_loss import loss_and_logit_grad
 
 EPS = 1e-8  # torch.optim.AdamW's default, which the SAFFU runs have always used
 
@@ -59,10 +61,7 @@ class RowAdamW:
     def step(self, idx: Tensor, wts: Tensor, targets: Tensor, lr: float) -> Tensor:
         """One step at rate ``lr``; returns the batch's loss before it."""
         with torch.no_grad():
-            logits = self.model(idx, wts).float()
-        logits.requires_grad_()
-        loss = F.cross_entropy(logits, targets)
-        (grad,) = torch.autograd.grad(loss, logits)
+            loss, grad = loss_and_logit_grad(idx, wts, self.model.weight, targets)
         self.steps += 1
         scalars = AdamWScalars.at(lr, self.betas, EPS, self.weight_decay, self.steps)
         with torch.no_grad():

@@ -23,7 +23,9 @@ Triton (or on a CPU tensor outside the interpreter) the same values come from
 ``embedding_bag``'s backward.
 
 ``adamw_step`` sums the same gradient rows (in the same order at the same chunk length) but
-never stores them: each program applies AdamW to its row of W at once (pillm.saffu.optim). The
+never stores them: each program applies AdamW to its row of W at once (pillm.saffu.optim), a
+longer input's program adding its partial rows itself, so the update is one launch over the
+inputs (a separate merge launch of as many programs, nearly all of them idle, took ...). The
 dense gradient that the update would read back (W's size, 823 MB at the paper shape) is
 neither written nor read.
 ``weighted_rows`` is the forward ``X W`` by the same kernel, each row's k terms in their order.
@@ -160,7 +162,6 @@ class Segments:
     grad: Tensor  # G, float32 (B, V)
     rows: Tensor  # each sorted entry's row of G
     vals: Tensor  # its weight, float32
-    long: Tensor  # (n_in,) bool: the inputs the merge owns
     direct: Chunks
     parts: Chunks
     merge: Chunks
@@ -176,8 +177,7 @@ class Segments:
         partial = torch.empty(len(parts), g.shape[1], dtype=torch.float32, device=g.device)
         _launch(g, rows, vals, parts, partial)
         ones = torch.ones(len(parts), dtype=torch.float32, device=g.device)
-        long = (crow[1:] - crow[:-1]) > chunk
-        return cls(g, rows, vals, long, direct, parts, merge, partial, ones)
+        return cls(g, rows, vals, direct, parts, merge, partial, ones)
 
 
 def weighted_rows(idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
@@ -220,17 +220,16 @@ def adamw_step(
     block_v: int = ADAMW_BLOCK_V, num_warps: int = ADAMW_WARPS,
 ) -> None:  # fmt: skip
     """One AdamW step of ``weight`` (n_in, V) in place, its gradient ``X^T G`` summed inside
-    the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk``): inputs
-    of at most ``chunk`` entries in one launch, longer ones from their partial rows in a
-    second."""
+    the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk``): one
+    launch, one program per input and column block; an input of at most ``chunk`` entries adds
+    its entries, a longer one its partial rows (``Segments.partial``), in chunk order."""
     from pillm.saffu.segment_kernels import adamw_rows_kernel
 
     n_in, v = weight.shape
     s = Segments.of(idx, wts, grad, n_in, chunk)
-    for src, r, x, c, active in ((s.grad, s.rows, s.vals, s.direct, ~s.long),
-                                 (s.partial, s.parts.dest, s.ones, s.merge, s.long)):  # fmt: skip
-        adamw_rows_kernel[(len(c), -(-v // block_v))](
-            src, r, x, c.start, c.end, c.dest, active.to(torch.int8), weight, exp_avg,
-            exp_avg_sq, v, scalars.decay, scalars.beta1, scalars.beta2, scalars.eps,
-            scalars.step_size, scalars.bc2_sqrt, BV=block_v, num_warps=num_warps,
-        )  # fmt: skip
+    adamw_rows_kernel[(n_in, -(-v // block_v))](
+        s.grad, s.rows, s.vals, s.direct.start, s.direct.end, s.partial, s.merge.start,
+        s.merge.end, weight, exp_avg, exp_avg_sq, v, scalars.decay, scalars.beta1,
+        scalars.beta2, scalars.eps, scalars.step_size, scalars.bc2_sqrt, BV=block_v,
+        num_warps=num_warps,
+    )  # fmt: skip
