@@ -64,6 +64,14 @@ def imports(module: str, root: Path = PACKAGE_DIR) -> set[str]:
     path = module_path(module, root)
     if path is None:
         return set()
+    st = path.stat()
+    return set(_imports(module, root, path, st.st_mtime_ns, st.st_size))
+
+
+@cache
+def _imports(module: str, root: Path, path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """``imports`` walked once per version of a file: planning asks ~40 rules' closures, which
+    share most modules (the walks were half of Snakemake's start-up)."""
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(_tree(path)):
@@ -81,7 +89,7 @@ def imports(module: str, root: Path = PACKAGE_DIR) -> set[str]:
             for a in node.names:
                 if module_path(f"{base}.{a.name}", root) is not None:
                     found.add(f"{base}.{a.name}")
-    return {m for m in found if module_path(m, root) is not None}
+    return frozenset(m for m in found if module_path(m, root) is not None)
 
 
 def closure(name: str, root: Path = PACKAGE_DIR) -> list[Path]:
