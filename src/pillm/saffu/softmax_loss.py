@@ -11,6 +11,11 @@ step stores them once and turns them into the loss's gradient in place
 (``softmax_grad_kernel``). Everything is summed in a fixed order, so a rerun gives the same bits;
 the loss equals ``cross_entropy``'s up to float32 rounding (tests/test_saffu_cuda.py), and the
 argmax is the first column of the row's largest logit, as ``argmax``'s.
+
+At the paper shape on one H200, same call (benchmarks/saffu_step.py,
+benchmarks/gpu_runs/2026-11-29_session23): the loss and the logits' gradient took 0.77 ms
+against 1.18 with torch's ``cross_entropy`` and autograd at batch 1,024 (2.63 against 3.95 at
+4,096), and a held-out chunk of 4,096 rows 2.08 ms against 2.91.
 """
 
 from __future__ import annotations
