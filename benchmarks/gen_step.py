@@ -9,9 +9,7 @@ draws them, ``batch // 10`` rows per bucket) and batch, the same network trains 
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
 difference between the two loss curves. ``--align 1`` builds the nets without the alignment
-padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it;
-``--data-grad`` gives the backward autograd's whole product, the gradient of the data columns
-too (before ``pillm.generative.flow.DataReadout``).
+padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it.
 ``--tiny``: small shapes, for a CPU smoke test (there both runs are eager).
 """
 
@@ -99,16 +97,9 @@ def main() -> None:
         help=f"pad the nets' features to a multiple of this (the pipeline's: {flow.ALIGN}; 1: "
         "as built, odd)",
     )
-    ap.add_argument(
-        "--data-grad",
-        action="store_true",
-        help="the backward computes the gradient of every feature column, the data's too "
-        "(autograd's product, the pipeline's before flow.DataReadout)",
-    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     flow.ALIGN = args.align
-    flow.DATA_COLUMNS_WITHOUT_GRAD = not args.data_grad
     device = resolve_device(args.device)
     if args.blas:
         torch.backends.cuda.preferred_blas_library(args.blas)
@@ -169,7 +160,7 @@ def main() -> None:
     if args.out:
         meta = {"device": name, "torch": torch.__version__, "steps": args.steps, "width": width,
                 "blas": args.blas or "default", "compile": args.compile,
-                "align": args.align, "data_grad": args.data_grad}  # fmt: skip
+                "align": args.align}  # fmt: skip
         args.out.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
 
 

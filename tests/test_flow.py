@@ -82,53 +82,6 @@ def test_pil_net_and_its_gradient_twin_start_identical():
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def test_data_readout_is_the_product_with_the_gradient_of_the_features_only():
-    """flow.DataReadout: the product of the concatenation, autograd's gradient of W, and the
-    gradient of the random features alone (the data columns get none)."""
-    from pillm.generative.flow import DataReadout
-
-    g = torch.Generator().manual_seed(0)
-    h = torch.randn(7, 5, generator=g)
-    data = [torch.randn(7, 3, generator=g), torch.ones(7, 1), torch.zeros(7, 3)]
-    w = torch.randn(12, 4, generator=g)
-    up = torch.randn(7, 4, generator=g)
-    grads = []
-    for fused in (True, False):
-        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
-        out = DataReadout.apply(hh, ww, *data) if fused else torch.cat([hh, *data], 1) @ ww
-        out.backward(up)
-        grads.append((out.detach(), ww.grad, hh.grad))
-    (out, dw, dh), (ref, ref_dw, ref_dh) = grads
-    assert torch.equal(out, ref) and torch.equal(dw, ref_dw)
-    torch.testing.assert_close(dh, ref_dh)
-
-
-@CUDA
-def test_data_readout_trains_the_same_net_on_cuda(monkeypatch):
-    """On CUDA a trainable net's backward skips the data columns' gradient: the flow and the
-    shared-weight ε-net train to autograd's curve and weights within float32 rounding."""
-    from pillm.generative import flow
-    from pillm.generative.diffusion import DiffusionConfig, train_gradient_diffusion
-
-    x = mixture(400, 0)
-    feats = FeatureConfig(width=28, direct_link=True)
-    cfg = TrainConfig(steps=40, batch_size=40, lr=3e-3, warmup=5)
-    for model in ("flow", "diffusion"):
-        runs = []
-        for trim in (True, False):
-            monkeypatch.setattr(flow, "DATA_COLUMNS_WITHOUT_GRAD", trim)
-            if model == "flow":
-                net, rep = train_gradient_flow(x, feats, cfg, seed=0, device="cuda")
-            else:
-                dcfg = DiffusionConfig(feats, timesteps=40)
-                net, rep = train_gradient_diffusion(x, dcfg, cfg, seed=0, device="cuda")
-            weights = [p.detach().cpu() for p in net.parameters() if p.requires_grad]
-            runs.append(([loss for _, loss in rep.curve], weights))
-        assert runs[0][0] == pytest.approx(runs[1][0], rel=1e-4)
-        for a, b in zip(runs[0][1], runs[1][1], strict=True):
-            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
-
-
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("model", ["flow", "bucketed"])
 def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):

@@ -106,32 +106,6 @@ def time_embedding(t: Tensor, encoding: str, dim: int, scale: float = 10.0) -> T
 
 
 ALIGN = 4  # a trainable net's feature count is a multiple of this (16-byte float32 rows)
-# CUDA: a trainable net's backward gives only the random features a gradient (DataReadout)
-DATA_COLUMNS_WITHOUT_GRAD = True
-
-
-class DataReadout(torch.autograd.Function):
-    """``cat([h, *data]) @ w`` (the same product, the same bits) whose backward computes the
-    gradient of ``h`` alone: autograd's would compute it for every column of the
-    concatenation and drop the data's (x itself, the constant 1, the alignment padding), 43 %
-    of that product for CIFAR-10's 7,172 features and 16 % for MNIST's 4,884. ``w``'s gradient
-    is autograd's own product. Used on CUDA only (``RandomFeatureNet.forward``): there the
-    narrower product may take another GEMM kernel, so the gradient of ``h`` can differ from
-    autograd's in rounding, and the CPU results stay bit-identical."""
-
-    @staticmethod
-    def forward(ctx, h: Tensor, w: Tensor, *data: Tensor) -> Tensor:
-        feats = torch.cat([h, *data], dim=1)
-        ctx.save_for_backward(feats, w)
-        ctx.width = h.shape[1]
-        return feats @ w
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        feats, w = ctx.saved_tensors
-        dh = grad.mm(w[: ctx.width].t()) if ctx.needs_input_grad[0] else None
-        dw = feats.t().mm(grad) if ctx.needs_input_grad[1] else None
-        return dh, dw, *[None] * (len(ctx.needs_input_grad) - 2)
 
 
 class RandomFeatureNet(nn.Module):
@@ -180,8 +154,8 @@ class RandomFeatureNet(nn.Module):
         """Columns of H, the alignment padding not counted."""
         return self.w_out.shape[0] - self.pad
 
-    def feature_parts(self, x: Tensor, t: Tensor) -> tuple[Tensor, list[Tensor]]:
-        """The random features φ (n, m·w) and the data columns after them: [x,] 1[, pad]."""
+    def features(self, x: Tensor, t: Tensor) -> Tensor:
+        """x (n, D), t (n,) or scalar in [0, 1] -> H (n, m·w [+ D] + 1 [+ pad]) float32."""
         n = x.shape[0]
         t = torch.as_tensor(t, dtype=torch.float32, device=x.device).expand(n)
         emb = time_embedding(t, self.cfg.time_encoding, self.cfg.time_dim, self.cfg.time_scale)
@@ -191,22 +165,9 @@ class RandomFeatureNet(nn.Module):
         skip = [x.float()] if self.cfg.direct_link else []
         ones = torch.ones_like(h[:, :1])
         pad = [h.new_zeros(n, self.pad)] if self.pad else []
-        return h, [*skip, ones, *pad]
-
-    def features(self, x: Tensor, t: Tensor) -> Tensor:
-        """x (n, D), t (n,) or scalar in [0, 1] -> H (n, m·w [+ D] + 1 [+ pad]) float32."""
-        h, data = self.feature_parts(x, t)
-        return torch.cat([h, *data], dim=1)
+        return torch.cat([h, *skip, ones, *pad], dim=1)
 
     def forward(self, x: Tensor, t: Tensor) -> Tensor:
-        if (
-            self.trainable
-            and DATA_COLUMNS_WITHOUT_GRAD
-            and x.is_cuda
-            and not torch.is_autocast_enabled("cuda")
-        ):
-            h, data = self.feature_parts(x, t)
-            return DataReadout.apply(h, self.w_out, *data)
         return self.features(x, t) @ self.w_out
 
 
