@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-BLOCK_V = 1024  # columns a program covers (as weighted_rows)
+from pillm.saffu.segment_sum import BLOCK_V  # columns a program covers, as in weighted_rows
 
 
 @dataclass(frozen=True)
