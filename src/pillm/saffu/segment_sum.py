@@ -14,9 +14,9 @@ Frequent inputs (the "other" type) collect thousands of entries; so that no prog
 all, an input's entries are cut into chunks of at most ``chunk``: an input with one chunk is
 written straight to its row, longer ones to partial rows that a third launch of the same
 kernel adds in chunk order (in ``adamw_step``, the update's own program). Every size here
-follows from the shapes, never from the data (the
-launches have one program per input, or per possible chunk, and the ones with nothing to do
-store nothing), so a training step never waits for the GPU (it used to, several times a step:
+follows from the shapes, never from the data (the launches have one program per input, or per
+possible chunk, and the ones with nothing to do store nothing), so a training step never waits
+for the GPU (it used to, several times a step:
 ``nonzero``, ``repeat_interleave``, ``bincount``). The job runs beside a dozen others under MPS,
 where it took 245 s against 76 s alone (two H100s, 2026-11-27); without the waits, 210 s
 against 243 s in a one-H100 build, one run each: within the spread of earlier builds. Without
@@ -29,9 +29,9 @@ longer input's program adding its partial rows itself, so the update is one laun
 inputs. Until 2026-11-29 a second launch of as many programs merged the partial rows, nearly
 all of its programs idle: the update took 3.06 ms at batch 1,024 and 4.03 at 4,096, now 2.32
 and 3.55, the same bits (one H200, same call; W and its moments alone cross memory in 1.62:
-benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-29_session23). The
-dense gradient that the update would read back (W's size, 823 MB at the paper shape) is
-neither written nor read.
+benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-29_session23). The dense gradient
+that the update would read back (W's size, 823 MB at the paper shape) is neither written nor
+read.
 ``weighted_rows`` is the forward ``X W`` by the same kernel, each row's k terms in their order.
 """
 
