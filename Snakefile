@@ -3,6 +3,7 @@
 # Before a run: python -m pillm plan --configfile ...  (jobs, estimated time, what is missing).
 # Embeddable: every path is the checkout's (workflow/rules/common.smk ROOT); as a module, pass
 # `config:` (its configfile below is then skipped).
+# One rules file per wing (pillm.plan.STUDIES, plus data, the LM sensitivity grid and the paper).
 import os
 
 from snakemake.utils import min_version

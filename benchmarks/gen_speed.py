@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.cuda_graph import GraphedStep  # noqa: E402
+from pillm.accel.cuda_graph import GraphedStep  # noqa: E402
 from pillm.core.ridge import split_heldout  # noqa: E402
 from pillm.core.runtime import peak_memory_mb, sync  # noqa: E402
 from pillm.data.images import load_images  # noqa: E402
@@ -54,7 +54,7 @@ def reset_peak(device: str) -> None:
 def adamw_to_target(model, batch, heldout, target, args, device, forward=None) -> dict:
     """AdamW (fused, TF32 on CUDA, constant lr) until held-out MSE <= target, each step as the
     pipeline's arms run it (``pillm.generative.flow.train_regression``: on CUDA replayed from a
-    CUDA graph, ``pillm.core.cuda_graph``). The clock excludes evaluation and, as the
+    CUDA graph, ``pillm.accel.cuda_graph``). The clock excludes evaluation and, as the
     pipeline's, the eager warm-up steps and the capture. ``forward``: the training forward in
     place of ``model`` (the per-bucket arm's stratified batches)."""
     forward = forward or model

@@ -32,9 +32,7 @@ if [ -n "${MPS:-}" ]; then
   fi
 fi
 if [ -n "${GPU_TESTS:-}" ]; then  # GPU_TESTS=1: the tests that need a GPU (pytest is in .whl/)
-  timeout 240 python -m pytest -q -p no:cacheprovider tests/test_cuda_graph.py tests/test_train.py \
-    tests/test_fused_ce.py tests/test_embedding.py tests/test_saffu_cuda.py tests/test_flow.py \
-    tests/test_host_sync.py tests/test_probe_masks.py::test_window_scores_rerun_bitwise_on_cuda 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
+  timeout 240 python -m pytest -q -p no:cacheprovider -m gpu 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
 fi
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
   timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"

@@ -98,9 +98,9 @@ def during_training(args, fallback_gap: float, block: int) -> None:
     import yaml
 
     from pillm.data.corpus import load_tokens
+    from pillm.lm.config import TrainConfig
     from pillm.lm.train import fit
     from pillm.models.gpt import GPT, GPTConfig
-    from pillm.settings import TrainConfig
 
     cfg = yaml.safe_load(Path(args.config).read_text())
     arrays, meta = load_tokens(args.tokens)

@@ -1,7 +1,7 @@
 """Where a run's CPU went: per rule, its jobs' wall and CPU seconds from their ``benchmark:`` files.
 
 A GPU job that waits for a shared GPU can hold a core the whole time (CUDA spins by default:
-``pillm.core.cuda_driver``); CPU seconds per wall second tell a job that spins or computes on the
+``pillm.accel.cuda_driver``); CPU seconds per wall second tell a job that spins or computes on the
 CPU from one that sleeps. With ``--cores`` the run's mean CPU demand is also given against them
 (``--wall``: the run's wall seconds, e.g. from ``dag_timeline.py``).
 

@@ -32,7 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from pillm import plan  # noqa: E402
+from pillm.lm import plan as lm_plan  # noqa: E402
+from pillm.plan import check_config  # noqa: E402
 
 RECORDS = ("startup_time_s", "warmup_time_s", "grad_time_s", "solve_time_s", "job_time_s",
            "tokens_per_s", "compiled", "cuda_graphs")  # fmt: skip
@@ -49,13 +50,13 @@ def config(paths: list[str]) -> dict:
     cfg: dict = {}
     for p in paths:
         merge(cfg, yaml.safe_load(Path(p).read_text()))
-    plan.check_config(cfg, ROOT / "config" / "schema.yaml")
+    check_config(cfg, ROOT / "config" / "schema.yaml")
     return cfg
 
 
 def run_lm(cfg: dict, variant: str, seed: int, tokens: str, out: Path, device: str, env: dict):
     cmd = [sys.executable, "-m", "pillm", "run-lm", "--variant", variant, "--seeds", str(seed),
-           "--tokens-dir", tokens, "--deps", "--params", json.dumps(plan.lm_params(cfg, variant)),
+           "--tokens-dir", tokens, "--deps", "--params", json.dumps(lm_plan.lm_params(cfg, variant)),
            "--device", device, "--out-dirs", str(out)]  # fmt: skip
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -103,7 +104,7 @@ def main() -> None:
             "    print(json.dumps({'seed': seed, 'wall_s': time.perf_counter() - t0,"
             " 'grad_time_s': m['grad_time_s'], 'warmup_time_s': m.get('warmup_time_s')}))\n"
         )
-        done = subprocess.run([sys.executable, "-c", code, json.dumps(plan.lm_params(cfg, v)), v,
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(lm_plan.lm_params(cfg, v)), v,
                                args.tokens_dir, f"{tmp}/inproc", args.device], env=env,
                               capture_output=True, text=True)  # fmt: skip
         if done.returncode:

@@ -39,8 +39,8 @@ from pillm.core.records import provenance
 from pillm.core.runtime import resolve_device
 from pillm.data.sst2 import load_sst2, split_train
 from pillm.lora.base import BaseModel, load_base
+from pillm.lora.config import LoraConfig
 from pillm.lora.methods import fit_closed_form, fit_lora
-from pillm.settings import LoraConfig
 
 
 class PeakMemory:

@@ -22,9 +22,9 @@ import yaml
 
 from pillm.core.ridge import GramStats
 from pillm.core.runtime import sync
+from pillm.lm.config import PILConfig
 from pillm.lm.pil import solve_all_layers, target_propagation
 from pillm.models.gpt import FEATURES, GPT, GPTConfig, attach_pil
-from pillm.settings import PILConfig
 
 SEED_OUTLINE_SECONDS = 8.3  # the seed outline's "PIL-LM (Pure)" time in its Table 1
 

@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.kernels import uses_kernels  # noqa: E402
+from pillm.accel.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import sync  # noqa: E402
 from pillm.saffu.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,

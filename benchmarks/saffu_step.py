@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pillm.core.kernels import uses_kernels  # noqa: E402
+from pillm.accel.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import kernel_profile  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
 from pillm.saffu.optim import RowAdamW  # noqa: E402

@@ -39,10 +39,10 @@ import yaml
 from pillm.core.records import git_revision, provenance, write_json
 from pillm.core.runtime import resolve_device, seed_everything, sync
 from pillm.data.corpus import load_tokens
+from pillm.lm.config import ModelConfig, PILConfig, TrainConfig
 from pillm.lm.pil import solve_all_layers, target_propagation
 from pillm.lm.train import fit
 from pillm.models.gpt import GPT, GPTConfig, attach_pil
-from pillm.settings import ModelConfig, PILConfig, TrainConfig
 
 RECORDS = Path(__file__).parent / "records"
 TINY_MODEL = {"n_layer": 2, "d_model": 32, "n_head": 2, "context": 32}

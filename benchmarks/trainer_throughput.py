@@ -52,9 +52,9 @@ import yaml
 
 from pillm.core.runtime import kernel_profile, lr_at, resolve_device, sync
 from pillm.data.corpus import load_tokens
+from pillm.lm.config import OUTPUT_LAYERS, TrainConfig, check_output_layer
 from pillm.lm.train import fit
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.settings import OUTPUT_LAYERS, TrainConfig, check_output_layer
 
 PEAK_BF16 = (  # dense bf16 FLOP/s by device-name substring, first match wins
     ("H100 PCIe", 756e12),

@@ -15,6 +15,20 @@ SMOKE = ["--configfile", "config/smoke.yaml"]
 SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 10 min alone)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` need a CUDA device: skipped, with that reason, where none is
+    visible (the GPU scripts select them with ``-m gpu``)."""
+    gpu_items = [i for i in items if i.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (marker gpu)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "SHA256SUMS").is_file():

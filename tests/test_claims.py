@@ -329,7 +329,7 @@ def test_scan_catches_a_typed_direction():
 
 
 def test_declared_claims_file_loads_and_names_known_variants():
-    from pillm.plan import VARIANTS as KNOWN
+    from pillm.lm.variants import VARIANTS as KNOWN
 
     claims, specs = cl.load_claims(sorted((ROOT / "paper" / "claims").glob("*.yaml")))
     lm = [c for c in claims if c.study == "lm"]

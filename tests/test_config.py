@@ -4,7 +4,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pillm.plan import ConfigError, check_config, validate_config
+from pillm.core.config import ConfigError
+from pillm.plan import check_config
+from pillm.plan import validate as validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "config" / "schema.yaml"
@@ -43,7 +45,7 @@ def test_unknown_key_is_rejected():
 
 
 def test_variant_names_come_from_the_registry_not_the_schema():
-    from pillm.plan import VARIANTS
+    from pillm.lm.variants import VARIANTS
 
     assert "refit_single16d" not in SCHEMA.read_text()  # no copy of the registry to drift
     cfg = copy.deepcopy(load("smoke.yaml"))

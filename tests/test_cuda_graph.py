@@ -1,14 +1,14 @@
-"""pillm.core.cuda_graph: the eager path on every machine, capture and replay on a GPU."""
+"""pillm.accel.cuda_graph: the eager path on every machine, capture and replay on a GPU."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pillm.core.cuda_graph import GraphedStep
+from pillm.accel.cuda_graph import GraphedStep
 from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig, train_regression
 
-GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (graph capture)")
+GPU = pytest.mark.gpu
 
 
 def _sgd_problem(device: str, capturable: bool):

@@ -1,4 +1,4 @@
-"""Waiting for the GPU sleeps instead of spinning a core (pillm.core.cuda_driver).
+"""Waiting for the GPU sleeps instead of spinning a core (pillm.accel.cuda_driver).
 
 Each case runs in a fresh interpreter: the flag must be set before the process's first CUDA
 context, and the test process may already hold one."""
@@ -9,16 +9,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from pillm.core import cuda_driver
-from pillm.core.cuda_driver import sleep_while_waiting
+from pillm.accel import cuda_driver
+from pillm.accel.cuda_driver import sleep_while_waiting
 
 # One process: resolve the device as every job does, queue ~1 s of GPU sleep, wait for it, and
 # report the CPU seconds the wait cost and the context's scheduling mode.
 WAIT = """
 import json, time, torch
-from pillm.core.cuda_driver import cuda_wait_mode
+from pillm.accel.cuda_driver import cuda_wait_mode
 from pillm.core.runtime import resolve_device
 device = resolve_device("cuda")
 torch.zeros(1, device=device)
@@ -41,7 +40,7 @@ def _wait(spin: bool) -> dict:
 
 
 def test_without_a_driver_nothing_is_set(monkeypatch):
-    monkeypatch.setattr("pillm.core.cuda_driver._cuda_driver", lambda: None)
+    monkeypatch.setattr("pillm.accel.cuda_driver._cuda_driver", lambda: None)
     assert sleep_while_waiting() is False
 
 
@@ -51,7 +50,7 @@ def test_a_driver_without_the_functions_is_left_alone(monkeypatch):
             self.cuInit = self.cuDeviceGetCount = self.cuDeviceGet = lambda *a: 0
             self.cuDevicePrimaryCtxGetState = lambda *a: 0
 
-    monkeypatch.setattr("pillm.core.cuda_driver.ctypes.CDLL", OldDriver)
+    monkeypatch.setattr("pillm.accel.cuda_driver.ctypes.CDLL", OldDriver)
     assert cuda_driver._cuda_driver() is None
     assert sleep_while_waiting() is False
     assert cuda_driver.cuda_wait_mode() == "none"
@@ -59,11 +58,11 @@ def test_a_driver_without_the_functions_is_left_alone(monkeypatch):
 
 def test_the_opt_out_keeps_cuda_default(monkeypatch):
     monkeypatch.setenv("PILLM_CUDA_SPIN", "1")
-    monkeypatch.setattr("pillm.core.cuda_driver._cuda_driver", lambda: pytest.fail("driver loaded"))
+    monkeypatch.setattr("pillm.accel.cuda_driver._cuda_driver", lambda: pytest.fail("driver loaded"))
     assert sleep_while_waiting() is False
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_a_cuda_job_sleeps_while_the_gpu_works():
     sleeping, spinning = _wait(spin=False), _wait(spin=True)
     assert sleeping["mode"] == "blocking", sleeping

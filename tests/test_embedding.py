@@ -72,7 +72,7 @@ def test_embed_is_plain_embedding_on_cpu():
     assert out.grad_fn.name() == "EmbeddingBackward0"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_deterministic_embedding_on_cuda():
     """Strict deterministic mode on CUDA: the fixed-point path, equal gradients on a rerun and
     close to F.embedding's (float32) gradient."""
@@ -134,7 +134,7 @@ def test_fixed_point_kernels_match_the_torch_sums_in_the_interpreter():
     run_interpreter_check("tests.test_embedding")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
+@pytest.mark.gpu
 def test_fixed_point_kernels_match_the_torch_sums_on_cuda():
     """At the paper's shape (32,768 rows of width 256, vocabulary 50,257, one id in every
     second position) the kernels' sums equal the torch path's bit for bit."""

@@ -79,7 +79,7 @@ def test_pil_net_and_its_gradient_twin_start_identical():
     assert torch.equal(pil.features(x, t), h[:, :-3]) and not h[:, -3:].any()
 
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])

@@ -24,13 +24,13 @@ try:
 except ImportError:  # the tests that need it say so
     triton = None
 
-from pillm.core.kernels import interpreting, triton_available, uses_kernels
+from pillm.accel.kernels import interpreting, triton_available, uses_kernels
+from pillm.core.config import ConfigError
 from pillm.lm import fused_ce
+from pillm.lm.config import TrainConfig
 from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.plan import ConfigError
-from pillm.settings import TrainConfig
 from tests.triton_interpreter import run_interpreter_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,7 +211,7 @@ def _stack_bytes(cubin: bytes, tmp_path) -> int:
     return int(re.search(r"STACK:(\d+)", usage)[1])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
+@pytest.mark.gpu
 def test_triton_kernels_on_gpu_at_the_paper_width():
     """bf16 (the trainer's dtype), d = 256, vocabulary 50,304, a batch of 32 x 128 tokens and a
     ragged one; float32 exactness is the interpreter test's."""
@@ -251,7 +251,7 @@ def test_fused_step_follows_the_eager_step(compile):
         torch.testing.assert_close(state1[k], v, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (graph capture)")
+@pytest.mark.gpu
 def test_fused_step_compiled_and_graphed_on_gpu():
     """The op inside the compiled step, captured in a CUDA graph and replayed, follows the
     eager bf16 step (the trainer's own path on a GPU) within bf16 noise."""

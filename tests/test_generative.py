@@ -16,6 +16,14 @@ from pillm.data.image_files import prepare_images
 from pillm.data.images import load_images
 from pillm.generative.figures import gen_figures
 from pillm.generative.flow import FeatureConfig
+from pillm.generative.plan import (
+    all_settings,
+    check_generative,
+    generative_jobs,
+    lr_grid_runs,
+    lr_grids,
+    settings,
+)
 from pillm.generative.report import (
     aggregate_generative,
     arm_name,
@@ -28,14 +36,6 @@ from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
-from pillm.plan import (
-    all_settings,
-    check_generative,
-    generative_jobs,
-    lr_grid_runs,
-    lr_grids,
-    settings,
-)
 
 from .test_claims import typed_directions
 

@@ -10,11 +10,11 @@ from collections import Counter
 
 import pytest
 
-from pillm.core.gpu_slots import assign_gpu, claim_slot
+from pillm.accel.gpu_slots import assign_gpu, claim_slot
 
 HOLD = """
 import sys, time
-from pillm.core.gpu_slots import assign_gpu
+from pillm.accel.gpu_slots import assign_gpu
 print(assign_gpu("auto", n_gpus=int(sys.argv[1])), flush=True)
 time.sleep(float(sys.argv[2]))
 """

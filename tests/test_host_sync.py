@@ -19,7 +19,7 @@ from pillm.generative.diffusion import EpsModel, linear_beta_schedule, sample_dd
 from pillm.generative.flow import FeatureConfig, RandomFeatureNet, sample_flow
 from pillm.lora.base import pad_batch, to_device
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+cuda = pytest.mark.gpu
 
 
 @contextlib.contextmanager

@@ -108,8 +108,8 @@ def test_job_writes_one_run_per_fraction_and_seed(tmp_path):
 
 
 def test_an_edge_order_pick_extends_the_grid_one_order_at_a_time():
+    from pillm.saffu.config import KneserNeyConfig
     from pillm.saffu.kn_job import fit_window
-    from pillm.settings import KneserNeyConfig
 
     # a second-order Markov chain: the trigram (order 3) is the true model
     rng = np.random.default_rng(0)

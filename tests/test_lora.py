@@ -14,11 +14,13 @@ import yaml
 from torch import nn
 from transformers import BertConfig, BertModel
 
+from pillm.core.config import ConfigError
 from pillm.core.ridge import GramStats, solve_relative, solve_ridge
 from pillm.data.files import DataError
 from pillm.data.sst2 import Split, load_sst2, split_train
 from pillm.lora.adapter import Adapter, gradient_stats
 from pillm.lora.base import BaseModel, pad_batch, split_name
+from pillm.lora.config import LoraConfig
 from pillm.lora.figures import lora_figure
 from pillm.lora.methods import (
     ClosedFormHead,
@@ -30,12 +32,12 @@ from pillm.lora.methods import (
     fit_closed_form,
     fit_lora,
 )
+from pillm.lora.plan import lora_model_names
 from pillm.lora.report import LoraReport, aggregate_lora, fmt_sci, render_lora_tables
 from pillm.lora.run import max_abs_diff, run_fits, weights_digest
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.paper.claim_frame import read_claim_frame
-from pillm.plan import ConfigError, lora_model_names, validate_config
-from pillm.settings import LoraConfig
+from pillm.plan import validate as validate_config
 
 from .conftest import REPO
 

@@ -63,9 +63,9 @@ def test_context_overflow_is_an_error():
 @pytest.mark.parametrize("d_model,n_layer", [(32, 2), (64, 2), (256, 4)])
 def test_param_matched_attention_only_is_within_one_over_d_of_the_baseline(d_model, n_layer):
     """The attn_only_matched variant's depth is derived in code (models.gpt.matched_depth)."""
+    from pillm.lm.config import ModelConfig
     from pillm.lm.run import variant_config
     from pillm.models.gpt import count_params
-    from pillm.settings import ModelConfig
 
     model = ModelConfig(n_layer, d_model, 4, 4, 16, 0.0)
     base = variant_config("baseline", model, 97)

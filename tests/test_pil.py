@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 
+from pillm.core.selection import edge_side, search_grid
+from pillm.lm.config import PILConfig
 from pillm.lm.pil import (
-    edge_side,
     frozen_copy,
     make_distill_target,
-    search_grid,
     solve_all_layers,
     step_grid,
     stream_to_ffn,
@@ -16,7 +16,6 @@ from pillm.lm.pil import (
 )
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import FEATURES, GPT, PILFFN, GPTConfig, attach_pil
-from pillm.settings import PILConfig
 
 CFG = PILConfig(
     (1e-10, 1e-6, 1e-2), kappa_max=1e10, batch_size=16, max_tokens=0, fgrad_steps=(1.0,)
@@ -86,7 +85,7 @@ def test_functional_gradient_in_chunks_equals_one_pass(monkeypatch):
     torch.testing.assert_close(chunked, whole, atol=1e-7, rtol=1e-6)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_functional_gradient_reruns_bitwise_on_cuda():
     """The target's backward through attention is deterministic on CUDA (strict mode: flash
     attention's deterministic backward, not cuDNN's), so two builds fit the same FFN."""

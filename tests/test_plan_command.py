@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pillm import estimate, owner
-from pillm.plan import ConfigError, apply_schema
+from pillm.core.config import ConfigError, apply_schema
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,6 +17,7 @@ from transformers import (
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.models.pretrained import SPECIAL_TOKENS, special_token_ids
+from pillm.probe.config import ProbeRowsConfig
 from pillm.probe.fit import _with_ones, probe_model, score_windows
 from pillm.probe.intervals import (
     WindowScores,
@@ -27,7 +28,6 @@ from pillm.probe.intervals import (
 )
 from pillm.probe.masks import describe, row_mask
 from pillm.probe.variance import excluded_share, outlier_stats
-from pillm.settings import ProbeRowsConfig
 
 D, V, SPECIAL, SINK = 16, 50, 3, 2
 POLICY = ProbeRowsConfig(exclude_positions=(0,), exclude_special=True)
@@ -284,7 +284,7 @@ def test_window_scores_equal_a_plain_sum_per_window():
         np.testing.assert_allclose(got.e[w], err.sum(0).numpy(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_window_scores_rerun_bitwise_on_cuda():
     """The probe's per-window sums (and so its bootstrap bounds) are the same bits on a rerun:
     index_add_'s atomics added in another order each run, and two builds differed in the last

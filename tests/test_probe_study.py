@@ -10,13 +10,14 @@ import torch
 import torch.nn as nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM
 
+from pillm.core.config import ConfigError
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.models.pretrained import ModelUnavailable, ProbeModel, load_probe_model, own_seed
 from pillm.paper.claim_frame import read_claim_frame
-from pillm.plan import ConfigError, check_probe_models
+from pillm.probe.config import ProbeConfig
+from pillm.probe.plan import check_probe_models
 from pillm.probe.report import aggregate_probe
 from pillm.probe.run import gradient_fit, run_probe, token_windows
-from pillm.settings import ProbeConfig
 
 V = 64
 TEXT = "".join(f"line {i} of some text with words {i % 7} and {i % 11}\n" for i in range(400))

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pillm.saffu.config import SaffuJobConfig
 from pillm.saffu.data import arm, fraction_tag, train_window
 from pillm.saffu.figures import saffu_figures
 from pillm.saffu.kn_job import run_kneser_ney
@@ -33,7 +34,6 @@ from pillm.saffu.model import (
 )
 from pillm.saffu.report import aggregate_saffu, render_saffu_tables
 from pillm.saffu.run import early_stop_rows, run_saffu, train_adamw
-from pillm.settings import SaffuJobConfig
 
 REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[1] / "paper/templates"
 
@@ -536,8 +536,8 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
 def test_plan_lists_one_job_per_setting_train_fraction_and_seed():
     import yaml
 
-    from pillm import plan
-    from pillm.plan import ConfigError
+    from pillm.core.config import ConfigError
+    from pillm.saffu import plan
 
     cfg = yaml.safe_load((REPO_TEMPLATES.parents[1] / "config/config.yaml").read_text())
     saffu = cfg["saffu"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pillm.core.kernels import uses_kernels
+from pillm.accel.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM, evaluate
 from pillm.saffu.optim import RowAdamW, TorchAdamW, adamw_for
 from pillm.saffu.segment_sum import (
@@ -142,7 +142,7 @@ def test_fixed_order_kernel_matches_embedding_bag_in_the_interpreter():
     run_interpreter_check("tests.test_saffu_cuda")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_sparse_products_rerun_bitwise_on_cuda():
     """SaffuLM's product on CUDA, run three times on the same inputs at the paper's SAFFU shape
     (4,098 inputs, a 50,257-type vocabulary, 20 non-zeros a row, 1,024 rows): the same logits
@@ -174,7 +174,7 @@ def test_sparse_products_rerun_bitwise_on_cuda():
     torch.testing.assert_close(runs[0][1], w.grad, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_training_step_never_waits_for_the_gpu():
     """A SAFFU training step (forward, then AdamW with the fixed-order weight gradient summed
     inside it: the pipeline's step on CUDA) at the paper's shape makes no synchronising CUDA call (pillm.saffu.segment_sum: its tables are sized by the
@@ -202,7 +202,7 @@ def test_training_step_never_waits_for_the_gpu():
         torch.cuda.set_sync_debug_mode("default")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_row_adamw_matches_torch_adamw_and_reruns_bitwise_on_cuda():
     """At the paper's SAFFU shape with a frequent input (4,096 entries: partial rows and their
     merge), ``adamw_step`` against torch's fused AdamW on the fixed-order gradient, and the

@@ -10,7 +10,9 @@ import polars as pl
 import pytest
 import yaml
 
-from pillm import plan
+from pillm.core.config import ConfigError
+from pillm.lm import plan
+from pillm.lm.config import SensitivityConfig
 from pillm.lm.sensitivity import (
     loss_share,
     point_summary,
@@ -18,8 +20,7 @@ from pillm.lm.sensitivity import (
     sensitivity_macros,
     sensitivity_report,
 )
-from pillm.plan import ConfigError
-from pillm.settings import SensitivityConfig
+from pillm.plan import validate
 
 from .conftest import REPO
 
@@ -102,7 +103,7 @@ def test_config_errors_name_the_key():
         plan.sensitivity_points(config_with(lrs=[1e-3, 1.0000001e-3]))
     bad = config_with(variants=["baseline", "attn_only", "pil_pure"])
     with pytest.raises(ConfigError, match=r"sensitivity\.variants"):
-        plan.validate_config(bad, REPO / "config/schema.yaml")
+        validate(bad, REPO / "config/schema.yaml")
 
 
 def test_settings_defaults_are_the_schemas():

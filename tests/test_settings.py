@@ -6,23 +6,22 @@ import dataclasses
 import pytest
 import yaml
 
-from pillm.plan import ConfigError, saffu_job_params
-from pillm.settings import (
-    ClassifierJobConfig,
-    DataConfig,
+from pillm.core.config import ConfigError, Section
+from pillm.data.config import DataConfig
+from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
+from pillm.lm.config import (
     ExtrasParams,
-    GenerativeConfig,
     LambadaConfig,
     LMParams,
-    LoraConfig,
     ModelConfig,
     PILConfig,
-    ProbeConfig,
-    SaffuJobConfig,
     SamplesConfig,
-    Section,
     TrainConfig,
 )
+from pillm.lora.config import LoraConfig
+from pillm.probe.config import ProbeConfig
+from pillm.saffu.config import SaffuJobConfig
+from pillm.saffu.plan import saffu_job_params
 
 from .conftest import REPO
 

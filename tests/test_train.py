@@ -89,7 +89,7 @@ def test_deterministic_switch_is_scoped_and_restored():
     assert state() == before
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_training_reruns_bitwise_on_cuda(tokens_dir, tmp_path):
     """train.deterministic (the default): the same run twice on one GPU gives the same weights,
     compiled and graphed as the pipeline runs it (without it they differed on an H100)."""
@@ -125,9 +125,9 @@ def test_frozen_ffn_stays_at_its_init_while_attention_trains(tokens_dir):
 
     from pillm.core.runtime import seed_everything
     from pillm.data.corpus import load_tokens
+    from pillm.lm.config import ModelConfig, TrainConfig
     from pillm.lm.run import build_model
     from pillm.lm.train import fit, lm_metrics
-    from pillm.settings import ModelConfig, TrainConfig
 
     seed_everything(0)
     arrays, meta = load_tokens(str(tokens_dir))

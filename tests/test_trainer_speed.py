@@ -17,12 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pillm.lm.config import TrainConfig
 from pillm.lm.linear_ce import linear_cross_entropy
 from pillm.lm.run import run_variant
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.checkpoint import load_checkpoint
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.settings import TrainConfig
 
 from .conftest import write_toy_tokens
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pillm.core.kernels import triton_available
+from pillm.accel.kernels import triton_available
 
 ROOT = Path(__file__).resolve().parents[1]
 

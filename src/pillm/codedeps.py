@@ -21,7 +21,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from pillm.cli import command
+from pillm.cli import DEFINED_IN, command
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENTRY = ("pillm.__main__", "pillm.cli")
@@ -93,9 +93,9 @@ def _imports(module: str, root: Path, path: Path, mtime_ns: int, size: int) -> f
 
 
 def closure(name: str, root: Path = PACKAGE_DIR) -> list[Path]:
-    """Files of every module command ``name`` may run, sorted: its target, the CLI, and what
-    they import, transitively, with each one's parent packages."""
-    todo = [command(name).module, *ENTRY]
+    """Files of every module command ``name`` may run, sorted: its target, the CLI, the module
+    of its command row, and what they import, transitively, with each one's parent packages."""
+    todo = [command(name).module, DEFINED_IN[name], *ENTRY]
     seen: set[str] = set()
     while todo:
         mod = todo.pop()

@@ -275,7 +275,7 @@ def load_config(
 ) -> dict[str, Any]:
     """The config a run would see: the files merged in order, then ``KEY=YAML`` overrides read
     as Snakemake reads ``--config`` (scalars as strings), then typed and defaulted by the schema."""
-    from pillm.plan import apply_schema
+    from pillm.core.config import apply_schema
 
     config: dict[str, Any] = {}
     for path in configfiles or [str(root / "config" / "config.yaml")]:

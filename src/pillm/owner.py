@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from pillm.plan import ConfigError
+from pillm.core.config import ConfigError
 
 MARKER = ".owner.json"
 

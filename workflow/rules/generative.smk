@@ -1,5 +1,8 @@
 # Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW
 # (learning rate from a held-out grid, every seed of generative.seeds).
+from pillm.generative import plan as gen_plan
+
+GEN = config["generative"]
 
 
 rule gen_images:
@@ -73,7 +76,7 @@ rule gen_lr_run:
     benchmark:
         benchfile("generative/{dataset}/lr_{family}/lr{lr}")
     wildcard_constraints:
-        family="|".join(plan.FAMILIES),
+        family="|".join(gen_plan.FAMILIES),
     priority: PRIORITY["gen_lr_run"]  # each grid gates its family's seeds
     conda:
         "../envs/pillm.yaml"
@@ -96,7 +99,7 @@ rule gen_lr_run:
 # The pick of one grid from its rates' runs (each rate is its own GPU job, so they run at once).
 rule gen_lr_grid:
     input:
-        runs=gen_lr_runs,
+        runs=lambda w: in_results(gen_plan.lr_grid_runs(GEN, w.dataset, w.family)),
         code=code("gen-lr-pick"),
     output:
         lr=res("generative/{dataset}/lr_{family}/lr.json"),
@@ -104,7 +107,7 @@ rule gen_lr_grid:
     log:
         logfile("generative/{dataset}/lr_{family}"),
     wildcard_constraints:
-        family="|".join(plan.FAMILIES),
+        family="|".join(gen_plan.FAMILIES),
     conda:
         "../envs/pillm.yaml"
     params:
@@ -118,7 +121,7 @@ rule generative:
     input:
         images=rules.gen_images.output,
         classifier=rules.gen_classifier.output.model,
-        lr=gen_lr_input,
+        lr=lambda w: in_results(gen_plan.lr_pick_files(config, w.dataset, w.setting)),
         code=code("generative"),
     output:
         metrics=res("generative/{dataset}/{setting}/seed{seed}/metrics.json"),
@@ -129,16 +132,16 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
-    priority: lambda w: PRIORITY["generative_adamw"] if gen_is_adamw(w) else 0  # arms: long
+    priority: lambda w: PRIORITY[gen_plan.priority_class(config, w.dataset, w.setting)]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=lambda w: gpu_mem(
-            "generative_adamw"
-            if gen_is_adamw(w)
-            else plan.pil_fit_memory_mb(GEN, w.dataset, gen_setting(w))
+            gen_plan.gpu_memory_mb(
+                config, w.dataset, w.setting, GPU_MEM_MB["generative_adamw"]
+            )
         ),
     params:
         # Not datasets (the DAG's business) nor classifier (an input file already).
@@ -147,7 +150,9 @@ rule generative:
         ),
         lr=lambda w, input: f"--lr {input.lr}" if input.lr else "",
         # The AdamW arms gate the run's end (chains of small graphed steps): normal priority.
-        mps=lambda w: mps_priority(bulk=not gen_is_adamw(w)),
+        mps=lambda w: mps_priority(
+            bulk=not gen_plan.is_adamw(config, w.dataset, w.setting)
+        ),
         out_dir=subpath(output.metrics, parent=True),
         device=DEVICE,
     shell:
@@ -161,14 +166,14 @@ rule generative:
 
 rule gen_aggregate:
     input:
-        metrics=gen_jobs("metrics.json"),
-        curves=gen_jobs("curves.parquet"),
-        samplers=gen_jobs("samplers.parquet"),
+        metrics=in_results(gen_plan.job_files(config, "metrics.json")),
+        curves=in_results(gen_plan.job_files(config, "curves.parquet")),
+        samplers=in_results(gen_plan.job_files(config, "samplers.parquet")),
         classifiers=expand(
             res("generative/{dataset}/classifier.json"), dataset=GEN["datasets"]
         ),
-        lr=gen_lr_grids("lr.json"),
-        lr_curves=gen_lr_grids("curves.parquet"),
+        lr=in_results(gen_plan.lr_grid_files(config, "lr.json")),
+        lr_curves=in_results(gen_plan.lr_grid_files(config, "curves.parquet")),
         code=code("gen-aggregate"),
     output:
         runs=res("summary/generative.parquet"),
@@ -221,7 +226,7 @@ rule gen_tables:
 rule gen_figures:
     input:
         summary=rules.gen_aggregate.output,
-        grids=gen_jobs("samples.png"),
+        grids=in_results(gen_plan.job_files(config, "samples.png")),
         code=code("gen-figures"),
     output:
         pdf=expand(
@@ -248,3 +253,18 @@ rule gen_figures:
     shell:
         "python -m pillm gen-figures --summary-dir {params.summary_dir}"
         " --results-dir {params.results_dir} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+wing(
+    "generative",
+    paper=[rules.gen_tables.output, rules.gen_figures.output.pdf],
+    summaries=[rules.gen_aggregate.output.runs],
+    tables=[rules.gen_tables.output],
+)
+
+
+localrules:
+    gen_lr_grid,
+    gen_aggregate,
+    gen_tables,
+    gen_figures,

@@ -1,5 +1,8 @@
 # SST-2 on frozen base models: closed-form heads vs LoRA (peft); one job per (base model and
 # seed, method); GPU when visible.
+from pillm.lora import plan as lora_plan
+
+LORA = config["lora"]
 
 
 rule lora:
@@ -51,8 +54,8 @@ rule lora:
 
 rule lora_aggregate:
     input:
-        metrics=lora_jobs("metrics.json"),
-        curves=lora_jobs("curve.parquet"),
+        metrics=in_results(lora_plan.job_files(config, "metrics.json")),
+        curves=in_results(lora_plan.job_files(config, "curve.parquet")),
         code=code("lora-aggregate"),
     output:
         summary=res("summary/lora.parquet"),
@@ -65,7 +68,7 @@ rule lora_aggregate:
     params:
         jobs=expand(
             "{model}/{method}",
-            model=plan.lora_model_names(config),
+            model=lora_plan.lora_model_names(config),
             method=LORA["methods"],
         ),
         out_dir=subpath(output.summary, parent=True),
@@ -116,3 +119,17 @@ rule lora_figures:
     shell:
         "python -m pillm lora-figures --summary-dir {params.summary_dir}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+wing(
+    "lora",
+    paper=[rules.lora_tables.output, rules.lora_figures.output.pdf],
+    summaries=[rules.lora_aggregate.output.summary],
+    tables=[rules.lora_tables.output],
+)
+
+
+localrules:
+    lora_aggregate,
+    lora_tables,
+    lora_figures,

@@ -1,4 +1,7 @@
 # R2_lin probing: how linear is each FFN block? One job per (model, corpus); GPU when visible.
+from pillm.probe import plan as probe_plan
+
+PROBE = config["probe"]
 
 
 rule probe:
@@ -42,9 +45,9 @@ rule probe:
 
 rule probe_aggregate:
     input:
-        blocks=probe_jobs("blocks.parquet"),
-        gradients=probe_jobs("gradient.parquet"),
-        metrics=probe_jobs("metrics.json"),
+        blocks=in_results(probe_plan.job_files(config, "blocks.parquet")),
+        gradients=in_results(probe_plan.job_files(config, "gradient.parquet")),
+        metrics=in_results(probe_plan.job_files(config, "metrics.json")),
         code=code("probe-aggregate"),
     output:
         probe=res("summary/probe.parquet"),
@@ -149,3 +152,17 @@ rule probe_figures:
     shell:
         "python -m pillm probe-figures --summary-dir {params.summary_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+wing(
+    "probe",
+    paper=[rules.probe_tables.output, rules.probe_figures.output.pdf],
+    summaries=[rules.probe_aggregate.output.jobs],
+    tables=[rules.probe_tables.output],
+)
+
+
+localrules:
+    probe_aggregate,
+    probe_tables,
+    probe_figures,

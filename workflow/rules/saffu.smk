@@ -1,6 +1,12 @@
 # SAFFU explicit-solution baseline (re-implementation): one job per (setting, train fraction,
 # seed), GPU when visible, running warm and cold start; the Kneser-Ney baseline (CPU); then
 # aggregation with the claim frame, tables beside the LM summary, figures.
+from pillm.saffu import plan as saffu_plan
+
+SAFFU = config["saffu"]
+SAFFU_SETTINGS = saffu_plan.saffu_settings(config)
+# A job's (setting, fraction tag, seed) from its wildcards.
+saffu_job = lambda w: (w.setting, w.frac, int(w.seed))
 
 
 rule saffu:
@@ -15,11 +21,7 @@ rule saffu:
         code=code("saffu"),
         # later seeds reuse the rates their first seed chose, the other settings those the
         # main setting chose on the full train split
-        rates=lambda w: [
-            res(f"saffu/{job}/metrics.json")
-            for job in [plan.saffu_rates_job(config, w.setting, w.frac, int(w.seed))]
-            if job
-        ],
+        rates=lambda w: in_results(saffu_plan.rates_files(config, *saffu_job(w))),
     output:
         metrics=res("saffu/{setting}/{frac}/seed{seed}/metrics.json"),
         curve=res("saffu/{setting}/{frac}/seed{seed}/curve.parquet"),
@@ -31,27 +33,27 @@ rule saffu:
         setting="|".join(SAFFU_SETTINGS),
         frac=r"f[0-9.]+",
         seed=r"\d+",
-    priority: saffu_priority
+    priority: lambda w: PRIORITY[saffu_plan.priority_class(config, *saffu_job(w))]
     conda:
         "../envs/pillm.yaml"
     # one thread: its small sparse CPU ops slow down with more (4x at two threads on 2 cores)
     threads: 1
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=lambda w: gpu_mem(
-            "saffu_reuse"
-            if plan.saffu_rates_job(config, w.setting, w.frac, int(w.seed))
-            else "saffu"
-        ),
+        gpu_mem_mb=lambda w: gpu_mem(saffu_plan.memory_class(config, *saffu_job(w))),
     params:
-        cfg=lambda w: as_json(plan.saffu_job_params(config, w.setting, int(w.seed))),
-        fraction=lambda w: plan.saffu_fraction(config, w.frac),
+        cfg=lambda w: as_json(
+            saffu_plan.saffu_job_params(config, w.setting, int(w.seed))
+        ),
+        fraction=lambda w: saffu_plan.saffu_fraction(config, w.frac),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dir=subpath(output.metrics, parent=True),
         rates=lambda w, input: f"--rates-from {input.rates[0]}" if input.rates else "",
         # A rates job gates other jobs: on two H100s the one of the other settings ran 254 s
         # at MPS's below-normal priority and they ended the run after it (2026-11-27): normal.
-        mps=lambda w: mps_priority(bulk=not saffu_rates_job(w)),
+        mps=lambda w: mps_priority(
+            bulk=not saffu_plan.chooses_rates(config, *saffu_job(w))
+        ),
         device=DEVICE,
     shell:
         gpu_shell(
@@ -91,8 +93,8 @@ rule saffu_kn:
 
 rule saffu_aggregate:
     input:
-        metrics=saffu_runs("metrics.json"),
-        curves=saffu_runs("curve.parquet"),
+        metrics=in_results(saffu_plan.job_files(config, "metrics.json")),
+        curves=in_results(saffu_plan.job_files(config, "curve.parquet")),
         kn=rules.saffu_kn.output.metrics,
         code=code("saffu-aggregate"),
     output:
@@ -184,3 +186,17 @@ rule saffu_figures:
     shell:
         "python -m pillm saffu-figures --summary-dir {params.summary_dir}"
         " --main-setting {params.main} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+wing(
+    "saffu",
+    paper=[rules.saffu_tables.output, rules.saffu_figures.output.pdf],
+    summaries=[rules.saffu_aggregate.output.runs],
+    tables=[rules.saffu_tables.output],
+)
+
+
+localrules:
+    saffu_aggregate,
+    saffu_tables,
+    saffu_figures,

@@ -1,10 +1,11 @@
 # Sensitivity of the contribution share: a learning-rate x dropout grid (config sensitivity),
 # each point's baseline / attn_only / ffn_only trained by run-lm with train.lr and model.dropout
-# overridden (pillm.plan.sensitivity_params), then one table and the \Sens* macros.
-# Job list: sensitivity_runs (common.smk).
+# overridden (pillm.lm.plan.sensitivity_params), then one table and the \Sens* macros.
 
 
 # One job per variant runs its whole grid in one process (run-lm with one params set per run).
+
+
 rule sensitivity_run:
     input:
         tokens=multiext(
@@ -16,10 +17,12 @@ rule sensitivity_run:
         ),
         code=code("run-lm"),
     output:
-        metrics=sensitivity_outputs("metrics.json"),
-        curve=sensitivity_outputs("curve.parquet"),
-        solve=sensitivity_outputs("solve.parquet"),
-        checkpoint=temp(sensitivity_outputs("model.pt")),
+        metrics=in_results(lm_plan.sensitivity_variant_files(config, "metrics.json")),
+        curve=in_results(lm_plan.sensitivity_variant_files(config, "curve.parquet")),
+        solve=in_results(lm_plan.sensitivity_variant_files(config, "solve.parquet")),
+        checkpoint=temp(
+            in_results(lm_plan.sensitivity_variant_files(config, "model.pt"))
+        ),
     log:
         logfile("sensitivity_run/{variant}"),
     benchmark:
@@ -36,11 +39,11 @@ rule sensitivity_run:
     params:
         cfg=lambda w: as_json(
             [
-                plan.sensitivity_params(config, w.variant, p)
-                for p, _ in sensitivity_grid()
+                lm_plan.sensitivity_params(config, w.variant, p)
+                for p, _ in lm_plan.sensitivity_grid(config)
             ]
         ),
-        seeds=" ".join(str(s) for _, s in sensitivity_grid()),
+        seeds=" ".join(str(s) for _, s in lm_plan.sensitivity_grid(config)),
         tokens_dir=lambda w, input: parent(input.tokens[0]),
         out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
         device=DEVICE,
@@ -53,7 +56,7 @@ rule sensitivity_run:
 
 rule sensitivity_report:
     input:
-        metrics=sensitivity_runs("metrics.json"),
+        metrics=in_results(lm_plan.sensitivity_files(config, "metrics.json")),
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         templates=TEMPLATES,
         code=code("sensitivity"),
@@ -75,3 +78,13 @@ rule sensitivity_report:
         " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
         " --templates {params.template_dir} --out-dir {params.out_dir}"
         " --table {output.table} --numbers {output.numbers} > {log} 2>&1"
+
+
+wing(
+    "sensitivity",
+    paper=[
+        rules.sensitivity_report.output.table,
+        rules.sensitivity_report.output.numbers,
+    ],
+    summaries=[rules.sensitivity_report.output.runs],
+)

@@ -89,7 +89,7 @@ def provenance(device: str) -> dict[str, str]:
     import numpy
     import torch
 
-    from pillm.core.cuda_driver import cuda_wait_mode
+    from pillm.accel.cuda_driver import cuda_wait_mode
 
     cuda = device.startswith("cuda")
     if cuda:
@@ -105,7 +105,7 @@ def provenance(device: str) -> dict[str, str]:
         "numpy": numpy.__version__,
         "cuda": torch.version.cuda or "none",
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),  # gpu_slots.py
-        # how its threads waited for the GPU (pillm.core.cuda_driver.sleep_while_waiting)
+        # how its threads waited for the GPU (pillm.accel.cuda_driver.sleep_while_waiting)
         "cuda_wait": cuda_wait_mode(torch.device(device).index or 0) if cuda else "none",
     }
 

@@ -11,7 +11,7 @@ import resource
 import numpy as np
 import torch
 
-from pillm.core.cuda_driver import sleep_while_waiting
+from pillm.accel.cuda_driver import sleep_while_waiting
 
 
 def resolve_device(name: str) -> str:

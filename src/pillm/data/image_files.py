@@ -205,7 +205,7 @@ def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) ->
 
     ``data`` is the config's data section (a dict, checked here once); ``threads``: processes
     that decode (0: one). Every GPU job of the dataset waits for this one."""
-    from pillm.settings import DataConfig
+    from pillm.data.config import DataConfig
 
     source = DataConfig.from_dict(data, "data")
     arrays, meta = {}, {}

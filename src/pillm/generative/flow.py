@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from pillm.core.cuda_graph import GraphedStep
+from pillm.accel.cuda_graph import GraphedStep
 from pillm.core.ridge import RidgeFit, chunk_ranges, solve_relative, split_heldout, stream_gram
 from pillm.core.runtime import lr_at, peak_memory_mb, sync
 
@@ -415,7 +415,7 @@ def train_regression(
     it exploits (EpsModel.forward_stratified); ``evaluate`` still receives ``net``.
 
     On CUDA (unless ``cuda_graphs`` is off) the step replays from a CUDA graph after a few eager
-    calls (pillm.core.cuda_graph: a step of this small net is launch-bound); the CPU step is the
+    calls (pillm.accel.cuda_graph: a step of this small net is launch-bound); the CPU step is the
     plain eager loop.
     The clock starts after the first step (CUDA: after the captured one; warm-up and capture
     excluded, as PIL's clock excludes the solver libraries' start-up) and stops synchronized. With

@@ -4,7 +4,7 @@ A *setting* is one model fitted one way: PIL flow matching or PIL diffusion (clo
 layer, flow.py / diffusion.py) or the same network with every weight trained by AdamW, at the
 learning rate its family's grid job picked on held-out images (tuning.py) and for the configured
 steps, its held-out error recorded along the way (the curve the speed comparison reads). The arms
-come in pairs of one network (pillm.plan.FAMILIES) and run every seed; ablations (feature width,
+come in pairs of one network (pillm.generative.plan.FAMILIES) and run every seed; ablations (feature width,
 single vs Bi-PIL, time encoding) run the first seed; the λ ablation is the held-out curve every
 PIL fit records and the ODE-step ablation is sampled from the PIL flow, so neither costs a refit.
 
@@ -42,6 +42,7 @@ from pillm.data.images import (
     subset_rows,
     to_float,
 )
+from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
 from pillm.generative.diffusion import (
     DiffusionConfig,
     eps_heldout_mse,
@@ -60,14 +61,13 @@ from pillm.generative.flow import (
     train_gradient_flow,
     trainable_params,
 )
+from pillm.generative.plan import Setting, settings
 from pillm.generative.sample_quality import (
     FeatureCNN,
     extract_features,
     sample_quality,
     train_feature_classifier,
 )
-from pillm.plan import Setting, settings
-from pillm.settings import ClassifierJobConfig, GenerativeConfig
 
 # ------------------------------------------------------------------------------------ data
 

@@ -1,12 +1,12 @@
 """AdamW's learning rate for each arm pair, chosen on held-out images before the arms run.
 
 Per (dataset, family) and rate of ``generative.gradient.lr_grid``, one job (``lr_run_job``)
-trains the family's AdamW setting (pillm.plan.FAMILIES) from the first seed for
+trains the family's AdamW setting (pillm.generative.plan.FAMILIES) from the first seed for
 ``grid_fraction`` of its steps (same warm-up and cosine schedule, shortened), its held-out
 regression error recorded every ``eval_every`` steps. The rates run as separate jobs so they
 train side by side: the grid gates its family's seeds, so it is on the generative study's
 longest chain. ``lr_pick_job`` then picks the rate with the lowest final held-out error and
-records whether the pick lies on an edge of the grid (``pillm.lm.pil.edge_side``, the rule by
+records whether the pick lies on an edge of the grid (``pillm.core.selection.edge_side``, the rule by
 which the other studies extend their grids; here the rates are separate jobs, so an edge pick
 is counted in the paper instead of extended). The held-out images are the tail of the training
 subset the PIL fits pick λ on (never test images), so both methods tune on the same data.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from pillm.core.records import write_json, write_rows_parquet
 from pillm.core.runtime import resolve_device, tf32
+from pillm.core.selection import edge_side
+from pillm.generative.config import GenerativeConfig
 from pillm.generative.flow import FeatureConfig
+from pillm.generative.plan import lr_tag
 from pillm.generative.run import fit_data, fit_setting, known_setting
-from pillm.lm.pil import edge_side
-from pillm.plan import lr_tag
-from pillm.settings import GenerativeConfig
 
 
 def grid_steps(total: int, fraction: float) -> int:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from pillm.core.kernels import block_width, interpreting, uses_kernels
+from pillm.accel.kernels import block_width, interpreting, uses_kernels
 from pillm.lm.linear_ce import loss_and_grads
 
 

@@ -18,13 +18,12 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
-from pillm.lm.sensitivity import loss_share
+from pillm.lm.variants import VARIANTS
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, macro_name, mean_std, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.tidy import ci95, read_runs, stack_parquet, summarise, write_parquet
-from pillm.plan import VARIANTS
+from pillm.paper.tidy import ci95, loss_share, read_runs, stack_parquet, summarise, write_parquet
 
 
 def metric_table(summary: pl.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:

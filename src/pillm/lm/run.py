@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from pillm.core.config import ConfigError
 from pillm.core.records import (
     IDENTITY,
     config_hash,
@@ -26,10 +27,11 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, seed_everything
+from pillm.core.selection import GridPick
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import LambadaSet, generate_samples, load_lambada, score_lambada
+from pillm.lm.config import ExtrasParams, LMParams, ModelConfig, PILConfig
 from pillm.lm.pil import (
-    GridPick,
     LayerSolves,
     frozen_copy,
     functional_gradient_step_search,
@@ -40,10 +42,9 @@ from pillm.lm.pil import (
     target_residual,
 )
 from pillm.lm.train import fit, lm_metrics
+from pillm.lm.variants import VARIANTS
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import GPT, GPTConfig, attach_pil, freeze_ffns, matched_depth
-from pillm.plan import VARIANTS, ConfigError
-from pillm.settings import ExtrasParams, LMParams, ModelConfig, PILConfig
 
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")
 _previous_end = 0.0  # process_seconds() when this process finished its previous run (0: none)

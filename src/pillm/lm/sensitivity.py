@@ -25,12 +25,12 @@ from typing import Any
 import polars as pl
 
 from pillm.core.records import read_records
+from pillm.lm.config import SensitivityConfig
+from pillm.lm.plan import sensitivity_points
 from pillm.paper.latex import MISSING, fmt_num, fmt_range, fmt_sci
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.tidy import write_parquet
-from pillm.plan import sensitivity_points
-from pillm.settings import SensitivityConfig
+from pillm.paper.tidy import loss_share, write_parquet
 
 METRICS = ("val_loss", "test_loss", "test_ppl")
 ARMS = {"attn": "attn_only", "ffn": "ffn_only"}  # measure prefix -> the variant it compares
@@ -121,11 +121,6 @@ def point_summary(runs: pl.DataFrame, unigram_loss: float, params: dict[str, Any
         for r in out:
             r[f"selected_{v}"] = r["point"] == chosen
     return pl.DataFrame(out)
-
-
-def loss_share(unigram: float, arm_loss: float, full_loss: float) -> float:
-    """(L_uni - L_arm) / (L_uni - L_full): the arm's part of the full model's gain over unigram."""
-    return (unigram - arm_loss) / (unigram - full_loss)
 
 
 def _mean(xs) -> float:

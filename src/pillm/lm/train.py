@@ -15,10 +15,10 @@ import torch
 from tqdm import tqdm
 
 from pillm.core.runtime import deterministic, lr_at, peak_memory_mb, sync, tf32
+from pillm.lm.config import TrainConfig
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.evaluate import evaluate_lm
 from pillm.models.gpt import GPT
-from pillm.settings import TrainConfig
 
 
 @tf32(True)  # the training only: a PIL solve later in the process sees the switch restored

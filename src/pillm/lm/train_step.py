@@ -8,7 +8,7 @@ metrics stay bit-identical whatever the keys say):
 - ``compile``: ``torch.compile`` of forward + loss (Inductor fuses the elementwise ops);
 - ``cuda_graphs``: after ``GRAPH_WARMUP`` eager steps, the whole step (forward, backward,
   gradient clip, fused AdamW with ``capturable=True`` and the learning rate as a device tensor)
-  is captured once into a CUDA graph (pillm.core.cuda_graph) and replayed: one launch per
+  is captured once into a CUDA graph (pillm.accel.cuda_graph) and replayed: one launch per
   step, no host sync;
 - ``output_layer``: how the output layer and cross-entropy run: ``dense`` (the model's own
   logits, then ``F.cross_entropy``), ``chunked`` (``linear_ce``, ``ce_chunk`` rows at a time, so
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 import torch
 
-from pillm.core.cuda_graph import GraphedStep
+from pillm.accel.cuda_graph import GraphedStep
+from pillm.lm.config import TrainConfig, check_output_layer
 from pillm.lm.fused_ce import fused_linear_cross_entropy
 from pillm.lm.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
-from pillm.settings import TrainConfig, check_output_layer
 
-GRAPH_WARMUP = 3  # eager steps before capture (pillm.core.cuda_graph)
+GRAPH_WARMUP = 3  # eager steps before capture (pillm.accel.cuda_graph)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class StepOptions:
     compile: bool = False
     cuda_graphs: bool = False
     ce_chunk: int = 0  # rows per chunk of output_layer "chunked"
-    output_layer: str = "dense"  # dense | chunked | fused (pillm.settings.OUTPUT_LAYERS)
+    output_layer: str = "dense"  # dense | chunked | fused (pillm.lm.config.OUTPUT_LAYERS)
     backend: str | Callable = "inductor"  # torch.compile backend (tests: "aot_eager", no codegen)
 
     def __post_init__(self) -> None:

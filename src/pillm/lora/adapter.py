@@ -39,8 +39,8 @@ from torch import Tensor, nn
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import sync
 from pillm.lora.base import BaseModel, by_length, pad_batch, to_device
+from pillm.lora.config import LoraConfig
 from pillm.lora.methods import ClosedFormHead, FitResult, centred_one_hot, fit_closed_form
-from pillm.settings import LoraConfig
 
 
 def ffn_sites(base: BaseModel) -> tuple[nn.Module, nn.Module]:

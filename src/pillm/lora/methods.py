@@ -39,7 +39,7 @@ from tqdm import tqdm
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import lr_at, sync
 from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches, to_device
-from pillm.settings import LoraConfig
+from pillm.lora.config import LoraConfig
 
 METHODS = ("pil_lora", "ridge", "pil_adapter", "lora")  # pil_adapter: pillm.lora.adapter
 N_CLASSES = 2

@@ -20,13 +20,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pillm.core.config import ConfigError
 from pillm.core.runtime import peak_memory_mb, tf32
+from pillm.core.selection import search_grid
+from pillm.data.config import DataConfig
 from pillm.data.sst2 import Split
-from pillm.lm.pil import search_grid
 from pillm.lora.adapter import fit_adapter
 from pillm.lora.base import BaseModel, load_base
+from pillm.lora.config import LoraConfig
 from pillm.lora.methods import METHODS, FitResult, choose_lr, fit_closed_form, fit_lora
-from pillm.settings import ConfigError, DataConfig, LoraConfig
 
 # ---------------------------------------------------------------- determinism
 
@@ -89,7 +91,7 @@ def run_fits(
     Closed-form methods (heads, in-layer adapter): a warm-up fit, then the timed one (λ and the
     adapter's η chosen on ``dev`` inside each).
     LoRA: one early-stopped run per learning rate of ``cfg.lrs``, the grid extended past an
-    edge pick by ``cfg.lr_extend`` rates per side (``pillm.lm.pil.search_grid``; the selection's
+    edge pick by ``cfg.lr_extend`` rates per side (``pillm.core.selection.search_grid``; the selection's
     training time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed
     rerun of that rate for the chosen run's best step count, which must reproduce its weights."""
     if method not in METHODS:
@@ -113,7 +115,9 @@ def run_fits(
         if cfg.lr_extend and len(set(cfg.lrs)) < 2:
             raise ConfigError("lora.lrs needs two distinct rates to be extended past an edge "
                               "(its ratio), or set lora.lr_extend: 0")  # fmt: skip
-        first, grid = search_grid(cfg.lrs, cfg.lr_extend, pick, "lora.lrs")
+        first, grid = search_grid(
+            cfg.lrs, cfg.lr_extend, pick, "lora.lrs", extend_key="lora.lr_extend"
+        )
         _reset_peak(device)
         timed = fit_lora(base, fit_xy, dev_xy, cfg, grid.value, seed, device,
                          stop_at=int(first.metrics["best_step"]))  # fmt: skip

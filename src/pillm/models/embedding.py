@@ -23,7 +23,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from pillm.core.kernels import block_width, interpreting, uses_kernels
+from pillm.accel.kernels import block_width, interpreting, uses_kernels
 
 
 @torch.library.custom_op("pillm::embedding_grad_fixed_point", mutates_args=())

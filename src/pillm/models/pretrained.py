@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pillm.plan import OWN_PREFIX, PYPI_MODELS
+from pillm.models.registry import OWN_PREFIX, PYPI_MODELS
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Per model family, the structural tokens whose rows are not a block's typical input (the probe's

@@ -90,9 +90,12 @@ def claims_job(
 ) -> None:
     """Evaluate the claims files ``claims`` (``paper/claims/<study>.yaml``) against the studies'
     frames ``frames`` (``summary/claims/<study>.parquet``); write the claims parquet ``out``, the
-    macros, the appendix table and the flip report. ``params``: {"name": the config's name}.
+    macros, the appendix table and the flip report. ``params``: {"name": the config's name,
+    "labels": {study: {arm: its table label}}} (a claims file's own ``names:`` win).
     """
     declared, specs = load_claims(claims)
+    for study, spec in specs.items():
+        spec["names"] = {**params.get("labels", {}).get(study, {}), **(spec.get("names") or {})}
     by_study = {Path(p).stem: read_claim_frame(p) for p in frames}
     unigram = json.loads(Path(tokens_meta).read_text()).get("unigram_test_loss")
     results = evaluate(declared, specs, by_study, unigram)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pillm.paper.claims import (
+from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
+from pillm.paper.table import Table
+from pillm.paper.verdicts import (
     BOOTSTRAP,
     HOLDS,
     NO_SEEDS,
@@ -18,20 +20,15 @@ from pillm.paper.claims import (
     ClaimsError,
     Result,
 )
-from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
-from pillm.paper.table import Table
-from pillm.plan import VARIANTS
 
 # ---- rendering ---------------------------------------------------------------------------------
 
 
 def label(variant: str, spec: Mapping[str, Any] | None = None) -> str:
-    """The sentence name of a variant (``names:`` of the claims file), else its table label."""
+    """The sentence name of an arm: ``names:`` of the claims file, else the study's table label
+    (the claims job adds those to ``names``), else the arm's id, escaped."""
     names = (spec or {}).get("names") or {}
-    if variant in names:
-        return names[variant]
-    lm = (spec or {}).get("study", "lm") == "lm"
-    return VARIANTS[variant].label if lm and variant in VARIANTS else tex_escape(variant)
+    return names[variant] if variant in names else tex_escape(variant)
 
 
 def _digits(r: Result, spec: Mapping[str, Any]) -> int:

@@ -26,25 +26,22 @@ import numpy as np
 import polars as pl
 import yaml
 
-from pillm.lm.sensitivity import loss_share  # (L_uni - L_v) / (L_uni - L_full)
-from pillm.paper.tidy import ci95
+from pillm.paper.claim_text import sentence
+from pillm.paper.tidy import ci95, loss_share
+from pillm.paper.verdicts import (
+    BOOTSTRAP,
+    HOLDS,
+    INDISTINGUISHABLE,
+    NO_SEEDS,
+    NOT_EQUIVALENT,
+    NOT_RUN,
+    ONE_SEED,
+    REVERSED,
+    ClaimsError,
+    Result,
+)
 
 TESTS = ("direction", "equivalence", "share_sum", "interval")
-BOOTSTRAP = {"min_seeds": 5, "resamples": 10000, "seed": 0}  # a file's bootstrap: overrides these
-
-# Verdicts (the ``verdict`` field); the sentence and the table render from these.
-HOLDS = "holds"  # the direction (or equivalence, or non-additivity) the claim declares
-REVERSED = "reversed"  # the interval excludes zero on the other side
-INDISTINGUISHABLE = "indistinguishable"
-NOT_EQUIVALENT = "not equivalent"  # equivalence: the interval leaves the margin
-ONE_SEED = "no interval (1 seed)"
-NO_SEEDS = "no common seeds"
-NOT_RUN = "not run"
-
-
-class ClaimsError(ValueError):
-    """A malformed claims file: the message names the claim and key."""
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -57,33 +54,6 @@ class Claim:
     margin: float | None = None
     reference: str | None = None
     group: str | None = None
-
-
-@dataclass
-class Result:
-    """One evaluated claim: every field goes to ``claims.parquet``."""
-
-    id: str
-    study: str
-    metric: str
-    test: str
-    a: str
-    b: str
-    better: str
-    verdict: str
-    n: int = 0
-    seeds: str = ""
-    diff: float | None = None  # mean over seeds of a - b (share_sum: share_a + share_b - 1)
-    ci_lo: float | None = None  # 95 % t interval over seeds
-    ci_hi: float | None = None
-    boot_lo: float | None = None  # percentile bootstrap (n >= bootstrap.min_seeds), else null
-    boot_hi: float | None = None
-    ci_method: str = ""  # which intervals decided the verdict: "t", "t+bootstrap" or ""
-    agree: int = 0  # seeds whose difference has the mean's sign
-    margin: float | None = None
-    missing: str = ""  # arms the config does not run
-    group: str = ""
-    sentence: str = ""
 
 
 # ---- the claims file ---------------------------------------------------------------------------
@@ -241,7 +211,6 @@ def evaluate(
 ) -> list[Result]:
     """Every claim against its study's frame (``pillm.paper.claim_frame``), each with its
     sentence."""
-    from pillm.paper.claim_text import sentence  # that module imports this one
 
     out = []
     for c in claims:

@@ -89,3 +89,8 @@ def stack_parquet(paths: list[str]) -> pl.DataFrame:
     df = concat_parquet(paths)
     data_cols = [c for c in df.columns if c not in IDENTITY]
     return df.filter(~pl.all_horizontal(pl.col(data_cols).is_null()))
+
+
+def loss_share(unigram: float, arm_loss: float, full_loss: float) -> float:
+    """(L_uni - L_arm) / (L_uni - L_full): the arm's part of the full model's gain over unigram."""
+    return (unigram - arm_loss) / (unigram - full_loss)

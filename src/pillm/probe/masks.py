@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pillm.settings import ProbeRowsConfig
+from pillm.probe.config import ProbeRowsConfig
 
 
 def describe(policy: ProbeRowsConfig) -> str:

@@ -33,6 +33,7 @@ from pillm.core.records import (
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.core.runtime import peak_memory_mb, sync, tf32
 from pillm.models.pretrained import ProbeModel, own_seed
+from pillm.probe.config import ProbeConfig
 from pillm.probe.fit import (
     _forward,
     _solve,
@@ -49,7 +50,6 @@ from pillm.probe.fit import (
     swap_ffns,
 )
 from pillm.probe.masks import RowMask, describe, row_mask
-from pillm.settings import ProbeConfig
 
 # Per block, beside R²_lin on the rows the policy keeps: the same on all rows, the bootstrap
 # intervals over held-out windows, where the held-out variance sits (pillm.probe.variance).

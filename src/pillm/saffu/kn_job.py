@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from pillm.core.records import cpu_name, git_revision, tidy_records, write_json
-from pillm.lm.pil import search_grid
+from pillm.core.selection import search_grid
 from pillm.models.evaluate import bits_per_byte
+from pillm.saffu.config import KneserNeyConfig
 from pillm.saffu.data import train_window
 from pillm.saffu.kneser_ney import KneserNey
-from pillm.settings import KneserNeyConfig
 
 
 def fit_window(
@@ -24,7 +24,7 @@ def fit_window(
 ) -> dict[str, float]:
     """Fit every order on ``train``, pick the lowest held-out loss (the grid extended by one
     order past an edge pick, up to ``order_extend`` times per side, never below 1:
-    ``pillm.lm.pil.search_grid``), score the test tokens."""
+    ``pillm.core.selection.search_grid``), score the test tokens."""
     t0 = time.perf_counter()
     val: dict[int, float] = {}
 
@@ -37,7 +37,10 @@ def fit_window(
 
     # one configured order is the user's choice: nothing to extend; order 1 has none below it
     extend = cfg.order_extend if len(cfg.orders) > 1 else 0
-    _, chosen = search_grid(cfg.orders, extend, pick, "saffu.kn.orders", step=1, floor=1)
+    _, chosen = search_grid(
+        cfg.orders, extend, pick, "saffu.kn.orders", step=1, floor=1,
+        extend_key="saffu.kn.order_extend",
+    )
     best = int(chosen.value)
     model = KneserNey(train, best, vocab, cfg.discount)
     nll, n = model.nll(test)

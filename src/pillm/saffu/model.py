@@ -30,7 +30,7 @@ and decoder matrices of the seed are not learned here: the views are fixed (unif
 
 Counts are smoothed towards the train unigram ``u`` (a Dirichlet prior of mass alpha):
 ``W[i, j] = log(F[i, j] + alpha u_j) - log(F[i].sum() + alpha)``, alpha chosen on the held-out
-split from ``alphas``, the grid extended past an edge pick (pillm.lm.pil.search_grid).
+split from ``alphas``, the grid extended past an edge pick (pillm.core.selection.search_grid).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pillm.core.kernels import uses_kernels
+from pillm.accel.kernels import uses_kernels
 from pillm.saffu.segment_sum import by_input, segment_weight_grad, weighted_rows
 from pillm.saffu.softmax_loss import softmax_rows
 

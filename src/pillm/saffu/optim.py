@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pillm.core.kernels import uses_kernels
+from pillm.accel.kernels import uses_kernels
 from pillm.saffu.model import SaffuLM
 from pillm.saffu.segment_sum import AdamWScalars, adamw_step
 from pillm.saffu.softmax_loss import loss_and_logit_grad

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from pillm.core.config import ConfigError
 from pillm.core.records import (
     config_hash,
     provenance,
@@ -36,10 +37,10 @@ from pillm.core.records import (
     write_rows_parquet,
 )
 from pillm.core.runtime import lr_at, peak_memory_mb, process_seconds, resolve_device, sync
+from pillm.core.selection import GridPick, search_grid
 from pillm.data.corpus import load_tokens
-from pillm.lm.pil import GridPick, search_grid
 from pillm.models.evaluate import bits_per_byte, perplexity
-from pillm.plan import ConfigError
+from pillm.saffu.config import SaffuJobConfig, SaffuSetting
 from pillm.saffu.data import fraction_tag, train_window
 from pillm.saffu.model import (
     SaffuLM,
@@ -54,7 +55,6 @@ from pillm.saffu.model import (
     unigram,
 )
 from pillm.saffu.optim import adamw_for
-from pillm.settings import SaffuJobConfig, SaffuSetting
 
 INITS = ("explicit", "random")
 
@@ -169,7 +169,9 @@ def tune_lr(
         return runs[best], best, scores
 
     check_grid(job.lrs, job.lr_extend, "saffu.lrs", "saffu.lr_extend")
-    fit, chosen = search_grid(job.lrs, job.lr_extend, pick, "saffu.lrs")
+    fit, chosen = search_grid(
+        job.lrs, job.lr_extend, pick, "saffu.lrs", extend_key="saffu.lr_extend"
+    )
     assert fit.weight is not None
     model.weight.data.copy_(fit.weight)
     curves = [row for f in runs.values() for row in f.curve]
@@ -201,7 +203,9 @@ def select_alpha(
         return None, best, {a: scores[a] for a in grid}
 
     check_grid(job.alphas, job.alpha_extend, "saffu.alphas", "saffu.alpha_extend")
-    _, chosen = search_grid(job.alphas, job.alpha_extend, pick, "saffu.alphas")
+    _, chosen = search_grid(
+        job.alphas, job.alpha_extend, pick, "saffu.alphas", extend_key="saffu.alpha_extend"
+    )
     return explicit_solution(f, chosen.value, prior), chosen, scores
 
 
@@ -323,7 +327,7 @@ def run_saffu(
     ``curve.parquet``. The records of a seed are the same whether its job ran the seeds before
     it or took their rate from ``rates_from`` (the pipeline runs one seed a job).
 
-    ``cfg`` is pillm.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
+    ``cfg`` is pillm.saffu.plan.saffu_job_params's dict (checked here once into SaffuJobConfig)."""
     job = SaffuJobConfig.from_dict(cfg, "saffu")
     setting = job.setting(setting_name)
     for init in job.inits:

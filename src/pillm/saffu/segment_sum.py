@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pillm.core.kernels import uses_kernels
+from pillm.accel.kernels import uses_kernels
 
 CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers

@@ -1,0 +1,85 @@
+"""The LM variant registry: how each variant is built and what it builds on. Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ---- LM variants ---------------------------------------------------------------------------
+# Each variant is one config entry and one target per seed. A variant that starts from another
+# (``base``) or distils from one (``teacher``) uses that variant's run with the same seed.
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    use_attn: bool = True
+    use_ffn: bool = True
+    base: str | None = None  # start from this variant's trained model (same seed); None: fresh init
+    teacher: str | None = None  # FFN teacher for the "distill" target (same seed)
+    target: str | None = None  # PIL target: residual | tp | distill | fgrad; None: no solve
+    features: str = "bi"  # PIL features: single (4d) | bi (2 x 4d) | single8d (8d)
+    train_after_solve: bool = False  # gradient phase after the solve, solved FFNs frozen
+    ffn_activation: str = "gelu"  # "linear": the FFN without activation (an affine map)
+    freeze_ffn: bool = False  # FFNs stay at their random init (no solve, no gradient)
+    match_params: str | None = None  # depth set in code so the parameter count matches this one
+
+    @property
+    def solves(self) -> bool:
+        return self.target is not None
+
+    @property
+    def trains(self) -> bool:
+        return not self.solves or self.train_after_solve
+
+
+VARIANTS: dict[str, Variant] = {
+    "baseline": Variant("Baseline (AdamW)"),
+    "attn_only": Variant("Attention only (AdamW)", use_ffn=False),
+    "ffn_only": Variant("FFN only (AdamW)", use_attn=False),
+    "pil_pure": Variant("PIL pure (no gradient)", use_ffn=False, target="tp"),
+    "attn_then_pil": Variant("Attn$\\to$PIL (residual)", base="attn_only", target="residual"),
+    "attn_then_tp": Variant("Attn$\\to$PIL (target prop.)", base="attn_only", target="tp"),
+    "pil_then_attn": Variant("PIL$\\to$Attn", use_ffn=False, target="tp", train_after_solve=True),
+    # Controls (issue #14): a frozen random-init FFN with no solve (for pil_then_attn),
+    # attention-only matched in parameters to the baseline (more layers), a linear FFN.
+    "frozen_ffn_attn": Variant("Frozen random FFN + Attn", freeze_ffn=True),
+    "attn_only_matched": Variant(
+        "Attention only, param.-matched", use_ffn=False, match_params="baseline"
+    ),
+    "linear_ffn": Variant("Linear FFN (AdamW)", ffn_activation="linear"),
+    "attn_then_distill": Variant(
+        "Attn$\\to$PIL (distill)", base="attn_only", teacher="baseline", target="distill"
+    ),
+    "attn_then_fgrad": Variant("Attn$\\to$PIL (func. grad.)", base="attn_only", target="fgrad"),
+    "refit": Variant(
+        "Refit (Bi-PIL, $2{\\times}4d$)", base="baseline", teacher="baseline", target="distill"
+    ),
+    "refit_single": Variant(
+        "Refit (single, $4d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features="single",
+    ),
+    "refit_single8d": Variant(
+        "Refit (single, $8d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features="single8d",
+    ),
+}
+for _mult in (1, 2, 16):  # the feature-width sweep of the refit (single projection)
+    VARIANTS[f"refit_single{_mult}d"] = Variant(
+        f"Refit (single, ${_mult}d$)",
+        base="baseline",
+        teacher="baseline",
+        target="distill",
+        features=f"single{_mult}d",
+    )
+
+
+def dependencies(name: str) -> list[str]:
+    """Variants whose same-seed runs this variant needs, in order (base, then teacher)."""
+    v = VARIANTS[name]
+    return [d for d in dict.fromkeys([v.base, v.teacher]) if d is not None]

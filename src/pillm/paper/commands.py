@@ -1,0 +1,55 @@
+"""The paper layer's commands: claims, provenance, timing macros, the PDF, the arXiv tarball, and ``diff`` (by hand)."""
+
+from pillm.core.commands import NUMBERS, TEMPLATES, Arg, Command, js, many, opt, req
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "claims", "pillm.paper.claim_report:claims_job",
+        "evaluate paper/claims/*.yaml: claims parquet, macros, appendix table, flip report",
+        (many("--frames"), req("--tokens-meta"), many("--claims"),
+         js(help="{name} (JSON)"), TEMPLATES, req("--out"), req("--table"), NUMBERS,
+         req("--flips-tex"), req("--flips-txt"),
+         req("--history", "append-only verdict history (not a Snakemake output)")),
+        ("frames", "tokens_meta", "claims", "params", "templates", "out", "table", "numbers",
+         "flips_tex", "flips_txt", "history"),
+        user_errors=("pillm.paper.claims:ClaimsError",),
+    ),
+    Command(
+        "provenance", "pillm.paper.build:write_provenance",
+        "provenance.tex: the build's git revision, runs from modified trees, devices",
+        (many("--summaries", "summary parquet files whose runs the paper reports"), TEMPLATES,
+         NUMBERS),
+        ("summaries", "templates", "numbers"),
+    ),
+    Command(
+        "timing-macros", "pillm.paper.build:write_timing",
+        "timing_numbers.tex from the newest solve-vs-gradient benchmark record",
+        (many("--records", "benchmarks/records/solve_vs_grad_*.json"), TEMPLATES, NUMBERS),
+        ("records", "templates", "numbers"),
+    ),
+    Command(
+        "pdf", "pillm.paper.build:build_pdf", "build the paper PDF with latexmk",
+        (req("--paper-dir"), req("--build-dir"), req("--out")),
+        ("paper_dir", "build_dir", "out"),
+        user_errors=("pillm.paper.build:TexMissing",),
+    ),
+    Command(
+        "arxiv", "pillm.paper.build:pack_arxiv", "pack the arXiv tarball from a built paper",
+        (req("--build-dir"), req("--out")), ("build_dir", "out"),
+    ),
+    # -- by hand
+    Command(
+        "diff", "pillm.paper.diff:diff_command",
+        "what changed between two builds: metrics beyond seed noise, flipped claims, moved cells",
+        (Arg("a", {"help": "build A: a results folder (results/<name>) or REV:PATH in git"}),
+         Arg("b", {"help": "build B: the same forms"}),
+         opt("--html", "also write the changes as a highlighted HTML page here"),
+         Arg("--sigmas", {"type": float, "default": 2.0,
+                          "help": "list a change above this many standard errors (default 2)"}),
+         Arg("--rel", {"type": float, "default": 0.01,
+                       "help": "one seed on a side: list a relative change above this (0.01)"}),
+         Arg("--repo", {"default": ".", "help": "git repository of REV:PATH builds"})),
+        ("a", "b", "html", "sigmas", "rel", "repo"),
+        user_errors=("pillm.paper.diff:DiffInputError",), rule=False,
+    ),
+)  # fmt: skip

@@ -1,0 +1,114 @@
+"""The SAFFU study's plan, torch-free: its settings, jobs (one setting, train fraction and seed
+each), which job chooses the rates others reuse, and each job's config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pillm.core.config import ConfigError
+from pillm.saffu.data import fraction_tag
+
+
+def check(config: dict[str, Any]) -> None:
+    saffu_settings(config)
+
+
+def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """saffu.settings by name (without the name); ConfigError on a duplicate name or a
+    saffu.main_setting that names none of them."""
+    saffu = config["saffu"]
+    named = {s["name"]: {k: v for k, v in s.items() if k != "name"} for s in saffu["settings"]}
+    if len(named) != len(saffu["settings"]):
+        raise ConfigError("saffu.settings: two settings share a name; give each a unique name")
+    if saffu["main_setting"] not in named:
+        raise ConfigError(
+            f"saffu.main_setting: {saffu['main_setting']!r} is not the name of a saffu.settings "
+            f"entry {sorted(named)}; name one of them (config/README.md)"
+        )
+    return named
+
+
+def saffu_job_params(config: dict[str, Any], setting: str, seed: int) -> dict[str, Any]:
+    """The saffu config one job (one setting, train fraction and seed) depends on: its own
+    setting and seed, not the other settings or seeds, the fraction list or the n-gram
+    baseline. ConfigError when ``seed`` is not one of the setting's seeds."""
+    saffu = config["saffu"]
+    left_out = ("settings", "main_setting", "fractions", "ablation_seeds", "kn")
+    cfg = {k: v for k, v in saffu.items() if k not in left_out}
+    if seed not in saffu_seeds(config, setting):
+        key = "seeds" if setting == saffu["main_setting"] else "ablation_seeds"
+        raise ConfigError(f"saffu.{key}: {seed} is not one of {saffu[key]} (setting {setting!r})")
+    return {**cfg, "seeds": [seed], "settings": {setting: saffu_settings(config)[setting]}}
+
+
+def saffu_seeds(config: dict[str, Any], setting: str) -> list[int]:
+    """``seeds`` for the main setting, ``ablation_seeds`` for the others."""
+    saffu = config["saffu"]
+    return list(saffu["seeds"] if setting == saffu["main_setting"] else saffu["ablation_seeds"])
+
+
+def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(setting, fraction tag, seed) of every SAFFU job: the main setting at every
+    ``fractions`` entry and on the full train split, every other setting on the full split
+    (tag ``f100``), each at every seed of its own (``saffu_seeds``). One seed a job: the
+    first seed chooses the rates and the later ones start as soon as it has (a job of all
+    seeds held the other settings back for its later seeds' training, 2026-11-27)."""
+    saffu = config["saffu"]
+    fractions = sorted({float(f) for f in saffu["fractions"]} | {1.0})
+    main = saffu["main_setting"]
+    cells = [(main, fraction_tag(f)) for f in fractions]
+    cells += [(s, fraction_tag(1.0)) for s in saffu_settings(config) if s != main]
+    return [(s, tag, seed) for s, tag in cells for seed in saffu_seeds(config, s)]
+
+
+def saffu_job(setting: str, tag: str, seed: int) -> str:
+    """A SAFFU job's folder under ``saffu/``: ``<setting>/<tag>/seed<seed>``."""
+    return f"{setting}/{tag}/seed{seed}"
+
+
+def saffu_rates_job(config: dict[str, Any], setting: str, tag: str, seed: int) -> str | None:
+    """The job (``saffu_job``) whose chosen rates a job reuses, None for a job that chooses
+    them: the main setting's first seed at every fraction chooses; its later seeds reuse that
+    job's rates, and every other setting the main setting's first seed on the full train split."""
+    main = config["saffu"]["main_setting"]
+    first = saffu_seeds(config, main)[0]
+    if setting != main:
+        return saffu_job(main, fraction_tag(1.0), first)
+    return None if seed == first else saffu_job(main, tag, first)
+
+
+def saffu_fraction(config: dict[str, Any], tag: str) -> float:
+    """The train fraction of a job's tag (``f10`` -> 0.1); ConfigError for an unknown tag."""
+    fractions = {fraction_tag(f): float(f) for f in [*config["saffu"]["fractions"], 1.0]}
+    if tag not in fractions:
+        raise ConfigError(f"saffu: no train fraction has the tag {tag!r} ({sorted(fractions)})")
+    return fractions[tag]
+
+
+def job_files(config: dict[str, Any], name: str) -> list[str]:
+    """File ``name`` of every SAFFU job."""
+    return [f"saffu/{saffu_job(*job)}/{name}" for job in saffu_jobs(config)]
+
+
+def chooses_rates(config: dict[str, Any], setting: str, tag: str, seed: int) -> bool:
+    """Whether other SAFFU jobs reuse this job's chosen rates (they wait for it)."""
+    job = saffu_job(setting, tag, seed)
+    return job in {saffu_rates_job(config, *j) for j in saffu_jobs(config)}
+
+
+def rates_files(config: dict[str, Any], setting: str, tag: str, seed: int) -> list[str]:
+    """The metrics of the job whose chosen rates this job reuses; none for a job that chooses."""
+    job = saffu_rates_job(config, setting, tag, seed)
+    return [] if job is None else [f"saffu/{job}/metrics.json"]
+
+
+def priority_class(config: dict[str, Any], setting: str, tag: str, seed: int) -> str:
+    """A job's start-priority class (config/resources.yaml): jobs whose rates others reuse
+    first; SAFFU jobs are the longest."""
+    return "saffu_rates" if chooses_rates(config, setting, tag, seed) else "saffu"
+
+
+def memory_class(config: dict[str, Any], setting: str, tag: str, seed: int) -> str:
+    """A job's GPU-memory class (config/resources.yaml): a job that reuses chosen rates keeps
+    one weight set, one that chooses them two."""
+    return "saffu_reuse" if saffu_rates_job(config, setting, tag, seed) else "saffu"
