@@ -5,7 +5,7 @@ width + D + 1) and padded with zero features to a multiple of 4 or 16.
 
 Why: a row-major float32 matrix whose row length is not a multiple of 4 has rows that are not
 16-byte aligned, and Hopper's TMA-fed GEMM kernels need 16-byte aligned rows, so cuBLAS falls
-back to Ampere-generation kernels (the seventeenth session's profile of the AdamW step: only
+back to Ampere-generation kernels (a profile of the unpadded AdamW step shows only
 ``cutlass_80_tensorop_s1688gemm_*``). Per image size (MNIST 784, CIFAR-10 3,072), model (flow:
 one map; bucketed: ten maps, one batched product) and batch, it times the output layer's
 forward and backward (``H @ W_out``, then ``dH`` and ``dW_out``) for each padding, prints ms,

@@ -9,7 +9,7 @@ draws them, ``batch // 10`` rows per bucket) and batch, the same network trains 
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
 difference between the two loss curves. ``--align 1`` builds the nets without the alignment
-padding of their features (``pillm.generative.flow.ALIGN``), the nets as they were before it.
+padding of their features (``pillm.generative.flow.ALIGN``): odd feature counts, Ampere GEMMs.
 ``--tiny``: small shapes, for a CPU smoke test (there both runs are eager).
 """
 

@@ -3,7 +3,7 @@
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 # The mirror copy comes as one archive where the carry's 64 MiB would not hold its files
-# (README.md: "The GPU part on an offline GPU host").
+# (docs/offline-gpu.md).
 if [ -f .gpu/data.tgz ] && [ ! -d .gpu/data ]; then tar xzf .gpu/data.tgz -C .gpu; fi
 PY=$(command -v python3)
 SITE=/tmp/pillm_site
@@ -12,11 +12,11 @@ mkdir -p "$SITE" /tmp/pillm_bin
 for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
-# Bytecode: on the GPU host every Python process compiled torch's modules from source: 6.25 s
-# of a gen_lr_run job's 14.4 s alone, 8.0-10.0 s of each of the 20 that start the paper DAG
-# (session 20, call 1: benchmarks/startup_trace.py). pip writes the bytecode at install time on
-# a user's machine; here it goes to one cache in /tmp, compiled once by the first script that
-# sources this file. pycache.txt says what the host had (its PYTHONDONTWRITEBYTECODE, read-only
+# Bytecode: the GPU host sets PYTHONDONTWRITEBYTECODE=1 and its torch ships no .pyc files, so
+# without a cache every Python process compiles torch's modules from source (6-10 s a job on an
+# H200 host). pip writes the bytecode at install time on a user's machine; here it goes to one
+# cache in /tmp, compiled once (about 12 s on 16 cores) by the first script that sources this
+# file. pycache.txt says what the host had (its PYTHONDONTWRITEBYTECODE, read-only
 # site-packages, .pyc files beside torch) and how long the compile took.
 pyc_host_env=${PYTHONDONTWRITEBYTECODE-unset}
 export PYTHONPYCACHEPREFIX=/tmp/pillm_pycache

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The per-job fixed cost of LM runs on a GPU host (benchmarks/job_overhead.py), the paper
-# config's tokens made first without Snakemake. Carry .whl/ and .gpu/data/ (see gpu_run.sh).
+# config's tokens made first without Snakemake. Carry .whl/ and .gpu/data/ (docs/offline-gpu.md).
+# VARIANTS (default: job_overhead.py's) names the LM variants; writes $OUT/job_overhead.{json,txt}.
+#   VARIANTS=baseline bash benchmarks/gpu_overhead.sh
 set -eu
 . benchmarks/gpu_env.sh
 printf 'data:\n  local_dir: .gpu/data\n' >/tmp/gpu_data.yaml

@@ -9,8 +9,8 @@ model and train sections, seed ``--seed``). Against the first repeat it reports 
 parameter is bitwise equal, the largest parameter difference and the test-loss difference, and
 each repeat's tokens/s. ``--deterministic`` first sets ``torch.use_deterministic_algorithms``
 (warn-only: the warnings name the operations without a deterministic kernel, reported too),
-``CUBLAS_WORKSPACE_CONFIG`` and cuDNN's deterministic flag process-wide. Since the config's
-``train.deterministic`` (on) applies inside ``run_variant`` (strict since f679fd1), runs train
+``CUBLAS_WORKSPACE_CONFIG`` and cuDNN's deterministic flag process-wide. The config's
+``train.deterministic`` (on, strict) applies inside ``run_variant``, so runs train
 deterministically either way; ``train.deterministic: false`` in ``--config`` shows the default
 kernels. ``--tiny``: a CPU smoke test (tiny model
 and random tokens; ``--tokens`` ignored).

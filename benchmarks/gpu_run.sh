@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU part of the paper config on a GPU host without network access.
-# Carry: .whl/ (cp312 wheels of snakemake + deps, see benchmarks/README.md) and a mirror copy with
+# Carry: .whl/ (cp312 wheels of snakemake + deps, see docs/offline-gpu.md) and a mirror copy with
 # the files the GPU rules read (LOCAL_DIR, default .gpu/data; both folders are git-ignored, so
 # name them in the call's carry). Writes results (no checkpoints or arrays) to
 # $OUT/results.tgz.part-* (cat them into one archive), also when
@@ -49,8 +49,7 @@ OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sen
 OMIT="$OMIT claims provenance timing_macros"
 if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
 # Every GPU job takes 2 CPU threads (GPU_THREADS) and waits on the device, so --cores defaults to
-# 2 x GPU_JOBS + 2: with CORES=32 and GPU_JOBS=24 on two H100s at most 16 jobs ran at once and
-# the SST-2 jobs, ready at 77 s, waited until 166 s (logs of 2026-11-26_h100_paper_build_2).
+# 2 x GPU_JOBS + 2: with fewer cores, fewer GPU jobs run at once than GPU_JOBS allows.
 GPU_JOBS=${GPU_JOBS:-6}
 # Where the time goes: the GPU's busy share and memory each second, the host's load every 5 s.
 # "Busy" only says some kernel ran; the power draw tells a full GPU from one running tiny kernels.
@@ -60,16 +59,8 @@ nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,cl
 SAMPLER=$!
 (while sleep 5; do echo "$(date +%T) $(cut -d' ' -f1-4 /proc/loadavg)"; done >>"$OUT/loadavg.txt") &
 LOADS=$!
-# Which job kept the GPU busy (benchmarks/gpu_share.py): each process's kernel-busy share every
-# second, and the command line of each pillm process (the first time it is seen).
-nvidia-smi pmon -s u -d 1 -o T >>"$OUT/pmon.txt" 2>&1 &
-PMON=$!
-(while sleep 1; do ps -ww -eo pid=,args= | grep -F ' -m pillm '; done |
-  awk '!seen[$1]++ { print; fflush() }' >>"$OUT/pids.txt") &
-PIDS=$!
 SNAKE_TIMEOUT=${SNAKE_TIMEOUT:-400}
-# Leave 40 s of the call: Snakemake's stop (up to 30 s) and the packing (about 5 s in session 11,
-# where a 50 s reserve cut a one-H100 build at 520 s with 4 of 147 jobs left).
+# Leave 40 s before CALL_DEADLINE: Snakemake's stop (up to 30 s) and the packing (about 5 s).
 if [ -n "${CALL_DEADLINE:-}" ]; then
   left=$((CALL_DEADLINE - ($(date +%s) - ${CALL_START:-$(date +%s)}) - 40))
   if [ "$left" -lt "$SNAKE_TIMEOUT" ]; then
@@ -83,7 +74,7 @@ timeout -s INT -k 30 "$SNAKE_TIMEOUT" python -m snakemake ${TARGETS:-} $SELECT \
   >"$OUT/snakemake.log" 2>&1
 rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
 echo "snakemake rc=$rc wall=$wall s"
-kill $SAMPLER $LOADS $PMON $PIDS 2>/dev/null
+kill $SAMPLER $LOADS 2>/dev/null
 tail -4 "$OUT/snakemake.log"
 # each job's start, end and fate (benchmarks/dag_timeline.py; standard library only)
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt"
@@ -92,8 +83,6 @@ python benchmarks/job_cpu.py results/paper/benchmarks --wall "$wall" --cores "$(
   >"$OUT/job_cpu.txt" 2>&1
 # each GPU's busy share, memory and power draw in 30 s windows (full work or small kernels?)
 python benchmarks/gpu_power.py "$OUT/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
-python benchmarks/gpu_share.py --pmon "$OUT/pmon.txt" --pids "$OUT/pids.txt" \
-  --timeline "$OUT/timeline.tsv" >"$OUT/gpu_share.txt" 2>&1
 if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
   timeout 120 python benchmarks/probe_throughput.py --model pillm --device cuda --rows 65536 \
     --data .gpu/data --checkpoint results/paper/lm/baseline/seed0/model.pt \
@@ -112,7 +101,7 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
     --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
 fi
 # No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them. Parts of
-# 15 MB, since a call returns files of up to 16 MiB (the generative part's archive was 25 MB).
+# 15 MB, since the host returns files of up to 16 MiB (the results archive is about 25 MB).
 # NO_PACK=1: no archive (a timing-only run).
 [ -n "${NO_PACK:-}" ] && exit 0
 tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |

@@ -8,9 +8,8 @@ from ``shared`` and whether every way picked the same λ, for each ``--size`` p,
 outputs) on the paper's 9-point relative grid; ``--parts`` adds each decomposition's own time,
 per CUDA linalg library (cuSOLVER, MAGMA).
 
-In the twentieth session's one-H200 DAG the PIL generative fits spent 170 s in their solves
-against 29 s in their Grams (walls under contention); on an idle H200 the ``cholesky`` way was
-1.11-1.19x slower than ``shared`` (benchmarks/README.md).
+On an idle H200 one selection takes 0.2-0.8 s at the PIL generative fits' p, and the
+``cholesky`` way is 1.11-1.19x slower than ``shared`` (docs/performance.md).
 
     python benchmarks/ridge_select.py --size 1500,300 --size 2500,300            # CPU
     python benchmarks/ridge_select.py --device cuda --size 4881,784 --size 7169,3072

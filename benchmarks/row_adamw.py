@@ -1,6 +1,6 @@
-"""SAFFU's weight update: the fixed-order gradient then torch's fused AdamW (the update as the
-pipeline ran it up to the nineteenth session) against ``adamw_step`` (the gradient summed
-inside the AdamW update, never stored; pillm.saffu.segment_sum), at the paper shape.
+"""SAFFU's weight update at the paper shape on CUDA: ``adamw_step`` (the pipeline's update: the
+weight gradient summed inside the AdamW update, never stored; pillm.saffu.segment_sum) against
+the reference, the fixed-order gradient stored and then torch's fused AdamW.
 
 The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
 that frequent inputs collect long entry lists as the corpus's do (the "other" type and the most

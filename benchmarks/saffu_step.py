@@ -6,8 +6,8 @@ on sparse non-negative rows (16 + 4 non-zeros each). This times, each alone and 
 the whole step and one held-out evaluation chunk, with the product x W computed by
 ``embedding_bag`` (``bag``), by two cuSPARSE products (``csr``,
 ``pillm.saffu.model.SparseRowsTimesW``), with ``embedding_bag``'s backward (``csr_bag``) or
-the fixed-order gradient (``csr_fixed``: SaffuLM's CUDA product up to the eighteenth session),
-and as SaffuLM computes it now (``fixed``: forward and gradient by the fixed-order kernel of
+the fixed-order gradient (``csr_fixed``: cuSPARSE's forward, the fixed-order backward),
+and as SaffuLM computes it (``fixed``: forward and gradient by the fixed-order kernel of
 ``pillm.saffu.segment_sum``); the largest logit deviation of the model's product and gradient
 deviation of cuSPARSE's from ``embedding_bag``'s; and the step with the rows scattered into a
 dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off). Where the Triton kernels
@@ -83,8 +83,8 @@ class CsrBagGrad(SparseRowsTimesW):
 
 
 class CsrFixedGrad(SparseRowsTimesW):
-    """cuSPARSE's forward with the fixed-order weight gradient: SaffuLM's CUDA product up to
-    the eighteenth session (its forward is now the fixed-order kernel's too)."""
+    """cuSPARSE's forward with the fixed-order weight gradient (SaffuLM's forward is the
+    fixed-order kernel's too)."""
 
     @staticmethod
     def backward(ctx, grad):
@@ -130,7 +130,7 @@ def time_batch(model: SaffuLM, opt: torch.optim.Optimizer, bs: int, args) -> dic
     r["optimizer_ms"] = timed(opt.step, dev, args.repeats)
     if uses_kernels(torch.device(dev)):
 
-        def torch_loss_logit_grad():  # RowAdamW's loss and logits' gradient up to 2026-11-29
+        def torch_loss_logit_grad():  # the loss and logits' gradient by torch, for comparison
             with torch.no_grad():
                 logits = SparseRowsFixedOrder.apply(idx, wts, model.weight).float()
             logits.requires_grad_()

@@ -215,8 +215,8 @@ def run_reference(arrays, model_cfg, train_cfg, steps, seed, device, compile_mod
     model.loss_fn = loss_fn
     opt = ref_optimizer(model, train_cfg, device)
     # Static shapes, as ours (train_step.py): otherwise the held-out pass's other batch size
-    # makes Dynamo recompile the model for dynamic shapes. One H100, fresh processes: 506-531k
-    # tokens/s at batch 32, against 455-472k before (gpu_runs/2026-11-27_strict_builds).
+    # makes Dynamo recompile the model for dynamic shapes, which cost the reference about 10 %
+    # of its tokens/s at batch 32 on an H100.
     fwd = (model if compile_mode == "none"
            else torch.compile(model, backend=compile_mode, dynamic=False))  # fmt: skip
     amp = torch.bfloat16 if device.startswith("cuda") else None
@@ -485,9 +485,9 @@ def main() -> None:
 
     def reset_peak() -> None:
         """Clean up between the trainers of one process (gc, a Dynamo reset so each compiles
-        anew for its batch, freed CUDA blocks returned). That alone did not keep the reference
-        steady over rounds in one process (one H100, gpu_runs/2026-11-27_strict_builds call
-        D), hence one process per batch and round (``run_isolated``)."""
+        anew for its batch, freed CUDA blocks returned). That alone does not keep the reference
+        steady over rounds in one process (one H100), hence one process per batch and round
+        (``run_isolated``)."""
         gc.collect()
         torch._dynamo.reset()  # compile anew for this batch (Inductor's caches keep it quick)
         if device.startswith("cuda"):
@@ -558,10 +558,10 @@ def child_argv(argv: list[str], drop: set[str]) -> list[str]:
 def run_isolated(args, units: list[tuple[int, int]], report: dict) -> None:
     """Each (batch, round) in a fresh process of this script, the reference first in each; the
     runs are merged into ``report`` (their round set), written to --out and tabulated. In one
-    process the reference slowed run after run (one H100, gpu_runs/2026-11-27_strict_builds:
-    at batch 256 2.09, 1.87, 1.52 M tokens/s over three rounds, and half its speed at batch 32
-    after batch 256; in fresh processes 2.10-2.11 M every time), so sharing a process would
-    bias every ratio after the first towards ours."""
+    process the reference slows run after run (one H100: at batch 256 2.09, 1.87, 1.52 M
+    tokens/s over three rounds, and half its speed at batch 32 after batch 256; in fresh
+    processes 2.10-2.11 M every time), so sharing a process would bias every ratio after the
+    first towards ours."""
     base = child_argv(sys.argv[1:], {"--batch", "--rounds", "--out", "--max-seconds"})
     deadline = time.monotonic() + args.max_seconds
     try:

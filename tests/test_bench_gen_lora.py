@@ -161,24 +161,3 @@ def test_lora_speed_bad_model_options_fail_naming_them(shared_data, tmp_path):
     proc = _run([LORA, "--model", "pillm", "--n-train", "0", "--scale", "4", *common])
     assert proc.returncode != 0 and "--scale needs --n-train > 0" in proc.stderr
     assert not out.exists()
-
-
-# ---------------------------------------------------------------- sample_align
-
-
-def test_sample_align_times_both_ways_and_the_cpu_samples_agree_exactly():
-    """benchmarks/sample_align.py --tiny: a row per model and batch, both ways timed, and the
-    aligned net's samples equal the unpadded one's up to summation order."""
-    proc = _run([ROOT / "benchmarks" / "sample_align.py", "--tiny", "--batch", "32",
-                 "--batch", "64", "--steps", "3", "--repeats", "2"])  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("   mnist")]
-    assert [(r[1], int(r[2])) for r in rows] == [
-        ("flow", 32),
-        ("flow", 64),
-        ("diffusion", 32),
-        ("diffusion", 64),
-    ]
-    for r in rows:
-        assert float(r[3]) > 0 and float(r[4]) > 0 and r[5].endswith("x")
-        assert float(r[6]) < 1e-5
