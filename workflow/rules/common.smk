@@ -120,8 +120,9 @@ def benchfile(path):
     return res(f"benchmarks/{path}.tsv")
 
 
-# What every GPU job shares: the device flag and its torch CPU threads (each GPU rule declares
-# gpu=1 itself: the SLURM profile finds GPU rules by that line).
+# What every GPU job shares: the device flag (config key `device`, checked by the schema's
+# pattern) and its torch CPU threads; each GPU rule declares gpu=1 itself (the SLURM profile
+# finds GPU rules by that line).
 DEVICE = config["device"]
 
 
@@ -144,7 +145,7 @@ def gpu_shell(command, mps=False):
     priority = "{params.mps}" if mps else ""
     return (
         f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
-        " --device {params.device} --threads {threads} > {log} 2>&1"
+        f" --device {DEVICE} --threads {{threads}} > {{log}} 2>&1"
     )
 
 

@@ -57,7 +57,6 @@ rule gen_classifier:
             }
         ),
         out_dir=subpath(output.model, parent=True),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
@@ -88,7 +87,6 @@ rule gen_lr_run:
         cfg=as_json(
             {k: v for k, v in GEN.items() if k not in ("datasets", "classifier")}
         ),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm gen-lr-run --dataset {wildcards.dataset} --family {wildcards.family}"
@@ -154,7 +152,6 @@ rule generative:
             bulk=not gen_plan.is_adamw(config, w.dataset, w.setting)
         ),
         out_dir=subpath(output.metrics, parent=True),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"

@@ -44,7 +44,6 @@ rule lora:
             else ""
         ),
         out_dir=subpath(output.metrics, parent=True),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm lora --model {wildcards.model} --method {wildcards.method}"

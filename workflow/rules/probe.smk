@@ -34,7 +34,6 @@ rule probe:
         ),
         corpus_dir=lambda w, input: parent(input.corpus[0]),
         out_dir=subpath(output.blocks, parent=True),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm probe --model {wildcards.model} --corpus {wildcards.corpus}"

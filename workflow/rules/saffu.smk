@@ -54,7 +54,6 @@ rule saffu:
         mps=lambda w: mps_priority(
             bulk=not saffu_plan.chooses_rates(config, *saffu_job(w))
         ),
-        device=DEVICE,
     shell:
         gpu_shell(
             "python -m pillm saffu --setting {wildcards.setting} --fraction {params.fraction}"

@@ -1,0 +1,76 @@
+"""The rules files stay thin: every rule at most MAX_RULE_LINES lines, logic in its wing's plan.
+
+A rule's length counts its directive lines (input, output, params, shell, ...), from the
+``rule`` line to the next top-level statement, blank lines and comments left out.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+RULES_DIR = Path(__file__).resolve().parents[1] / "workflow" / "rules"
+MAX_RULE_LINES = 20
+# Rules still longer than MAX_RULE_LINES: this list may only shrink
+# (test_known_long_rules_are_still_long fails once one is short, to remove it here).
+KNOWN_LONG = {
+    "aggregate",
+    "claims",
+    "gen_aggregate",
+    "gen_classifier",
+    "gen_figures",
+    "gen_lr_run",
+    "generative",
+    "lm_extras",
+    "lora",
+    "lora_aggregate",
+    "pdf",
+    "probe",
+    "probe_aggregate",
+    "probe_figures",
+    "probe_tables",
+    "run_lm",
+    "saffu",
+    "saffu_aggregate",
+    "saffu_figures",
+    "saffu_kn",
+    "saffu_tables",
+    "sensitivity_report",
+    "sensitivity_run",
+    "tables",
+    "tokenize",
+    "gen_tables",
+}
+
+
+def rule_lengths() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for path in sorted(RULES_DIR.glob("*.smk")):
+        name = None
+        for line in path.read_text().splitlines():
+            if m := re.match(r"rule (\w+):", line):
+                name = m[1]
+                out[name] = 0
+            elif line and not line[0].isspace() and not line.startswith("#"):
+                name = None
+            elif name and line.strip() and not line.strip().startswith("#"):
+                out[name] += 1
+    return out
+
+
+LENGTHS = rule_lengths()
+
+
+@pytest.mark.parametrize("rule", sorted(set(LENGTHS) - KNOWN_LONG))
+def test_rule_is_short(rule: str):
+    assert LENGTHS[rule] <= MAX_RULE_LINES, (
+        f"rule {rule} has {LENGTHS[rule]} lines (> {MAX_RULE_LINES}): move its logic to its "
+        "wing's plan (pillm.<study>.plan) or common.smk's helpers"
+    )
+
+
+def test_known_long_rules_are_still_long():
+    short = sorted(r for r in KNOWN_LONG if LENGTHS.get(r, 0) <= MAX_RULE_LINES)
+    assert not short, f"remove {short} from KNOWN_LONG: they are within {MAX_RULE_LINES} lines"
