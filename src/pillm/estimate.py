@@ -101,7 +101,7 @@ def _bench_rule(rel: Path) -> str:
         if rel.stem == "classifier":
             return "gen_classifier"
         if rel.stem.startswith("lr_"):
-            return "gen_lr_grid"  # a grid in one job (benchmark files before 2026-11-27)
+            return "gen_lr_grid"  # a whole grid in one job (older benchmark records)
     if rel.parts[0] == "generative" and len(rel.parts) == 4 and rel.parts[2].startswith("lr_"):
         return "gen_lr_run"  # generative/<dataset>/lr_<family>/lr<rate>
     return rel.parts[0]

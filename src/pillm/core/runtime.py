@@ -82,11 +82,9 @@ def deterministic(enabled: bool, strict: bool = False):
 
     Without them a rerun of the same job on the same GPU gives another model: atomics in
     backward passes add in a different order each time (one H100: the baseline LM's test loss
-    moved by 2e-4, its weights by up to 0.04; 85 of 90 LM runs and both sample-quality
-    classifiers differed between two builds of the paper DAG). With them two runs were bit for
-    bit equal, at 12 % fewer tokens/s at batch 32 and 5 % at 256 on an H100
-    (gpu_runs/2026-11-27_h100_det/README.txt); 2.7-3.5 % at 256 since the fixed-point embedding
-    sum runs as Triton kernels (gpu_runs/2026-11-28_session13/README.txt).
+    moves by about 2e-4 and its weights by up to 0.04). With them two runs are bit for bit
+    equal; what they cost in tokens/s is measured by ``benchmarks/trainer_throughput.py``
+    (docs/performance.md).
     cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before its first call (``pillm.cli`` sets it).
 
     ``strict`` (LM training): an operation without a deterministic kernel raises instead of

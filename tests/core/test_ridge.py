@@ -293,7 +293,7 @@ def test_selection_benchmark_compares_shared_separate_and_cholesky_selections():
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ridge_select.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "ridge_select.py"
     out = subprocess.run([sys.executable, str(script), "--size", "60,4", "--repeats", "1"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     header, row = (line.split() for line in out.strip().splitlines()[-2:])

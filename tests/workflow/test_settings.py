@@ -23,7 +23,7 @@ from pillm.probe.config import ProbeConfig
 from pillm.saffu.config import SaffuJobConfig
 from pillm.saffu.plan import saffu_job_params
 
-from .conftest import REPO
+from ..conftest import REPO
 
 SCHEMA = yaml.safe_load((REPO / "config/schema.yaml").read_text())
 # config section (dotted) -> the dataclass a job builds from it, and the keys its rule leaves

@@ -8,7 +8,7 @@ from pillm.core.config import ConfigError
 from pillm.plan import check_config
 from pillm.plan import validate as validate_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "config" / "schema.yaml"
 
 

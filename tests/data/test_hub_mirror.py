@@ -23,7 +23,7 @@ from pillm.data import mirror as mirror_mod
 from pillm.data.files import HUB_DATASETS, MIRROR_FILES, DataError
 from pillm.data.sources import load_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAKE_REV = "0123456789abcdef0123456789abcdef01234567"  # the stand-in's "commit"
 
 

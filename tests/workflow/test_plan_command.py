@@ -13,7 +13,7 @@ import yaml
 from pillm import estimate, owner
 from pillm.core.config import ConfigError, apply_schema
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def dry_run(*args: str) -> subprocess.CompletedProcess:

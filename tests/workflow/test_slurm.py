@@ -9,7 +9,7 @@ outputs, and be rerun by the next invocation.
 
 The ``slurm``-marked tests need root and Debian's ``slurm-wlm`` and ``munge``; they fail (never
 skip) when SLURM cannot start. They are not in the default selection (pyproject addopts); run them
-with ``python -m pytest -m slurm tests/test_slurm.py``. The profile's dry runs need no cluster and
+with ``python -m pytest -m slurm tests/workflow/test_slurm.py``. The profile's dry runs need no cluster and
 run by default.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import REPO, copy_worktree
+from ..conftest import REPO, copy_worktree
 
 slurm = pytest.mark.slurm  # the tests that start a cluster; the profile's dry runs need none
 CLUSTER = REPO / "tests/slurm/cluster.sh"

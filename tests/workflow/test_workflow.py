@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import SMOKE, SMOKE_TIMEOUT_S
+from ..conftest import SMOKE, SMOKE_TIMEOUT_S
 
 pytestmark = pytest.mark.workflow
 GEN = "results/smoke/paper/generated"  # a run's tables, macros, figures (not paper/)

@@ -14,7 +14,7 @@ import pytest
 from pillm import codedeps
 from pillm.cli import BY_NAME, COMMANDS, command
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def rel(paths: list[Path], root: Path = codedeps.PACKAGE_DIR) -> set[str]:

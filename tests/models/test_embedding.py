@@ -131,7 +131,7 @@ def _interpreter_check() -> None:
 
 
 def test_fixed_point_kernels_match_the_torch_sums_in_the_interpreter():
-    run_interpreter_check("tests.test_embedding")
+    run_interpreter_check("tests.models.test_embedding")
 
 
 @pytest.mark.gpu

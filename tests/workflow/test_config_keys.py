@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 
 # top-level section -> the wing that reads it
