@@ -9,12 +9,28 @@ from pathlib import Path
 
 import yaml
 
-from pillm import codedeps, estimate, owner, plan
-from pillm.models.registry import OWN_PREFIX
-
 # The checkout this workflow lives in (not the working directory): its schema, templates, paper
 # sources and package, so the workflow also runs as a Snakemake module from another directory.
 ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[1]
+# The planner and every job import this checkout's package, whichever pillm is installed: the
+# code stamps fingerprint this checkout's src/pillm, so that is the code the jobs must run.
+SRC = ROOT / "src"
+sys.path.insert(0, str(SRC))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
+
+import pillm
+
+if Path(pillm.__file__).resolve().parent != (SRC / "pillm").resolve():
+    raise WorkflowError(
+        f"this workflow plans with {SRC / 'pillm'}, but this Snakemake process already "
+        f"imported pillm from {Path(pillm.__file__).parent}; run snakemake from a process that "
+        "has not imported another pillm (one checkout's workflow per process)"
+    )
+
+from pillm import codedeps, estimate, owner, plan
+from pillm.models.registry import OWN_PREFIX
 
 
 def source(path):
