@@ -4,6 +4,7 @@
 import glob
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,8 +17,11 @@ ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[
 # code stamps fingerprint this checkout's src/pillm, so that is the code the jobs must run.
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]
+# Every job's shell: bash's strict mode (Snakemake's default prefix) and this checkout's src
+# first on PYTHONPATH (the braces are doubled for Snakemake's format of the prefix).
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SRC))}"
+    "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
 import pillm
