@@ -44,12 +44,23 @@ def device_kind() -> str:
     return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
 
 
+def gpu_count() -> int:
+    """How many GPUs this process may use (``gpu_sizes_mb``); 0 without a readable driver."""
+    return len(gpu_sizes_mb())
+
+
 def gpu_memory_mb() -> int | None:
-    """Memory of the GPUs this process may use (MiB, summed over them) from ``nvidia-smi``;
-    None when it is missing or fails. Honours a numeric ``CUDA_VISIBLE_DEVICES`` list."""
+    """Memory of the GPUs this process may use (MiB, summed over them); None when
+    ``nvidia-smi`` is missing or fails."""
+    return sum(gpu_sizes_mb().values()) or None
+
+
+def gpu_sizes_mb() -> dict[int, int]:
+    """GPU index -> memory (MiB) of the GPUs this process may use, from ``nvidia-smi``; empty
+    when it is missing or fails. Honours a numeric ``CUDA_VISIBLE_DEVICES`` list."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return None
+        return {}
     try:
         out = subprocess.run(
             [smi, "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
@@ -57,11 +68,11 @@ def gpu_memory_mb() -> int | None:
         ).stdout  # fmt: skip
         sizes = {int(i): int(float(mb)) for i, mb in (line.split(",") for line in out.splitlines())}
     except (OSError, subprocess.SubprocessError, ValueError):
-        return None
+        return {}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", visible):
         sizes = {i: mb for i, mb in sizes.items() if i in {int(v) for v in visible.split(",")}}
-    return sum(sizes.values()) or None
+    return sizes
 
 
 # -- recorded figures --------------------------------------------------------------------------

@@ -17,12 +17,6 @@ ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[
 # code stamps fingerprint this checkout's src/pillm, so that is the code the jobs must run.
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))
-# Every job's shell: bash's strict mode (Snakemake's default prefix) and this checkout's src
-# first on PYTHONPATH (the braces are doubled for Snakemake's format of the prefix).
-shell.prefix(
-    f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SRC))}"
-    "${{PYTHONPATH:+:$PYTHONPATH}}; "
-)
 
 import pillm
 
@@ -34,6 +28,7 @@ if Path(pillm.__file__).resolve().parent != (SRC / "pillm").resolve():
     )
 
 from pillm import codedeps, estimate, owner, plan
+from pillm.accel import mps
 from pillm.models.registry import OWN_PREFIX
 
 
@@ -59,16 +54,26 @@ def generated(path):
     return f"{GENERATED}/{path}"
 
 
-# Without a visible CUDA GPU the GPU rules run on CPU threads: the gpu resource must not make
-# them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
-if estimate.device_kind() == "cpu":
-    workflow.global_resources["gpu"] = 1_000_000
-# GPU memory and start priority of each GPU rule, as data (config/resources.yaml).
+# GPU memory and start priority of each GPU rule, and how GPU jobs share a CUDA host, as data
+# (config/resources.yaml).
 RESOURCES = yaml.safe_load(Path(source("config/resources.yaml")).read_text())
 GPU_MEM_MB = RESOURCES["gpu_mem_mb"]
 PRIORITY = RESOURCES["priority"]
+SHARING = RESOURCES["sharing"]
+DEVICE_KIND = estimate.device_kind()
+# Without a visible CUDA GPU the GPU rules run on CPU threads: the gpu resource must not make
+# them wait for each other (the SLURM profile still finds GPU rules by their literal gpu=1).
+# On a CUDA host up to sharing.jobs_per_gpu jobs per visible GPU run at once, as far as their
+# declared GPU memory allows (each lands on its own device: pillm.accel.gpu_slots);
+# `--resources gpu=N` sets another number.
+if DEVICE_KIND == "cpu":
+    workflow.global_resources["gpu"] = 1_000_000
+elif "gpu" not in workflow.global_resources:
+    workflow.global_resources["gpu"] = SHARING["jobs_per_gpu"] * max(
+        1, estimate.gpu_count()
+    )
 if "gpu_mem_mb" not in workflow.global_resources:
-    _gpu_mb = estimate.gpu_memory_mb() if estimate.device_kind() == "cuda" else None
+    _gpu_mb = estimate.gpu_memory_mb() if DEVICE_KIND == "cuda" else None
     workflow.global_resources["gpu_mem_mb"] = int(0.95 * _gpu_mb) if _gpu_mb else 10**12
 
 
@@ -81,10 +86,21 @@ def gpu_mem(need):
 
 # CPU threads of every GPU rule. On CPU they do the work: up to 4, but at least two jobs run at
 # once (the small jobs' start-up and Python are single-threaded, so two jobs of one thread each
-# keep 2 cores busier than one job of two). With a GPU the work is on the device, and 4 threads a
-# job would let only cores/4 jobs share it however large --resources gpu=N is.
-GPU_THREADS = (
-    max(1, min(4, workflow.cores // 2)) if estimate.device_kind() == "cpu" else 2
+# keep 2 cores busier than one job of two). On a CUDA host the work is on the device: a job
+# holds one of --cores (so `--cores all` lets a job per core share the GPUs) and runs
+# sharing.torch_threads torch threads.
+GPU_THREADS = max(1, min(4, workflow.cores // 2)) if DEVICE_KIND == "cpu" else 1
+TORCH_THREADS = "{threads}" if DEVICE_KIND == "cpu" else str(SHARING["torch_threads"])
+# CUDA MPS: the GPU jobs' kernels share the GPU instead of time-slicing it (pillm.accel.mps: a
+# user-level daemon, started before the jobs and quit after them; no card setting changes).
+MPS_DIR = mps.directory_for(ROOT)
+USE_MPS = DEVICE_KIND == "cuda" and SHARING["mps"]
+# Every job's shell: bash's strict mode (Snakemake's default prefix), this checkout's src first
+# on PYTHONPATH (the braces are doubled for Snakemake's format of the prefix) and, on a CUDA
+# host, the MPS pipe while the daemon runs.
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SRC))}"
+    "${{PYTHONPATH:+:$PYTHONPATH}}; " + (mps.client_prefix(MPS_DIR) if USE_MPS else "")
 )
 
 
@@ -96,6 +112,18 @@ onstart:
         "\n".join(estimate.plan_lines(dict(counts), config, ROOT)), file=sys.stderr
     )
     owner.claim(RESULTS, OWNER)
+    if USE_MPS:
+        print(mps.start(MPS_DIR), file=sys.stderr)
+
+
+onsuccess:
+    if USE_MPS and (line := mps.stop(MPS_DIR)):
+        print(line, file=sys.stderr)
+
+
+onerror:
+    if USE_MPS and (line := mps.stop(MPS_DIR)):
+        print(line, file=sys.stderr)
 
 
 def res(path):
@@ -165,7 +193,7 @@ def gpu_shell(command, mps=False):
     priority = "{params.mps}" if mps else ""
     return (
         f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
-        f" --device {DEVICE} --threads {{threads}} > {{log}} 2>&1"
+        f" --device {DEVICE} --threads {TORCH_THREADS} > {{log}} 2>&1"
     )
 
 

@@ -1,0 +1,82 @@
+"""CUDA MPS for the GPU jobs of one workflow: a user-level control daemon, started before the
+jobs and quit after them, so the jobs' kernels share the GPU instead of time-slicing it.
+
+MPS changes no setting of the card (no compute mode, no reset): the daemon is an ordinary
+process of this user with its pipe and log under ``directory``. A job uses it when its
+``CUDA_MPS_PIPE_DIRECTORY`` points there (``client_env``); the workflow's shell prefix sets it
+only while the daemon's control socket exists. Torch-free: the planner calls this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+CONTROL = "nvidia-cuda-mps-control"
+
+
+def directory_for(root: Path) -> Path:
+    """This user's MPS folder for the checkout ``root`` (short: the socket path has a limit)."""
+    tag = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    return Path("/tmp") / f"pillm-mps-{os.getuid()}-{tag}"
+
+
+def pipe_dir(directory: Path) -> Path:
+    return directory / "pipe"
+
+
+def running(directory: Path) -> bool:
+    """Whether a control daemon listens in ``directory`` (its control socket exists)."""
+    return (pipe_dir(directory) / "control").exists()
+
+
+def _env(directory: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir(directory)),
+        "CUDA_MPS_LOG_DIRECTORY": str(directory / "log"),
+    }
+
+
+def start(directory: Path) -> str:
+    """Start the daemon; returns what happened, one line: started, already running, or why it
+    could not start (then the jobs time-slice the GPU, as without MPS)."""
+    if running(directory):
+        return f"MPS: a daemon already runs in {directory}; the GPU jobs share it"
+    if shutil.which(CONTROL) is None:
+        return f"MPS: {CONTROL} not found; the GPU jobs time-slice the GPU"
+    (directory / "pipe").mkdir(parents=True, exist_ok=True)
+    (directory / "log").mkdir(parents=True, exist_ok=True)
+    try:
+        run = subprocess.run([CONTROL, "-d"], env=_env(directory), capture_output=True,
+                             text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"MPS: could not start ({err}); the GPU jobs time-slice the GPU"
+    if run.returncode != 0:
+        why = (run.stderr or run.stdout).strip() or f"exit {run.returncode}"
+        return f"MPS: could not start ({why}); the GPU jobs time-slice the GPU"
+    (directory / "started_by_workflow").write_text(str(os.getpid()))
+    return f"MPS: started a daemon in {directory}; the GPU jobs share the GPU through it"
+
+
+def stop(directory: Path) -> str | None:
+    """Quit the daemon if this workflow started it (never one that ran before it)."""
+    marker = directory / "started_by_workflow"
+    if not marker.exists():
+        return None
+    try:
+        subprocess.run([CONTROL], input="quit\n", env=_env(directory), capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"MPS: could not quit the daemon in {directory} ({err})"
+    marker.unlink(missing_ok=True)
+    return f"MPS: quit the daemon in {directory}"
+
+
+def client_prefix(directory: Path) -> str:
+    """Shell that points a job at the daemon while its control socket exists."""
+    pipe = pipe_dir(directory)
+    return f"if [ -e {pipe}/control ]; then export CUDA_MPS_PIPE_DIRECTORY={pipe}; fi; "

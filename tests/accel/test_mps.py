@@ -1,0 +1,72 @@
+"""The workflow's MPS daemon: started where the control binary runs, quit only by the workflow
+that started it, and jobs pointed at it only while its control socket exists (a stand-in
+binary plays nvidia-cuda-mps-control)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pillm.accel import mps
+
+FAKE = """#!/usr/bin/env bash
+# stand-in: -d creates the control entry in the pipe dir, "quit" on stdin removes it
+if [ "${1:-}" = "-d" ]; then
+  [ -n "${FAIL:-}" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
+  touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0
+fi
+read -r cmd; [ "$cmd" = quit ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
+"""
+
+
+@pytest.fixture
+def fake_control(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / mps.CONTROL
+    exe.write_text(FAKE)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return exe
+
+
+def test_start_then_stop(tmp_path, fake_control):
+    d = tmp_path / "mps"
+    assert "started" in mps.start(d)
+    assert mps.running(d)
+    assert "quit" in mps.stop(d)
+    assert not mps.running(d)
+
+
+def test_a_daemon_that_ran_before_is_shared_and_left_running(tmp_path, fake_control):
+    d = tmp_path / "mps"
+    (d / "pipe").mkdir(parents=True)
+    (d / "pipe" / "control").touch()
+    assert "already runs" in mps.start(d)
+    assert mps.stop(d) is None
+    assert mps.running(d)
+
+
+def test_no_binary_or_a_failing_start_leaves_the_jobs_without_mps(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert "not found" in mps.start(tmp_path / "a")
+    assert mps.stop(tmp_path / "a") is None
+
+
+def test_a_failing_start_says_why(tmp_path, fake_control, monkeypatch):
+    monkeypatch.setenv("FAIL", "1")
+    line = mps.start(tmp_path / "b")
+    assert "could not start" in line and "already running" in line
+    assert not mps.running(tmp_path / "b")
+
+
+def test_the_client_prefix_exports_the_pipe_only_while_the_daemon_runs(tmp_path):
+    d = tmp_path / "mps"
+    (d / "pipe").mkdir(parents=True)
+    script = mps.client_prefix(d) + 'echo "${CUDA_MPS_PIPE_DIRECTORY:-none}"'
+    off = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, check=True)
+    assert off.stdout.strip() == "none"
+    (d / "pipe" / "control").touch()
+    on = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, check=True)
+    assert on.stdout.strip() == str(d / "pipe")
