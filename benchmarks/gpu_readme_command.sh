@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The README's main command, `snakemake --cores all`, on an offline GPU host: the time of its
+# GPU part, as a user gets it (the default profile, the workflow's own GPU sharing and MPS).
+# Only what the host forces is added: data.local_dir points at the carried mirror copy, the
+# probe and SST-2 jobs use the pipeline's own models (the pretrained packages are not carried),
+# and the rules that read summaries are left out (the host has no polars). Carry and env as
+# benchmarks/gpu_run.sh (docs/offline-gpu.md). Prints the exit code, the wall time and the
+# timeline's summary; leaves timeline.tsv/.txt, gpu_power.txt and snakemake.log in $OUT.
+#   bash benchmarks/gpu_readme_command.sh                          # every visible GPU
+#   CUDA_VISIBLE_DEVICES=0 bash benchmarks/gpu_readme_command.sh   # one GPU of a larger host
+# SNAKE_TIMEOUT (seconds, default 540) interrupts Snakemake so the logs still come back.
+set -u
+. benchmarks/gpu_env.sh
+rm -rf results/paper .snakemake/locks
+printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
+  "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
+OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
+OMIT="$OMIT claims provenance timing_macros"
+[ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
+nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \
+  --format=csv,noheader -l 1 >>"$OUT/gpu_util.csv" 2>/dev/null &
+SAMPLER=$!
+t0=$(date +%s.%N)
+timeout -s INT -k 30 "${SNAKE_TIMEOUT:-540}" python -m snakemake --cores all \
+  --configfile config/config.yaml /tmp/gpu_data.yaml --omit-from $OMIT \
+  >"$OUT/snakemake.log" 2>&1
+rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
+kill $SAMPLER 2>/dev/null
+echo "snakemake rc=$rc wall=$wall s"
+grep -E "MPS:|Provided resources" "$OUT/snakemake.log" | head -3
+tail -3 "$OUT/snakemake.log"
+python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
+python benchmarks/gpu_power.py "$OUT/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
