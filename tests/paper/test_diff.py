@@ -15,7 +15,9 @@ from pillm.paper.report import render_report
 from pillm.paper.table import Table
 from pillm.paper.texcells import macro_values, table_cells
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+# The summaries of a recorded paper build (GPU, 3-5 seeds): every study's summary file.
+PAPER_BUILD = REPO / "tests" / "data" / "paper_build_summary"
 TEMPLATES = REPO / "paper" / "templates"
 TOKENIZER = "BPE-512 (trained on train split)"
 
@@ -362,8 +364,7 @@ def test_every_summary_of_the_paper_build_has_known_item_keys():
     """No summary falls back to guessed keys (a bool or a count taken for a name)."""
     from pillm.paper.diff import ITEM_KEYS, NOT_COMPARED
 
-    record = Path(__file__).resolve().parents[1] / "benchmarks/gpu_runs"
-    summaries = sorted((record / "2026-11-26_h100_paper_build_2/summary").glob("*.parquet"))
+    summaries = sorted(PAPER_BUILD.glob("*.parquet"))
     assert summaries
     for path in summaries:
         columns = set(pl.read_parquet_schema(path))
