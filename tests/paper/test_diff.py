@@ -8,12 +8,13 @@ import polars as pl
 import pytest
 
 from pillm.cli import main
-from pillm.paper.builds import DiffInputError, FolderBuild, open_build
 from pillm.paper.claims import Result
-from pillm.paper.diff import diff_builds, render_html, render_text
+from pillm.paper.diff import diff_builds
+from pillm.paper.diff.builds import DiffInputError, FolderBuild, open_build
+from pillm.paper.diff.render import render_html, render_text
+from pillm.paper.diff.texcells import macro_values, table_cells
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.texcells import macro_values, table_cells
 
 REPO = Path(__file__).resolve().parents[2]
 # The summaries of a recorded paper build (GPU, 3-5 seeds): every study's summary file.
@@ -362,7 +363,7 @@ def test_rows_and_macros_one_build_lacks_are_one_line_each(tmp_path):
 
 def test_every_summary_of_the_paper_build_has_known_item_keys():
     """No summary falls back to guessed keys (a bool or a count taken for a name)."""
-    from pillm.paper.diff import ITEM_KEYS, NOT_COMPARED
+    from pillm.paper.diff.keys import ITEM_KEYS, NOT_COMPARED
 
     summaries = sorted(PAPER_BUILD.glob("*.parquet"))
     assert summaries
