@@ -2,16 +2,18 @@
 
 A build (``pillm.paper.diff.builds``) is a results folder (``results/<name>/``: ``summary/*.parquet``
 and, where built, ``paper/generated/``) or a git revision's recorded copy, ``REV:PATH``. Each
-study summary becomes one row per (item, metric) with mean, std and n over seeds
-(``pillm.paper.diff.keys``); a metric is listed when |Δmean| > ``sigmas`` x the standard error of
-the difference, sqrt(s_A²/n_A + s_B²/n_B). Where a side has one seed there is no noise estimate:
-a relative change above ``rel`` is listed and flagged "no seed noise known". The rule screens
-each metric on its own: a listed change shows its Welch t p-value, and the report says how many
-listings chance alone would give (at 3 seeds a side, 2 SE passes an unchanged metric about 1 time
-in 9). Claims (``summary/claims.parquet``) are listed when their verdict differs; generated
-tables are compared cell by cell (row and column named as a reader finds them) and macro files
-value by value. Anything one side lacks is reported, never a crash. Costs (times, memory,
-throughput) are listed apart: they follow the machine and its load more than the code.
+study summary becomes one row per (item, metric) with mean, std and n over seeds, its items named
+by the key columns the summary declares (``pillm.paper.diff.keys``); a metric is listed when
+|Δmean| > ``sigmas`` x the standard error of the difference, sqrt(s_A²/n_A + s_B²/n_B). Where a
+side has one seed there is no noise estimate: a relative change above ``rel`` is listed and
+flagged "no seed noise known". The rule screens each metric on its own: a listed change shows its
+Welch t p-value, and the report says how many listings chance alone would give (at 3 seeds a
+side, 2 SE passes an unchanged metric about 1 time in 9). Claims (``summary/claims.parquet``) are
+listed when their verdict differs; generated tables are compared cell by cell (row and column
+named as a reader finds them) and macro files value by value. Anything one side lacks is
+reported, never a crash; a key that names two rows of one build stops the diff (its pairing would
+be arbitrary). Costs (times, memory, throughput) are listed apart: they follow the machine and its
+load more than the code.
 
 The modules: ``builds`` (reading a build), ``keys`` (each summary's item keys), ``metrics``,
 ``claims`` and ``tex`` (the comparisons), ``changes`` (what they return), ``render`` (text, HTML).
@@ -35,7 +37,7 @@ from pillm.paper.diff.builds import (
 )
 from pillm.paper.diff.changes import BuildDiff, Change
 from pillm.paper.diff.claims import compare_claims
-from pillm.paper.diff.keys import NOT_COMPARED
+from pillm.paper.diff.keys import NOT_COMPARED, SUMMARY_KEYS
 from pillm.paper.diff.metrics import compare_metrics
 from pillm.paper.diff.render import render_html, render_text
 from pillm.paper.diff.tex import compare_macros, compare_tables
@@ -62,13 +64,16 @@ def diff_builds(a: Build, b: Build, sigmas: float = 2.0, rel: float = 0.01) -> B
                 side = "B" if name in files_a else "A"
                 d.notes.append(f"summary/{name} missing in build {side}: not compared")
                 continue
-            fa, fb = _summary(a, sa, name), _summary(b, sb, name)
             if name == "claims.parquet":
-                d.changes += compare_claims(fa, fb)
-            elif name in NOT_COMPARED:
-                continue
-            else:
+                d.changes += compare_claims(_summary(a, sa, name), _summary(b, sb, name))
+            elif name in SUMMARY_KEYS:
+                fa, fb = _summary(a, sa, name), _summary(b, sb, name)
                 d.changes += compare_metrics(name, fa, fb, sigmas, rel, d.chance)
+            elif name not in NOT_COMPARED:
+                d.notes.append(
+                    f"summary/{name}: no item keys in pillm.paper.diff.keys.SUMMARY_KEYS: "
+                    "not compared"
+                )
         if "claims.parquet" not in files_a & files_b:
             d.notes.append("claims: summary/claims.parquet not in both builds: no claims compared")
     ga, gb = first_dir(a, GENERATED_DIRS, ".tex"), first_dir(b, GENERATED_DIRS, ".tex")

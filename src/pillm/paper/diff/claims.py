@@ -7,6 +7,7 @@ import polars as pl
 
 from pillm.paper.diff.builds import DiffInputError
 from pillm.paper.diff.changes import Change, num
+from pillm.paper.diff.keys import require_unique
 
 # claims.parquet as pillm.paper.claims writes it (id, diff, ci_lo, ci_hi) or in the long names.
 CLAIM_NAMES = {"id": "claim_id", "diff": "diff_mean", "ci_lo": "ci_low", "ci_hi": "ci_high"}
@@ -14,7 +15,8 @@ CLAIM_COLUMNS = ("claim_id", "verdict", "diff_mean", "ci_low", "ci_high", "agree
 
 
 def claim_rows(side: str, df: pl.DataFrame) -> pl.DataFrame:
-    """One row per claim of build ``side``, in the long column names."""
+    """One row per claim of build ``side``, in the long column names; a claim id on two rows
+    stops with :class:`DiffInputError`."""
     df = df.rename(
         {k: v for k, v in CLAIM_NAMES.items() if k in df.columns and v not in df.columns}
     )
@@ -24,7 +26,7 @@ def claim_rows(side: str, df: pl.DataFrame) -> pl.DataFrame:
             f"claims.parquet of build {side} lacks columns {sorted(missing)} "
             "(pillm.paper.claims writes id and verdict; rebuild the claims rule)"
         )
-    return df.select(
+    rows = df.select(
         pl.col("claim_id").cast(pl.String),
         pl.col("verdict").cast(pl.String),
         *(
@@ -32,6 +34,8 @@ def claim_rows(side: str, df: pl.DataFrame) -> pl.DataFrame:
             for c in CLAIM_COLUMNS[2:]
         ),
     )
+    require_unique(rows, ["claim_id"], f"summary/claims.parquet of build {side}")
+    return rows
 
 
 def claim_text(r: dict, s: str = "") -> str:

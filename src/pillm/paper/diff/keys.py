@@ -1,25 +1,50 @@
-"""Which rows of two builds are the same item: each study summary's key columns.
+"""Which rows of two builds are the same item: each study summary's key columns, declared.
 
-``pillm diff`` pairs the rows of two builds' summaries by key: an aggregated summary's label
-columns, a wide summary's ``ITEM_KEYS``.
+``pillm diff`` pairs the rows of two builds' summaries by key. The keys are declared per file
+(``SUMMARY_KEYS``), never guessed from column types: a key may be a float (SAFFU's data
+``fraction``, a grid's learning rate), and a float statistic (``ci95``) is no key. Two rows of one
+build under one key would be paired with the other build's rows arbitrarily, so every key is
+checked unique before a join (:func:`require_unique`); a duplicate stops the diff with a message
+naming the file and the key.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
-# Wide summaries: the columns naming an item; rows sharing them are seeds (replicates).
-ITEM_KEYS: dict[str, list[str]] = {
-    "probe.parquet": ["model_group", "corpus", "layer"],
-    "probe_jobs.parquet": ["model_group", "corpus"],
-    "probe_gradient.parquet": ["model_group", "corpus", "layer", "step"],
-    "generative.parquet": ["dataset", "setting"],
-    "generative_samplers.parquet": ["dataset", "setting", "sampler", "steps"],
-    "generative_classifiers.parquet": ["dataset"],
-    "lora.parquet": ["model_group", "method"],
-    "generative_lr.parquet": ["dataset", "family", "lr"],  # one row per grid rate
-    "generative_speed.parquet": ["dataset", "family"],
-    "sensitivity.parquet": ["point", "lr", "dropout"],
+from pillm.paper.diff.builds import DiffInputError
+
+
+@dataclass(frozen=True)
+class ItemKeys:
+    """``item``: the columns naming what a row measured. ``replicates``: in a wide summary
+    (one row per item and seed), the columns telling an item's rows apart; their rows are pooled
+    into mean, std and n. An aggregated summary (columns metric, mean, std, n) has one row per
+    item and metric, and a wide one without replicates one row per item."""
+
+    item: tuple[str, ...]
+    replicates: tuple[str, ...] = ()
+
+
+SUMMARY_KEYS: dict[str, ItemKeys] = {
+    # Aggregated over seeds (pillm.paper.tidy): one row per item and metric.
+    "lm.parquet": ItemKeys(("experiment", "variant", "corpus")),
+    "saffu.parquet": ItemKeys(("variant", "init", "fraction", "agg", "block", "radius", "corpus")),
+    "kneser_ney.parquet": ItemKeys(("variant", "init", "fraction", "corpus")),
+    # Wide: one row per item and seed, the seed named by its column or by its model (pillm-s<k>).
+    "probe.parquet": ItemKeys(("model_group", "corpus", "layer"), ("model",)),
+    "probe_jobs.parquet": ItemKeys(("model_group", "corpus"), ("model",)),
+    "probe_gradient.parquet": ItemKeys(("model_group", "corpus", "layer", "step"), ("model",)),
+    "generative.parquet": ItemKeys(("dataset", "setting"), ("seed",)),
+    "generative_samplers.parquet": ItemKeys(("dataset", "setting", "sampler", "steps"), ("seed",)),
+    "lora.parquet": ItemKeys(("model_group", "method"), ("model",)),
+    "generative_speed.parquet": ItemKeys(("dataset", "family"), ("seed",)),
+    # Wide, one row per item.
+    "generative_classifiers.parquet": ItemKeys(("dataset",)),
+    "generative_lr.parquet": ItemKeys(("dataset", "family", "lr")),  # one row per grid rate
+    "sensitivity.parquet": ItemKeys(("point", "lr", "dropout")),  # seeds already averaged
 }
 # Per-seed records and curves: their aggregates are the summaries above.
 NOT_COMPARED = {
@@ -54,6 +79,7 @@ PROVENANCE = {
 # Labels of the data an item was measured on: compared as context, not part of its identity
 # (a new tokenizer is one listed change, not every metric "only in A" and "only in B").
 CONTEXT = ("tokenizer", "data_policy")
+AGGREGATED = ("metric", "mean", "std", "n")
 EMPTY = {
     "key": pl.String,
     "metric": pl.String,
@@ -63,44 +89,50 @@ EMPTY = {
 }
 
 
-def metric_rows(name: str, df: pl.DataFrame) -> pl.DataFrame:
-    """One row per item x metric: ``key`` (the item's identity as text, 'col=value; ...'),
-    ``metric``, ``mean``, ``std`` (null for one seed), ``n``. An aggregated summary (columns
-    metric/mean/std/n, as lm.parquet) is taken as it is; a wide one is grouped by its item
-    columns (``ITEM_KEYS``), the rows of one item being its seeds."""
-    skip = PROVENANCE | set(CONTEXT)
-    if {"metric", "mean", "std", "n"} <= set(df.columns):
-        # The item: its label columns; float columns (ci95, ...) are statistics, not names.
-        keys = [
-            c
-            for c in df.columns
-            if c not in {"metric", "mean", "std", "n"} | skip
-            and not df[c].dtype.is_float()
-            and not isinstance(df[c].dtype, pl.List)
-        ]
-        long = df.select(*keys, "metric", "mean", "std", pl.col("n").cast(pl.Int64))
-    else:
-        keys = [c for c in ITEM_KEYS.get(name, _guess_keys(df)) if c in df.columns]
-        values = [
-            c for c in df.columns if c not in keys and c not in skip and df[c].dtype.is_numeric()
-        ]
-        if not values:
-            return pl.DataFrame(schema=EMPTY)
-        long = (
-            df.select(*keys, *(pl.col(c).cast(pl.Float64) for c in values))
-            .unpivot(index=keys, on=values, variable_name="metric")
-            .drop_nulls("value")  # a metric a row does not have is absent, not a zero
-            .group_by(*keys, "metric")
-            .agg(
-                pl.col("value").mean().alias("mean"),
-                pl.col("value").std().alias("std"),  # sample std over seeds; null for one
-                pl.len().cast(pl.Int64).alias("n"),
-            )
+def require_unique(df: pl.DataFrame, columns: list[str], where: str) -> None:
+    """Stop when two rows of ``df`` share the values of ``columns``: a join on them would pair
+    rows of two builds arbitrarily. ``where`` names the file and build in the message."""
+    dup = df.filter(pl.struct(columns).is_duplicated())
+    if dup.height:
+        first = dup.row(0, named=True)
+        key = "; ".join(f"{c}={first[c]}" for c in columns)
+        raise DiffInputError(
+            f"{where}: {dup.height} rows share the key {key}; declare the column that tells "
+            "them apart in pillm.paper.diff.keys.SUMMARY_KEYS"
         )
+
+
+def metric_rows(name: str, df: pl.DataFrame, side: str) -> pl.DataFrame:
+    """One row per item x metric of the summary ``name`` of build ``side``: ``key`` (the item's
+    identity as text, 'col=value; ...'), ``metric``, ``mean``, ``std`` (null for one seed),
+    ``n``. An aggregated summary (columns metric/mean/std/n, as lm.parquet) is taken as it is; a
+    wide one is grouped by its item columns, the rows of one item being its seeds. Its columns
+    ``SUMMARY_KEYS[name]`` names are its keys (those it has); a key shared by two rows stops
+    with :class:`DiffInputError`."""
+    declared = SUMMARY_KEYS[name]
+    keys = [c for c in declared.item if c in df.columns]
     parts = [pl.format(f"{k}={{}}", pl.col(k).cast(pl.String).fill_null("-")) for k in keys]
-    key = pl.concat_str(parts, separator="; ") if keys else pl.lit("")
-    return long.select(key.alias("key"), "metric", "mean", "std", "n")
-
-
-def _guess_keys(df: pl.DataFrame) -> list[str]:
-    return [c for c in df.columns if c not in PROVENANCE and not df[c].dtype.is_float()]
+    key = (pl.concat_str(parts, separator="; ") if keys else pl.lit("")).alias("key")
+    where = f"summary/{name} of build {side}"
+    if set(AGGREGATED) <= set(df.columns):
+        long = df.select(key, "metric", "mean", "std", pl.col("n").cast(pl.Int64))
+        require_unique(long, ["key", "metric"], where)
+        return long
+    replicates = [c for c in declared.replicates if c in df.columns]
+    require_unique(df.select(key, *replicates), ["key", *replicates], where)
+    skip = PROVENANCE | set(CONTEXT) | set(replicates)
+    values = [c for c in df.columns if c not in keys and c not in skip and df[c].dtype.is_numeric()]
+    if not values:
+        return pl.DataFrame(schema=EMPTY)
+    return (
+        df.select(key, *(pl.col(c).cast(pl.Float64) for c in values))
+        .unpivot(index="key", on=values, variable_name="metric")
+        .drop_nulls("value")  # a metric a row does not have is absent, not a zero
+        .group_by("key", "metric")
+        .agg(
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").std().alias("std"),  # sample std over seeds; null for one
+            pl.len().cast(pl.Int64).alias("n"),
+        )
+        .select("key", "metric", "mean", "std", "n")
+    )

@@ -83,7 +83,8 @@ def compare_metrics(
             out.append(
                 Change("context", name, col, "; ".join(va) or "-", "; ".join(vb) or "-", "context")
             )
-    ra, rb = metric_rows(name, a), metric_rows(name, b)
+    # metric_rows checks each side's (key, metric) unique: the join pairs one row with one row.
+    ra, rb = metric_rows(name, a, "A"), metric_rows(name, b, "B")
     both = ra.join(rb, on=["key", "metric"], how="full", suffix="_b", coalesce=True)
     short = short_keys(both["key"].unique().to_list())
     only: dict[tuple[str, str, str], list[str]] = {}
