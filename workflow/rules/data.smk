@@ -1,6 +1,10 @@
 # Data: the mirror (checked; with data.source auto built from the hub when absent), corpus
 # splits, then token arrays.
 
+# The files of a corpus's splits (prepare_corpus) and of its token arrays (tokenize).
+CORPUS_FILES = ("train.txt", "valid.txt", "test.txt", "meta.json")
+TOKEN_FILES = ("train.npy", "valid.npy", "test.npy", "tokenizer.json", "meta.json")
+
 
 rule mirror:
     input:
@@ -21,9 +25,7 @@ rule prepare_corpus:
     input:
         code=code("prepare-corpus"),
     output:
-        multiext(
-            res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
-        ),
+        multiext(res("data/{corpus}/"), *CORPUS_FILES),
     log:
         logfile("prepare_corpus/{corpus}"),
     conda:
@@ -38,19 +40,10 @@ rule prepare_corpus:
 
 rule tokenize:
     input:
-        corpus=multiext(
-            res("data/{corpus}/"), "train.txt", "valid.txt", "test.txt", "meta.json"
-        ),
+        corpus=multiext(res("data/{corpus}/"), *CORPUS_FILES),
         code=code("tokenize"),
     output:
-        multiext(
-            res("tokens/{corpus}/"),
-            "train.npy",
-            "valid.npy",
-            "test.npy",
-            "tokenizer.json",
-            "meta.json",
-        ),
+        multiext(res("tokens/{corpus}/"), *TOKEN_FILES),
     log:
         logfile("tokenize/{corpus}"),
     benchmark:
@@ -58,9 +51,7 @@ rule tokenize:
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=lambda w: as_json(
-            {"tokenizer": config["tokenizer"], "data": config["data"]}
-        ),
+        cfg=lambda w: as_json({key: config[key] for key in ("tokenizer", "data")}),
         corpus_dir=lambda w, input: parent(input.corpus[0]),
         out_dir=subpath(output[0], parent=True),
     shell:

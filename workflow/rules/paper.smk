@@ -3,6 +3,14 @@ from pillm.core.records import git_revision  # provenance rule: the build's revi
 
 # The studies that declare claims: one paper/claims/<study>.yaml each (pillm.paper.claims).
 CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
+# The arms' table labels, by study, for the claim sentences (a claims file's own names: win).
+CLAIM_LABELS = {"lm": {v: VARIANTS[v].label for v in VARIANTS}}
+# The manuscript's sources, main.tex first: the pdf rule stages main.tex's folder.
+PAPER_SOURCES = [
+    source("paper/main.tex"),
+    source("paper/refs.bib"),
+    *sorted(glob.glob(source("paper/sections/*.tex"))),
+]
 
 
 rule claims:
@@ -29,13 +37,7 @@ rule claims:
     conda:
         "../envs/pillm.yaml"
     params:
-        # the LM variants' table labels name them in the claim sentences
-        cfg=as_json(
-            {
-                "name": config["name"],
-                "labels": {"lm": {v: VARIANTS[v].label for v in VARIANTS}},
-            }
-        ),
+        cfg=as_json({"name": config["name"], "labels": CLAIM_LABELS}),
         template_dir=lambda w, input: parent(input.templates[0]),
         history=res("history/claims.jsonl"),  # append-only, so not an output
     shell:
@@ -83,33 +85,33 @@ rule timing_macros:
         " --templates {params.template_dir} --numbers {output} > {log} 2>&1"
 
 
+# What this file hands the PDF and the HTML report, after every study's wing(...).
+wing(
+    "paper",
+    paper=[
+        rules.claims.output.table,
+        rules.claims.output.numbers,
+        rules.claims.output.flips_tex,
+        rules.provenance.output,
+        rules.timing_macros.output,
+    ],
+    tables=[rules.claims.output.table],
+)
+
+
 rule pdf:
     input:
-        generated=[
-            *wing_files("paper"),
-            rules.claims.output.table,
-            rules.claims.output.numbers,
-            rules.claims.output.flips_tex,
-            rules.provenance.output,
-            rules.timing_macros.output,
-        ],
-        sources=[
-            source("paper/main.tex"),
-            source("paper/refs.bib"),
-            *sorted(glob.glob(source("paper/sections/*.tex"))),
-        ],
+        generated=wing_files("paper"),
+        sources=PAPER_SOURCES,
         code=code("pdf"),
     output:
-        pdf=report(
-            res("paper/main.pdf"), caption="../report/paper.rst", category="Paper"
-        ),
+        pdf=report(res("paper/main.pdf"), "../report/paper.rst", category="Paper"),
         bbl=res("paper/build/main.bbl"),
     log:
         logfile("pdf"),
     conda:
         "../envs/pillm.yaml"
     params:
-        build_dir=subpath(output.bbl, parent=True),
         # The sources as links beside this config's generated/: the source tree stays clean.
         stage=res("paper/sources"),
         paper=lambda w, input: parent(input.sources[0]),  # main.tex: the paper sources
@@ -117,7 +119,7 @@ rule pdf:
         "rm -rf {params.stage:q} && mkdir -p {params.stage:q}"
         ' && for f in {params.paper:q}/*; do ln -s "$f" {params.stage:q}/; done'
         " && rm -f {params.stage:q}/generated && ln -s ../generated {params.stage:q}/generated"
-        " && python -m pillm pdf --paper-dir {params.stage:q} --build-dir {params.build_dir}"
+        " && python -m pillm pdf --paper-dir {params.stage:q} --build-dir $(dirname {output.bbl})"
         " --out {output.pdf} > {log} 2>&1"
 
 
@@ -143,7 +145,6 @@ rule report_tables:
     # `snakemake --report`: one page per table, with its caption.
     input:
         wing_files("tables"),
-        rules.claims.output.table,
     output:
         report(
             directory(res("report/tables")),

@@ -21,7 +21,7 @@ from pillm.paper.build import (
     write_timing,
 )
 
-from .conftest import REPO
+from ..conftest import REPO
 
 TEMPLATES = str(REPO / "paper/templates")
 CPU = "CPU (x86_64, 2 threads)"

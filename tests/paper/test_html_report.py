@@ -6,7 +6,7 @@ from pillm.paper.html import latex_text, page_html
 from pillm.paper.report import render_report
 from pillm.paper.table import LongTable, Table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 TABLE = Table(
     caption=r"Test perplexity (mean $\pm$ std over seeds) \& \textbf{best} in bold",

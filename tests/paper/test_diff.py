@@ -8,14 +8,18 @@ import polars as pl
 import pytest
 
 from pillm.cli import main
-from pillm.paper.builds import DiffInputError, FolderBuild, open_build
 from pillm.paper.claims import Result
-from pillm.paper.diff import diff_builds, render_html, render_text
+from pillm.paper.diff import diff_builds
+from pillm.paper.diff.builds import DiffInputError, FolderBuild, open_build
+from pillm.paper.diff.keys import NOT_COMPARED, SUMMARY_KEYS
+from pillm.paper.diff.render import render_html, render_text
+from pillm.paper.diff.texcells import macro_values, table_cells
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.texcells import macro_values, table_cells
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+# The summaries of a recorded paper build (GPU, 3-5 seeds): every study's summary file.
+PAPER_BUILD = REPO / "tests" / "data" / "paper_build_summary"
 TEMPLATES = REPO / "paper" / "templates"
 TOKENIZER = "BPE-512 (trained on train split)"
 
@@ -358,15 +362,70 @@ def test_rows_and_macros_one_build_lacks_are_one_line_each(tmp_path):
     assert d.section("tables")[0].b == "present"
 
 
-def test_every_summary_of_the_paper_build_has_known_item_keys():
-    """No summary falls back to guessed keys (a bool or a count taken for a name)."""
-    from pillm.paper.diff import ITEM_KEYS, NOT_COMPARED
-
-    record = Path(__file__).resolve().parents[1] / "benchmarks/gpu_runs"
-    summaries = sorted((record / "2026-11-26_h100_paper_build_2/summary").glob("*.parquet"))
+def test_every_summary_of_the_paper_build_has_declared_item_keys():
+    """Every summary is compared by its declared keys (or declared not compared)."""
+    summaries = sorted(PAPER_BUILD.glob("*.parquet"))
     assert summaries
     for path in summaries:
+        assert path.name in SUMMARY_KEYS or path.name in NOT_COMPARED, path.name
         columns = set(pl.read_parquet_schema(path))
-        aggregated = {"metric", "mean", "std", "n"} <= columns
-        assert aggregated or path.name in ITEM_KEYS or path.name in NOT_COMPARED, path.name
-        assert set(ITEM_KEYS.get(path.name, [])) <= columns, path.name
+        keys = SUMMARY_KEYS.get(path.name)
+        if keys is not None:
+            assert set(keys.item) | set(keys.replicates) <= columns, path.name
+
+
+def test_paper_build_diffed_with_itself_lists_nothing():
+    d = diff_builds(FolderBuild(PAPER_BUILD), FolderBuild(PAPER_BUILD))
+    assert d.changes == []
+    assert [n for n in d.notes if "summary" in n] == []  # every summary was compared
+
+
+def saffu_summary(ppl: dict[float, float]) -> pl.DataFrame:
+    """A saffu.parquet-shaped summary: one variant at several data fractions (a float key)."""
+    rows = [
+        {"variant": "cat", "init": "explicit", "fraction": f, "agg": "cat", "block": 8,
+         "radius": 2, "corpus": "wikitext2", "metric": "test_ppl", "mean": mean, "std": 1.0,
+         "n": 3, "ci95": 2.5}
+        for f, mean in ppl.items()
+    ]  # fmt: skip
+    return pl.DataFrame(rows, schema_overrides={"n": pl.UInt32})
+
+
+def test_float_key_column_keeps_items_apart(tmp_path):
+    fractions = {0.1: 65.0, 1.0: 46.0}
+    a = build(tmp_path / "a", {"saffu.parquet": saffu_summary(fractions)})
+    assert diff_builds(FolderBuild(a), FolderBuild(a)).changes == []
+    b = build(tmp_path / "b", {"saffu.parquet": saffu_summary({**fractions, 1.0: 56.0})})
+    d = diff_builds(FolderBuild(a), FolderBuild(b))
+    assert kinds(d, "metrics") == [("saffu.parquet [fraction=1.0]", "test_ppl", "noise")]
+
+
+def test_a_key_on_two_rows_stops_naming_file_and_key(tmp_path):
+    twice = pl.concat([saffu_summary({0.1: 65.0}), saffu_summary({0.1: 66.0})])
+    a = build(tmp_path / "a", {"saffu.parquet": saffu_summary({0.1: 65.0})})
+    b = build(tmp_path / "b", {"saffu.parquet": twice})
+    with pytest.raises(DiffInputError, match=r"saffu.parquet of build B: 2 rows share") as err:
+        diff_builds(FolderBuild(a), FolderBuild(b))
+    assert "fraction=0.1" in str(err.value) and "metric=test_ppl" in str(err.value)
+
+
+def test_a_seed_on_two_rows_of_a_wide_summary_stops(tmp_path):
+    rows = pl.DataFrame({"model": ["pillm-s0", "pillm-s0"], "model_group": ["pillm"] * 2,
+                         "method": ["ridge"] * 2, "accuracy": [0.6, 0.7]})  # fmt: skip
+    a = build(tmp_path / "a", {"lora.parquet": rows})
+    with pytest.raises(DiffInputError, match=r"summary/lora.parquet of build A: .*model=pillm-s0"):
+        diff_builds(FolderBuild(a), FolderBuild(a))
+
+
+def test_a_claim_id_on_two_rows_stops(tmp_path):
+    twice = pl.concat([claims({"x": "holds"}), claims({"x": "holds"})])
+    a = build(tmp_path / "a", {"claims.parquet": twice})
+    with pytest.raises(DiffInputError, match=r"claims.parquet of build A: 2 rows .*claim_id=x"):
+        diff_builds(FolderBuild(a), FolderBuild(a))
+
+
+def test_summary_without_declared_keys_is_a_note(tmp_path):
+    a = build(tmp_path / "a", {"new_study.parquet": pl.DataFrame({"x": ["a"], "acc": [0.5]})})
+    d = diff_builds(FolderBuild(a), FolderBuild(a))
+    assert d.changes == []
+    assert any("summary/new_study.parquet: no item keys" in n for n in d.notes)

@@ -17,7 +17,7 @@ from pillm.paper import claim_text as text
 from pillm.paper import claims as cl
 from pillm.paper.claim_frame import claim_frame
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "paper" / "templates"
 
 SPEC = {
@@ -318,7 +318,7 @@ def test_sections_state_directions_only_through_claim_macros(section):
     text = (ROOT / "paper" / "sections" / f"{section}.tex").read_text()
     assert typed_directions(text) == [], (
         f"paper/sections/{section}.tex types a direction word; state it through a \\Claim macro "
-        "from paper/claims/ (or add a non-claim use to ALLOWED in tests/test_claims.py)"
+        "from paper/claims/ (or add a non-claim use to ALLOWED in tests/paper/test_claims.py)"
     )
 
 

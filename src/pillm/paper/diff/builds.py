@@ -2,7 +2,7 @@
 
 Both answer the same two questions, relative to the build's root: the bytes of a file, and the
 files directly in a folder. ``pillm diff`` reads summaries and generated ``.tex`` through them,
-so a recorded run under ``benchmarks/gpu_runs/`` at any revision compares like a folder.
+so a build recorded in git at any revision compares like a results folder.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def open_build(spec: str, repo: str | Path = ".") -> Build:
     rev, sep, path = spec.partition(":")
     if not sep or not rev:
         raise DiffInputError(
-            f"{spec!r} is neither a folder nor REV:PATH (e.g. HEAD:benchmarks/gpu_runs/<run>); "
-            "give a results folder such as results/smoke or a git revision and its path"
+            f"{spec!r} is neither a folder nor REV:PATH; give a results folder such as "
+            "results/smoke or a git revision and its path (HEAD:tests/data/paper_build_summary)"
         )
     return GitBuild(Path(repo), rev, path)
 
