@@ -1,10 +1,9 @@
 import shutil
 import time
-from dataclasses import replace
 
 import pytest
 
-from pillm.data.files import HUB_DATASETS, DataError
+from pillm.data.files import DataError
 from pillm.data.sources import load_corpus, load_hub, split_tail
 
 
@@ -35,17 +34,29 @@ def test_corrupted_file_fails_with_checksum_error_naming_it(shared_data, tmp_pat
 
 
 def test_missing_mirror_names_the_key(tmp_path):
-    with pytest.raises(DataError, match="data.local_dir"):
+    with pytest.raises(DataError, match="data.local_dir.*PILLM_DATA"):
         load_corpus("wikitext2", "local", str(tmp_path), 0.1)
 
 
-def test_hub_load_without_a_pinned_revision_fails_fast_pointing_at_local(monkeypatch):
-    monkeypatch.setitem(
-        HUB_DATASETS, "wikitext2", replace(HUB_DATASETS["wikitext2"], revision=None)
-    )
+def test_local_read_records_that_the_offline_mirror_has_no_hub_revision(shared_data):
+    _, meta = load_corpus("tinyshakespeare", "local", str(shared_data), 0.1)
+    record = meta["revisions"]["tinyshakespeare"]
+    assert meta["revision"] is None and record["revision"] is None
+    assert record["repo"] == "karpathy/tiny_shakespeare" and "offline mirror" in record["how"]
+
+
+def test_an_unpinned_hub_load_offline_fails_fast_naming_the_pin_and_the_mirror(monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    class OfflineApi:
+        def dataset_info(self, *a, **k):
+            raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", OfflineApi)
     t0 = time.perf_counter()
-    with pytest.raises(DataError, match="no pinned revision.*data.local_dir"):
-        load_hub("wikitext2")
+    with pytest.raises(DataError, match=r"data\.revisions\.wikitext2.*data\.local_dir"):
+        load_hub("wikitext2", {"wikitext2": None})
     assert time.perf_counter() - t0 < 10
 
 
@@ -56,22 +67,21 @@ def test_hub_offline_error_names_data_local_dir(monkeypatch):
     def offline(*a, **k):
         raise OfflineModeIsEnabled("stand-in: the hub library reports offline mode")
 
-    rev = "f" * 40
-    monkeypatch.setitem(HUB_DATASETS, "wikitext2", replace(HUB_DATASETS["wikitext2"], revision=rev))
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataError, match="data.local_dir"):
-        load_hub("wikitext2")
+        load_hub("wikitext2")  # pinned: no API call before the load
 
 
 def test_the_corpus_and_tokenize_jobs_import_no_torch(shared_data, tmp_path):
     """Every LM and SAFFU job waits for these two: they must not pay for importing torch. Both
     commands run as their rules run them, on the smallest corpus of the mirror."""
     import json
+    import os
     import subprocess
     import sys
 
-    data = {"corpus": "tinyshakespeare", "source": "local", "local_dir": str(shared_data),
-            "heldout_fraction": 0.1}  # fmt: skip
+    # no local_dir: the data folder is $PILLM_DATA, as CI sets it
+    data = {"corpus": "tinyshakespeare", "source": "local", "heldout_fraction": 0.1}
     tok = {"tokenizer": {"kind": "gpt2", "vocab_size": 8192}, "data": data}
     code = f"""import sys, pillm.cli
 assert pillm.cli.main(["prepare-corpus", "--corpus", "tinyshakespeare",
@@ -80,5 +90,6 @@ assert pillm.cli.main(["tokenize", "--corpus-dir", "data", "--params",
                        {json.dumps(json.dumps(tok))}, "--out-dir", "tokens"]) == 0
 assert "torch" not in sys.modules, "torch was imported"
 """
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path)
+    env = {**os.environ, "PILLM_DATA": str(shared_data)}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path, env=env)
     assert (tmp_path / "tokens" / "train.npy").is_file()

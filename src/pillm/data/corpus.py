@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pillm.core.records import atomic_path, write_json, write_text
+from pillm.data.revisions import Revisions
 from pillm.data.sources import SPLITS, load_corpus
 from pillm.data.tokenizer import build_tokenizer, encode
 
@@ -18,9 +19,16 @@ if TYPE_CHECKING:
 
 
 def prepare_corpus(
-    name: str, source: str, local_dir: str, heldout_fraction: float, out_dir: str
+    name: str,
+    source: str,
+    local_dir: str | None,
+    heldout_fraction: float,
+    out_dir: str,
+    revisions: Revisions = None,
 ) -> None:
-    texts, meta = load_corpus(name, source, local_dir, heldout_fraction)
+    """Rule ``prepare_corpus``: the split texts and ``meta.json`` (policy, digests, and the hub
+    revision the text came from)."""
+    texts, meta = load_corpus(name, source, local_dir, heldout_fraction, revisions)
     out = Path(out_dir)
     for split in SPLITS:
         write_text(out / f"{split}.txt", texts[split])
@@ -28,13 +36,25 @@ def prepare_corpus(
 
 
 def tokenize_corpus(
-    corpus_dir: str, kind: str, vocab_size: int, source: str, local_dir: str, out_dir: str
+    corpus_dir: str,
+    kind: str,
+    vocab_size: int,
+    source: str,
+    local_dir: str | None,
+    out_dir: str,
+    revisions: Revisions = None,
 ) -> None:
+    """Rule ``tokenize``: token arrays and ``meta.json`` (the corpus's meta, plus the tokenizer
+    and, for GPT-2 BPE, the hub revision its files came from)."""
     corpus_dir, out = Path(corpus_dir), Path(out_dir)
     meta = json.loads((corpus_dir / "meta.json").read_text())
     texts = {s: (corpus_dir / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS}
     t0 = time.perf_counter()
-    tok = build_tokenizer(kind, vocab_size, texts["train"], source, local_dir)
+    tok, origin = build_tokenizer(
+        kind, vocab_size, texts["train"], source, local_dir, revisions, with_origin=True
+    )
+    if origin is not None:
+        meta["revisions"] = {**meta.get("revisions", {}), "gpt2_tokenizer": origin}
     counts, ids_by_split = {}, {}
     for split in SPLITS:
         ids = ids_by_split[split] = encode(tok, texts[split])

@@ -1,20 +1,64 @@
-"""The data files the pipeline reads and how each is checked: the offline mirror's file table
-(committed digests, how the hub rebuilds each file, the pinned hub revisions), sha256 checks
-against a mirror's SHA256SUMS, and hub calls that turn huggingface_hub's offline errors into a
-message naming ``data.local_dir``. ``sources`` reads corpora through these; ``mirror`` builds
-the mirror from them.
+"""The data files the pipeline reads and how each is checked: where the data folder is
+(``data_dir``: ``data.local_dir``, else ``$PILLM_DATA``, else the user's cache), the offline
+mirror's file table (committed digests, how the hub rebuilds each file), the hub repositories
+(their commits are the config's: ``pillm.data.revisions``), sha256 checks against a mirror's
+SHA256SUMS, and hub calls that turn huggingface_hub's offline errors into a message naming
+``data.local_dir``. ``sources`` reads corpora through these; ``mirror`` builds the mirror from
+them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pillm.core.config import ConfigError
+
+ENV = "PILLM_DATA"  # the data folder when data.local_dir is unset
+HOW_TO_POINT = (
+    "point data.local_dir (in the config, or --config data='{local_dir: PATH}') or the "
+    f"{ENV} environment variable at the offline mirror's folder, e.g. "
+    f"data.local_dir: ../shared/data or export {ENV}=../shared/data"
+)
+
 
 class DataError(RuntimeError):
     """A corpus could not be loaded; the message says what to fix."""
+
+
+class DataConfigError(DataError, ConfigError):
+    """A ``data`` setting that cannot work (``check_data_config``): a DataError for the data
+    commands, a ConfigError for the config check, which reports it before any job."""
+
+
+def default_data_dir() -> Path:
+    """``$XDG_CACHE_HOME/pillm/data`` (``~/.cache/pillm/data``): the user's cache, not the
+    checkout, so clones, worktrees and configs share one copy and ``git clean`` keeps it."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "pillm" / "data"
+
+
+def data_dir(local_dir: str | os.PathLike | None) -> Path:
+    """The data folder: ``data.local_dir`` when set, else ``$PILLM_DATA`` when set, else
+    ``default_data_dir()``. A relative path is the working directory's (the checkout's, under
+    Snakemake)."""
+    for value in (local_dir, os.environ.get(ENV)):
+        if value is not None and str(value).strip():
+            return Path(str(value).strip()).expanduser()
+    return default_data_dir()
+
+
+def where(local_dir: str | os.PathLike | None) -> str:
+    """Which setting chose the data folder, for messages."""
+    if local_dir is not None and str(local_dir).strip():
+        return f"data.local_dir: {local_dir}"
+    if os.environ.get(ENV, "").strip():
+        return f"{ENV}={os.environ[ENV].strip()}"
+    return f"data.local_dir and {ENV} unset: the default folder"
 
 
 def sha256_file(path: Path) -> str:
@@ -28,10 +72,7 @@ def sha256_file(path: Path) -> str:
 def read_checksums(local_dir: Path) -> dict[str, str]:
     sums = local_dir / "SHA256SUMS"
     if not sums.is_file():
-        raise DataError(
-            f"{sums} not found: data.local_dir must point at the offline mirror "
-            "(a folder with SHA256SUMS, e.g. ../shared/data)."
-        )
+        raise DataError(f"{sums} not found: the data folder holds no mirror; {HOW_TO_POINT}.")
     table = {}
     for line in sums.read_text().splitlines():
         if line.strip():
@@ -44,7 +85,7 @@ def verify_file(local_dir: Path, rel: str, checksums: dict[str, str]) -> str:
     """Check one mirror file against SHA256SUMS (``sha256sum -c`` semantics); return its digest."""
     path = local_dir / rel
     if not path.is_file():
-        raise DataError(f"missing data file {path}: data.local_dir={local_dir} is incomplete.")
+        raise DataError(f"missing data file {path}: the data folder {local_dir} is incomplete.")
     if rel not in checksums:
         raise DataError(f"{path} has no entry in {local_dir / 'SHA256SUMS'}; cannot verify it.")
     digest = sha256_file(path)
@@ -58,26 +99,47 @@ def verify_file(local_dir: Path, rel: str, checksums: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class HubDataset:
-    """One hub repository the data comes from, pinned to a commit."""
+    """One hub repository the data comes from. Its commit is not here: it is the config's
+    (``data.revisions``, ``pillm.data.revisions``), so a user never edits this table."""
 
     repo_id: str
     repo_type: str  # "dataset" or "model"
     config: str | None
-    revision: str | None  # a 40-hex commit; None: not pinned yet, and every hub load refuses
+    branch: str = "main"  # the ref an unpinned source resolves to its current commit
+    mb: float = 0.0  # about how much one build downloads from it (MB), for download_plan
+    note: str = ""  # what a hub build gives that the offline mirror does not, if anything
 
 
-# One table of hub sources. The revisions are commits of the hub repositories; none could be
-# resolved on the machine this table was written on (no network), so they are None and every hub
-# load stops with the command that resolves them (``pin_command``). Fill them in once, online.
+# The hub sources, keyed as ``data.revisions``. PTB and Tiny Shakespeare are loading-script
+# repositories on their main branch, which ``datasets`` >= 4 refuses to run; their hub-made
+# parquet export (branch refs/convert/parquet) holds the same rows.
 HUB_DATASETS: dict[str, HubDataset] = {
-    "wikitext2": HubDataset("Salesforce/wikitext", "dataset", "wikitext-2-v1", None),
-    "ptb": HubDataset("ptb-text-only/ptb_text_only", "dataset", None, None),
-    "tinyshakespeare": HubDataset("karpathy/tiny_shakespeare", "dataset", None, None),
-    "lambada": HubDataset("EleutherAI/lambada_openai", "dataset", "default", None),
-    "sst2": HubDataset("nyu-mll/glue", "dataset", "sst2", None),
-    "mnist": HubDataset("ylecun/mnist", "dataset", None, None),
-    "cifar10": HubDataset("uoft-cs/cifar10", "dataset", None, None),
-    "gpt2-tokenizer": HubDataset("openai-community/gpt2", "model", None, None),
+    "wikitext2": HubDataset("Salesforce/wikitext", "dataset", "wikitext-2-v1", mb=7.5),
+    "ptb": HubDataset("ptb-text-only/ptb_text_only", "dataset", None, "refs/convert/parquet", 3.5),
+    "tinyshakespeare": HubDataset(
+        "karpathy/tiny_shakespeare", "dataset", None, "refs/convert/parquet", 1.0
+    ),
+    "lambada": HubDataset("EleutherAI/lambada_openai", "dataset", "default", mb=1.5),
+    "sst2": HubDataset(
+        "nyu-mll/glue",
+        "dataset",
+        "sst2",
+        mb=3.5,
+        note="SST-2: GLUE train comes in the hub's order (the offline mirror splits it into "
+        "train.tsv + dev.tsv in another order), so the seeded SST-2 training subsets, and the "
+        "LoRA numbers, differ from the offline mirror's",
+    ),
+    "mnist": HubDataset("ylecun/mnist", "dataset", None, mb=18.0),
+    "cifar10": HubDataset(
+        "uoft-cs/cifar10",
+        "dataset",
+        None,
+        mb=144.0,
+        note="CIFAR-10: the hub's original PNGs in the hub's order (the offline mirror holds "
+        "lossy JPEG re-encodings sorted by label), so CIFAR-10 numbers differ from the "
+        "offline mirror's",
+    ),
+    "gpt2_tokenizer": HubDataset("openai-community/gpt2", "model", None, mb=1.5),
 }
 
 
@@ -200,37 +262,18 @@ MIRROR_FILES: dict[str, MirrorFile] = {
         note="see cifar10/train.parquet",
     ),
     "gpt2-tokenizer/vocab.json": MirrorFile(
-        "gpt2-tokenizer",
+        "gpt2_tokenizer",
         "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
         "bytes",
         note="downloaded as is",
     ),
     "gpt2-tokenizer/merges.txt": MirrorFile(
-        "gpt2-tokenizer",
+        "gpt2_tokenizer",
         "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
         "bytes",
         note="downloaded as is",
     ),
 }
-
-
-def pin_command(key: str) -> str:
-    h = HUB_DATASETS[key]
-    kind = "dataset" if h.repo_type == "dataset" else "model"
-    return f"python -c \"from huggingface_hub import HfApi; print(HfApi().{kind}_info('{h.repo_id}').sha)\""
-
-
-def pinned(key: str) -> HubDataset:
-    """The hub source ``key`` with its pinned revision; a DataError when it has none."""
-    h = HUB_DATASETS[key]
-    if not h.revision:
-        raise DataError(
-            f"hub source {key!r} ({h.repo_id}) has no pinned revision in "
-            f"pillm.data.files.HUB_DATASETS, and hub loads are pinned. Online, resolve one with "
-            f"{pin_command(key)} and set it there; offline, set data.local_dir to the mirror "
-            "(e.g. ../shared/data)."
-        )
-    return h
 
 
 def hub_offline() -> bool:
@@ -247,18 +290,26 @@ def hub_offline() -> bool:
 def _offline_errors() -> tuple[type[BaseException], ...]:
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
-    return (ConnectionError, OfflineModeIsEnabled, LocalEntryNotFoundError)
+    errors: list[type[BaseException]] = [
+        ConnectionError,
+        OfflineModeIsEnabled,
+        LocalEntryNotFoundError,
+    ]
+    for client in ("httpx", "httpx2"):  # the hub library's HTTP client: no route to the hub
+        with contextlib.suppress(ImportError, AttributeError):
+            errors.append(importlib.import_module(client).TransportError)
+    return tuple(errors)
 
 
-def hub_call(what: str, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` (a hub load); the hub library's offline errors -> DataError."""
+def hub_call(what: str, fn, *args, hint: str = "", **kwargs):
+    """``fn(*args, **kwargs)`` (a hub call); the hub library's offline errors -> DataError.
+    ``hint``: what else fixes it (e.g. pinning the revision)."""
     try:
         return fn(*args, **kwargs)
     except _offline_errors() as err:
         why = "HF_HUB_OFFLINE is set" if hub_offline() else f"{type(err).__name__}: {err}"
         raise DataError(
             f"cannot load {what} from the Hugging Face hub ({why}) and it is not in the hub "
-            "cache. Offline, point data.local_dir at the offline mirror (a folder with "
-            "SHA256SUMS, e.g. ../shared/data) with `data.source: auto` or `data.source: local` "
-            "(or pass --config data='{source: local, local_dir: ...}')."
+            f"cache.{' ' + hint if hint else ''} Offline, {HOW_TO_POINT}, with "
+            "`data.source: auto` or `data.source: local`."
         ) from err

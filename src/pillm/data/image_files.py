@@ -7,7 +7,8 @@ Two sources, one result (as ``data.py`` does for text):
 - ``local``: the offline mirror (``shared/data``): ``<name>/{train,test}.parquet`` with an image
   column of ``{bytes, path}`` PNG/JPEG structs and a ``label`` column, every file checked against
   ``SHA256SUMS`` before it is read (``sha256sum -c`` semantics, a mismatch is an error).
-- ``hub``: ``datasets.load_dataset(repo, split=..., revision=<pinned>)`` (``HUB_DATASETS``) with
+- ``hub``: ``datasets.load_dataset(repo, split=..., revision=...)`` (``HUB_DATASETS`` at
+  ``data.revisions``) with
   the same columns; offline, the hub library's own error becomes a message naming data.local_dir.
 - ``auto``: ``local`` from the mirror at ``local_dir``, built there from the hub when absent.
 
@@ -34,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from pillm.core.records import atomic_path
-from pillm.data.files import DataError, hub_call, pinned, read_checksums, verify_file
+from pillm.data.files import DataError, hub_call, read_checksums, verify_file
 from pillm.data.image_specs import IMAGE_DATASETS, ImageSpec
+from pillm.data.revisions import Revisions, hub_source, local_record
 from pillm.data.sources import resolve_source
 
 SPLITS = ("train", "test")
@@ -141,22 +143,35 @@ def read_images_local(
     rows = subset_rows(table.num_rows, limit, subset_seed)
     meta = {"source": "local", "dataset": name, "split": split, "file": rel, "sha256": digest}
     meta.update(limit=limit, subset_seed=subset_seed, n_split=table.num_rows)
+    meta.update(_origin(local_record(local_dir, name)))
     return _build(table, spec, rows, meta, workers)
 
 
+def _origin(record: dict) -> dict:
+    """A provenance record (``pillm.data.revisions``) as flat meta keys."""
+    out = {"hub_id": record["repo"], "revision_how": record["how"]}
+    return {**out, "revision": record["revision"]} if record["revision"] else out
+
+
 def read_images_hub(
-    name: str, split: str, limit: int | None = None, subset_seed: int | None = 0, workers: int = 1
+    name: str,
+    split: str,
+    limit: int | None = None,
+    subset_seed: int | None = 0,
+    workers: int = 1,
+    revisions: Revisions = None,
 ) -> RawImages:
-    """``datasets.load_dataset(repo, split=..., revision=<pinned>)``; offline, a DataError."""
+    """``datasets.load_dataset(repo, split=..., revision=...)`` at ``data.revisions``; offline,
+    a DataError."""
     spec = image_spec(name)
     _check_split_limit(split, limit)
-    hub = pinned(name)
+    hub = hub_source(name, revisions)
     import datasets
 
     what = f"{hub.repo_id!r} (it is {spec.local_dir}/{{train,test}}.parquet in the mirror)"
     ds = hub_call(what, datasets.load_dataset, hub.repo_id, split=split, revision=hub.revision)
     raw = raw_from_hf_dataset(ds, name, limit, subset_seed, workers)
-    raw.meta.update(source="hub", split=split, hub_id=hub.repo_id, revision=hub.revision)
+    raw.meta.update(source="hub", split=split, **_origin(hub.record()))
     return raw
 
 
@@ -185,18 +200,19 @@ def read_images(
     limit: int | None = None,
     subset_seed: int | None = 0,
     workers: int = 1,
+    revisions: Revisions = None,
 ) -> RawImages:
     """``limit`` images (all when None) of ``name``'s ``split`` from ``source``.
 
+    ``local_dir``: ``data.local_dir`` (None or "": ``$PILLM_DATA``, else the cache folder);
     ``subset_seed``: seed of the uniformly random subset; None takes the first ``limit`` rows.
-    ``workers``: processes that decode the images (``decode_uint8``).
+    ``workers``: processes that decode the images (``decode_uint8``); ``revisions``:
+    ``data.revisions`` (None: the committed pins).
     """
-    source, local_dir = resolve_source(source, local_dir)
+    source, local_dir = resolve_source(source, local_dir, revisions)
     if source == "local":
-        if local_dir is None:
-            raise DataError("data.source is 'local' but data.local_dir is not set")
         return read_images_local(name, split, local_dir, limit, subset_seed, workers)
-    return read_images_hub(name, split, limit, subset_seed, workers)
+    return read_images_hub(name, split, limit, subset_seed, workers, revisions)
 
 
 def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) -> None:
@@ -210,7 +226,16 @@ def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) ->
     source = DataConfig.from_dict(data, "data")
     arrays, meta = {}, {}
     for split in SPLITS:
-        raw = read_images(dataset, split, source.source, source.local_dir, None, None, threads or 1)
+        raw = read_images(
+            dataset,
+            split,
+            source.source,
+            source.local_dir,
+            None,
+            None,
+            threads or 1,
+            source.revisions,
+        )
         arrays[f"{split}_x"] = raw.pixels
         arrays[f"{split}_y"] = raw.labels
         meta[split] = {k: v for k, v in raw.meta.items() if isinstance(v, str | int)}

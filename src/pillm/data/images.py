@@ -25,6 +25,7 @@ from pillm.data.image_files import (
     read_images_local,
     subset_rows,
 )
+from pillm.data.revisions import Revisions
 
 __all__ = ["SPLITS", "ImageData", "decode_images", "from_hf_dataset", "load_images",
            "load_images_hub", "load_images_local", "subset_rows"]  # fmt: skip
@@ -77,10 +78,16 @@ def load_images_local(
 
 
 def load_images_hub(
-    name: str, split: str, limit: int | None = None, subset_seed: int | None = 0, workers: int = 1
+    name: str,
+    split: str,
+    limit: int | None = None,
+    subset_seed: int | None = 0,
+    workers: int = 1,
+    revisions: Revisions = None,
 ) -> ImageData:
-    """``datasets.load_dataset(repo, split=..., revision=<pinned>)``; offline, a DataError."""
-    return image_data(read_images_hub(name, split, limit, subset_seed, workers))
+    """``datasets.load_dataset(repo, split=..., revision=...)`` at ``data.revisions``;
+    offline, a DataError."""
+    return image_data(read_images_hub(name, split, limit, subset_seed, workers, revisions))
 
 
 def from_hf_dataset(
@@ -99,9 +106,12 @@ def load_images(
     limit: int | None = None,
     subset_seed: int | None = 0,
     workers: int = 1,
+    revisions: Revisions = None,
 ) -> ImageData:
     """``image_files.read_images``'s images (the arguments are its own) as float rows."""
-    return image_data(read_images(name, split, source, local_dir, limit, subset_seed, workers))
+    return image_data(
+        read_images(name, split, source, local_dir, limit, subset_seed, workers, revisions)
+    )
 
 
 def to_uint8_images(x: torch.Tensor, shape: tuple[int, int, int]) -> np.ndarray:

@@ -6,8 +6,9 @@ its last space into a context and ``" " + last word``, encode the two separately
 passage correct iff greedy argmax under teacher forcing reproduces every target token.
 
 Sources follow ``pillm.data``: ``local`` reads the offline mirror (checked against its
-``SHA256SUMS``), ``hub`` loads ``EleutherAI/lambada_openai`` at its pinned revision (offline: a
-DataError naming data.local_dir), ``auto`` reads the mirror, built from the hub when absent.
+``SHA256SUMS``), ``hub`` loads ``EleutherAI/lambada_openai`` at ``data.revisions.lambada``
+(offline: a DataError naming data.local_dir), ``auto`` reads the mirror, built from the hub when
+absent.
 """
 
 from __future__ import annotations
@@ -20,28 +21,33 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from pillm.data.files import hub_call, pinned, read_checksums, verify_file
+from pillm.data.files import hub_call, read_checksums, verify_file
+from pillm.data.revisions import Revisions, hub_source
 from pillm.data.sources import resolve_source
 
 LAMBADA_REL = "lambada/lambada_test.jsonl"  # mirror-relative, as written in SHA256SUMS
 
 
-def load_lambada(source: str, local_dir: str, max_examples: int = 0) -> list[str]:
+def load_lambada(
+    source: str, local_dir: str | None, max_examples: int = 0, revisions: Revisions = None
+) -> list[str]:
     """Return the LAMBADA test passages, in file order.
 
-    ``source="local"`` reads ``<local_dir>/lambada/lambada_test.jsonl`` after verifying it
-    against ``<local_dir>/SHA256SUMS`` (a mismatch raises ``DataError`` naming the file);
-    ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` (pinned) and
-    raises ``DataError`` naming data.local_dir when the hub library is offline. ``max_examples > 0`` keeps the first N.
+    ``source="local"`` reads ``<data folder>/lambada/lambada_test.jsonl`` after verifying it
+    against the folder's ``SHA256SUMS`` (a mismatch raises ``DataError`` naming the file);
+    ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` at
+    ``revisions["lambada"]`` (``data.revisions``; None: the committed pins) and raises
+    ``DataError`` naming data.local_dir when the hub library is offline. ``max_examples > 0``
+    keeps the first N.
     """
-    source, local_dir = resolve_source(source, local_dir)
+    source, local_dir = resolve_source(source, local_dir, revisions)
     if source == "local":
         root = Path(local_dir)
         verify_file(root, LAMBADA_REL, read_checksums(root))
         with open(root / LAMBADA_REL, encoding="utf-8") as fh:
             passages = [json.loads(line)["text"] for line in fh if line.strip()]
     else:
-        hub = pinned("lambada")
+        hub = hub_source("lambada", revisions)
         import datasets  # lazy: slow to import and unused on the local path
 
         what = f"{hub.repo_id!r} (LAMBADA; <data.local_dir>/{LAMBADA_REL} in the mirror)"

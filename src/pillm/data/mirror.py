@@ -1,12 +1,14 @@
 """Build the offline mirror's layout from the Hugging Face hub (rule ``mirror``, ``data.source: auto``).
 
-Every file of ``sources.MIRROR_FILES`` is written under the same name and in the same format as
-in the offline mirror, from the hub repositories of ``sources.HUB_DATASETS`` at their pinned
-revisions, then checked as its ``check`` says: ``bytes`` against the committed sha256,
-``content`` against the committed content digest (``content_digest``), ``differs`` recorded as
-different, ``skipped`` not built. A failed check stops the build naming the file and revision.
-The result is a folder the ``local`` source reads: its own ``SHA256SUMS`` (the digests of the
-files written) and ``MIRROR.json`` (per file: repository, revision, check, outcome).
+Every file of ``files.MIRROR_FILES`` is written under the same name and in the same format as
+in the offline mirror, from the hub repositories of ``files.HUB_DATASETS`` at the revisions of
+``data.revisions`` (a null one resolved first, before anything is downloaded:
+``revisions.hub_source``), then checked as its ``check`` says: ``bytes`` against the committed
+sha256, ``content`` against the committed content digest (``content_digest``), ``differs``
+recorded as different, ``skipped`` not built. A failed check stops the build naming the file and
+revision. The result is a folder the ``local`` source reads: its own ``SHA256SUMS`` (the digests
+of the files written) and ``MIRROR.json`` (per source: repository, revision and how it was
+chosen; per file: repository, revision, check, outcome).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from pillm.core.records import atomic_path, write_json
-from pillm.data.files import MIRROR_FILES, DataError, hub_call, pinned, sha256_file
+from pillm.data.files import MIRROR_FILES, DataError, hub_call, sha256_file
+from pillm.data.revisions import HubSource, Revisions, hub_source
 
 LOCK = ".mirror.lock"
 
@@ -56,11 +60,10 @@ def _content_group(root: Path, rel: str) -> str:
 # ------------------------------------------------------------------------------ hub loads
 
 
-def load_split(key: str, split: str):
-    """``datasets.load_dataset`` of hub source ``key``'s ``split`` at its pinned revision."""
+def load_split(hub: HubSource, split: str):
+    """``datasets.load_dataset`` of ``hub``'s ``split`` at its revision."""
     import datasets
 
-    hub = pinned(key)
     return hub_call(
         f"{hub.repo_id!r} split {split!r}",
         datasets.load_dataset,
@@ -71,11 +74,10 @@ def load_split(key: str, split: str):
     )
 
 
-def download(key: str, filename: str) -> Path:
-    """``hf_hub_download`` of one file of hub source ``key`` at its pinned revision."""
+def download(hub: HubSource, filename: str) -> Path:
+    """``hf_hub_download`` of one file of ``hub`` at its revision."""
     from huggingface_hub import hf_hub_download
 
-    hub = pinned(key)
     return Path(
         hub_call(
             f"{hub.repo_id}/{filename}",
@@ -118,52 +120,54 @@ def _write_images(path: Path, ds, column: str) -> None:
         pq.write_table(out, tmp)
 
 
-def build_dataset(key: str, root: Path) -> None:
-    """Write the mirror files of hub source ``key`` under ``root`` (not checked here)."""
+def build_dataset(hub: HubSource, root: Path) -> None:
+    """Write the mirror files of hub source ``hub`` under ``root`` (not checked here)."""
+    key = hub.key
     if key == "wikitext2":
         for split in ("validation", "test"):
-            rows = load_split(key, split)["text"]
+            rows = load_split(hub, split)["text"]
             _write_text(root / f"wikitext-2-v1/{split}.txt", "".join(r or " \n" for r in rows))
     elif key == "ptb":
         for split in ("validation", "test"):
-            rows = load_split(key, split)["sentence"]
+            rows = load_split(hub, split)["sentence"]
             _write_text(root / f"ptb/{split}.txt", "".join(f" {s} \n" for s in rows))
     elif key == "tinyshakespeare":
-        parts = [t for s in ("train", "validation", "test") for t in load_split(key, s)["text"]]
+        parts = [t for s in ("train", "validation", "test") for t in load_split(hub, s)["text"]]
         _write_text(root / "tinyshakespeare/input.txt", "".join(parts))
     elif key == "lambada":
-        rows = load_split(key, "test")["text"]
+        rows = load_split(hub, "test")["text"]
         lines = "".join(json.dumps({"text": t}) + "\n" for t in rows)
         _write_text(root / "lambada/lambada_test.jsonl", lines)
     elif key == "sst2":
         for split, rel in (("validation", "sst2/test.tsv"), ("train", "sst2/train.tsv")):
-            ds = load_split(key, split)
+            ds = load_split(hub, split)
             _write_text(root / rel, _tsv(ds["sentence"], ds["label"]))
         _write_text(root / "sst2/dev.tsv", _tsv([], []))
     elif key in ("mnist", "cifar10"):
         column = "image" if key == "mnist" else "img"
         for split in ("train", "test"):
-            _write_images(root / f"{key}/{split}.parquet", load_split(key, split), column)
-    elif key == "gpt2-tokenizer":
+            _write_images(root / f"{key}/{split}.parquet", load_split(hub, split), column)
+    elif key == "gpt2_tokenizer":
         for name in ("vocab.json", "merges.txt"):
-            _write_bytes(root / f"gpt2-tokenizer/{name}", download(key, name).read_bytes())
+            _write_bytes(root / f"gpt2-tokenizer/{name}", download(hub, name).read_bytes())
     else:
         raise DataError(f"no mirror builder for hub source {key!r}")
 
 
-def check_file(root: Path, rel: str) -> dict:
-    """Check one built file against ``MIRROR_FILES[rel]``; a failed check raises DataError."""
-    spec, hub = MIRROR_FILES[rel], pinned(MIRROR_FILES[rel].dataset)
+def check_file(root: Path, rel: str, hub: HubSource) -> dict:
+    """Check one file built from ``hub`` against ``MIRROR_FILES[rel]``; a failed check raises
+    DataError naming the file and the revision."""
+    spec = MIRROR_FILES[rel]
     digest = sha256_file(root / rel)
     record = {"repo": hub.repo_id, "revision": hub.revision, "check": spec.check}
     record.update(sha256=digest, mirror_sha256=spec.sha256, note=spec.note)
-    where = f"{root / rel} (built from {hub.repo_id}@{hub.revision})"
+    where = f"{root / rel} (built from {hub.repo_id}@{hub.revision}, {hub.how})"
     if spec.check == "bytes" and digest != spec.sha256:
         raise DataError(
             f"{where} is not byte-identical to the offline mirror's file: sha256 {digest}, "
             f"expected {spec.sha256}. The hub's data at that revision differs from the mirror; "
-            "pin the revision the mirror was made from, or use the offline mirror "
-            "(data.local_dir)."
+            f"pin data.revisions.{hub.key} to the commit the mirror was made from, or use the "
+            "offline mirror (data.local_dir or PILLM_DATA)."
         )
     if spec.check == "content":
         got = _content_group(root, rel)
@@ -176,55 +180,76 @@ def check_file(root: Path, rel: str) -> dict:
     return record
 
 
-def build_mirror(root: str | os.PathLike, datasets: list[str] | None = None) -> Path:
+def mirror_keys() -> list[str]:
+    """The hub sources a mirror is built from (every one with a file that is built)."""
+    return sorted({f.dataset for f in MIRROR_FILES.values() if f.check != "skipped"})
+
+
+def resolve_all(keys: list[str], revisions: Revisions = None) -> dict[str, HubSource]:
+    """Every source of ``keys`` at its revision: unpinned ones resolved now, before anything is
+    downloaded or created, so one build reads one commit per source."""
+    return {key: hub_source(key, revisions) for key in keys}
+
+
+def build_mirror(
+    root: str | os.PathLike,
+    datasets: list[str] | None = None,
+    revisions: Revisions = None,
+    resolved: dict[str, HubSource] | None = None,
+) -> Path:
     """Build the mirror (all hub sources, or ``datasets``) under ``root``; return ``root``.
 
-    Writes every file, checks it, then ``MIRROR.json`` and last ``SHA256SUMS`` (its presence
-    marks a finished mirror)."""
+    ``revisions``: ``data.revisions`` (None: the committed pins); ``resolved``: sources already
+    resolved (``resolve_all``). Writes every file, checks it, then ``MIRROR.json`` and last
+    ``SHA256SUMS`` (its presence marks a finished mirror)."""
     root = Path(root)
-    keys = sorted({f.dataset for f in MIRROR_FILES.values() if f.check != "skipped"})
-    for key in datasets or keys:
-        if key not in keys:
-            raise DataError(f"unknown mirror dataset {key!r}; known: {keys}")
-    keys = [k for k in keys if datasets is None or k in datasets]
+    unknown = sorted(set(datasets or ()) - set(mirror_keys()))
+    if unknown:
+        raise DataError(f"unknown mirror dataset(s) {unknown}; known: {mirror_keys()}")
+    keys = [k for k in mirror_keys() if datasets is None or k in datasets]
+    hubs = resolved or resolve_all(keys, revisions)
     for key in keys:
-        pinned(key)  # every revision is known before anything is downloaded
-    for key in keys:
-        build_dataset(key, root)
+        build_dataset(hubs[key], root)
     built = [
         r for r, f in sorted(MIRROR_FILES.items()) if f.dataset in keys and f.check != "skipped"
     ]
-    records = {rel: check_file(root, rel) for rel in built}
+    records = {rel: check_file(root, rel, hubs[MIRROR_FILES[rel].dataset]) for rel in built}
     skipped = {r: f.note for r, f in MIRROR_FILES.items() if f.check == "skipped"}
-    write_json(root / "MIRROR.json", {"files": records, "not_built": skipped})
+    write_json(
+        root / "MIRROR.json",
+        {
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "revisions": {key: hubs[key].record() for key in keys},
+            "files": records,
+            "not_built": skipped,
+        },
+    )
     sums = "".join(f"{records[rel]['sha256']}  ./{rel}\n" for rel in built)
     _write_text(root / "SHA256SUMS", sums)
     return root
 
 
-def ensure_mirror(local_dir: str | os.PathLike) -> Path:
+def ensure_mirror(local_dir: str | os.PathLike, revisions: Revisions = None) -> Path:
     """``local_dir`` when it holds a mirror (SHA256SUMS), else the mirror built there from the
-    hub (one process builds, the others wait on a lock and then read it)."""
+    hub (one process builds, the others wait on a lock and then read it). Unpinned revisions are
+    resolved before anything is created at ``local_dir``."""
     root = Path(local_dir)
     if (root / "SHA256SUMS").is_file():
         return root
+    what = (
+        f"data.source is 'auto' and the data folder {root} holds no mirror (no SHA256SUMS), so "
+        "it is built there from the hub"
+    )
     try:
-        for key in {f.dataset for f in MIRROR_FILES.values() if f.check != "skipped"}:
-            pinned(key)  # before anything is created at local_dir
+        resolved = resolve_all(mirror_keys(), revisions)
     except DataError as err:
-        raise DataError(
-            f"data.source is 'auto' and data.local_dir={root} holds no mirror (no SHA256SUMS); "
-            f"building it there from the hub needs pinned revisions: {err}"
-        ) from err
+        raise DataError(f"{what}, which needs every revision first: {err}") from err
     root.mkdir(parents=True, exist_ok=True)
     with open(root / LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (root / "SHA256SUMS").is_file():
             return root
         try:
-            return build_mirror(root)
+            return build_mirror(root, resolved=resolved)
         except DataError as err:
-            raise DataError(
-                f"data.source is 'auto' and data.local_dir={root} holds no mirror (no "
-                f"SHA256SUMS), so it is built there from the hub, which failed: {err}"
-            ) from err
+            raise DataError(f"{what}, which failed: {err}") from err

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pillm.data.files import DataError, hub_call, pinned, read_checksums, verify_file
+from pillm.data.files import DataError, hub_call, read_checksums, verify_file
+from pillm.data.revisions import Revisions, hub_source, local_record
 from pillm.data.sources import resolve_source
 
 LOCAL_FILES = {"train": ("sst2/train.tsv", "sst2/dev.tsv"), "validation": ("sst2/test.tsv",)}
@@ -63,11 +64,13 @@ def load_local(local_dir: str | Path) -> tuple[dict[str, Split], dict]:
         )
     policy = "local:sst2:train=GLUE train (train.tsv+dev.tsv), report=GLUE validation (test.tsv)"
     meta = {"source": "local", "local_dir": str(local_dir.resolve()), "sha256": digests}
+    record = local_record(local_dir, "sst2")
+    meta.update(revision=record["revision"], revisions={"sst2": record})
     return splits, {"policy": policy, **meta}
 
 
-def load_hub() -> tuple[dict[str, Split], dict]:
-    hub = pinned("sst2")
+def load_hub(revisions: Revisions = None) -> tuple[dict[str, Split], dict]:
+    hub = hub_source("sst2", revisions)
     import datasets
 
     what = f"{hub.repo_id!r}/{hub.config!r} (SST-2; <data.local_dir>/sst2 in the mirror)"
@@ -81,13 +84,17 @@ def load_hub() -> tuple[dict[str, Split], dict]:
         f"hub:{hub.repo_id}:{hub.config}@{hub.revision}:train=GLUE train, report=GLUE validation"
     )
     meta = {"policy": policy, "source": "hub", "revision": hub.revision}
+    meta["revisions"] = {"sst2": hub.record()}
     return splits, {**meta, "fingerprint": fingerprint}
 
 
-def load_sst2(source: str, local_dir: str) -> tuple[dict[str, Split], dict]:
-    """({'train', 'validation'}: Split, meta); meta['policy'] names where the data came from."""
-    source, local_dir = resolve_source(source, local_dir)
-    splits, meta = load_local(local_dir) if source == "local" else load_hub()
+def load_sst2(
+    source: str, local_dir: str | None, revisions: Revisions = None
+) -> tuple[dict[str, Split], dict]:
+    """({'train', 'validation'}: Split, meta); meta['policy'] names where the data came from,
+    meta['revisions'] the hub revision (``revisions``: ``data.revisions``, None: the pins)."""
+    source, local_dir = resolve_source(source, local_dir, revisions)
+    splits, meta = load_local(local_dir) if source == "local" else load_hub(revisions)
     for split, n in GLUE_SIZES.items():
         if len(splits[split]) != n:
             raise DataError(f"SST-2 {split}: {len(splits[split])} rows, expected GLUE's {n}")

@@ -10,23 +10,31 @@ bits-per-byte can be computed later without the text.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    from pillm.data.revisions import Revisions
 
 EOT = "<|endoftext|>"
 FILES = ("vocab.json", "merges.txt")  # GPT-2 BPE, in the mirror and on the hub
 
 
-def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
-    """GPT-2 BPE from the local mirror (``<local_dir>/gpt2-tokenizer``) or from the hub.
+def gpt2_tokenizer(
+    source: str, local_dir: str | None, revisions: Revisions = None, with_origin: bool = False
+):
+    """GPT-2 BPE from the local mirror (``<data folder>/gpt2-tokenizer``) or from the hub.
 
     Both read the same two files (``vocab.json``, ``merges.txt``); the hub's are downloaded at
-    the revision pinned in ``HUB_DATASETS["gpt2-tokenizer"]``."""
-    from pillm.data.files import hub_call, pinned, read_checksums, verify_file
+    ``data.revisions.gpt2_tokenizer``. ``with_origin``: ``(tokenizer, provenance)``, the
+    provenance as ``pillm.data.revisions`` records it."""
+    from pillm.data.files import hub_call, read_checksums, verify_file
+    from pillm.data.revisions import hub_source, local_record
     from pillm.data.sources import resolve_source
 
-    source, local_dir = resolve_source(source, local_dir)
+    source, local_dir = resolve_source(source, local_dir, revisions)
     if source == "local":
         root = Path(local_dir)
         sums = read_checksums(root)
@@ -34,10 +42,11 @@ def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
             verify_file(root, f"gpt2-tokenizer/{name}", sums)
         d = root / "gpt2-tokenizer"
         paths = [d / name for name in FILES]
+        origin = local_record(root, "gpt2_tokenizer")
     else:
         from huggingface_hub import hf_hub_download
 
-        hub = pinned("gpt2-tokenizer")
+        hub = hub_source("gpt2_tokenizer", revisions)
         paths = [
             hub_call(
                 f"{hub.repo_id}/{name}",
@@ -49,13 +58,14 @@ def gpt2_tokenizer(source: str, local_dir: str | None) -> Tokenizer:
             )
             for name in FILES
         ]
+        origin = hub.record()
     from tokenizers import decoders, pre_tokenizers
     from tokenizers.models import BPE
 
     tok = Tokenizer(BPE.from_file(str(paths[0]), str(paths[1])))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    return tok
+    return (tok, origin) if with_origin else tok
 
 
 def train_bpe(train_text: str, vocab_size: int) -> Tokenizer:
@@ -77,12 +87,21 @@ def train_bpe(train_text: str, vocab_size: int) -> Tokenizer:
 
 
 def build_tokenizer(
-    kind: str, vocab_size: int, train_text: str, source: str, local_dir: str
-) -> Tokenizer:
+    kind: str,
+    vocab_size: int,
+    train_text: str,
+    source: str,
+    local_dir: str | None,
+    revisions: Revisions = None,
+    with_origin: bool = False,
+):
+    """The tokenizer; ``with_origin``: ``(tokenizer, hub provenance or None)`` (a BPE trained
+    here comes from no hub file)."""
     if kind == "gpt2":
-        return gpt2_tokenizer(source, local_dir)
+        return gpt2_tokenizer(source, local_dir, revisions, with_origin)
     if kind == "bpe":
-        return train_bpe(train_text, vocab_size)
+        tok = train_bpe(train_text, vocab_size)
+        return (tok, None) if with_origin else tok
     raise ValueError(f"tokenizer.kind must be 'gpt2' or 'bpe', got {kind!r}")
 
 
