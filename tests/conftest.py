@@ -11,6 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PILLM_DATA", REPO.parent / "shared" / "data"))
+# The pipeline's data folder is data.local_dir, else $PILLM_DATA, else ~/.cache/pillm/data: the
+# tests' builds and commands read the offline mirror.
+os.environ.setdefault("PILLM_DATA", str(SHARED_DATA.resolve()))
 SMOKE = ["--configfile", "config/smoke.yaml"]
 SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 10 min alone)
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from pillm.data import download_plan
+
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATES = ROOT / "benchmarks" / "estimates.json"
 SMOKE = "config/smoke.yaml"
@@ -195,14 +197,6 @@ def _hms(seconds: float) -> str:
 def missing(config: dict[str, Any], root: Path, kind: str) -> list[str]:
     """What this machine lacks for this config, each with the fix."""
     out = []
-    data = config.get("data", {})
-    local = Path(data.get("local_dir", ""))
-    local = local if local.is_absolute() else Path.cwd() / local
-    if data.get("source") == "local" and not local.is_dir():
-        out.append(
-            f"data mirror {local} not found (data.source: local): set data.source: hub, "
-            "or data.local_dir to your copy of the mirror"
-        )
     if not (shutil.which("latexmk") and shutil.which("pdflatex")):
         out.append(
             "TeX (latexmk, pdflatex) not found: tables and figures still build; for the PDF "
@@ -251,7 +245,22 @@ def plan_lines(
         )
     for item in missing(config, root, kind):
         lines.append(f"  missing: {item}")
+    lines += [f"  {line}" for line in download_plan(config["data"], hub_needs(config))]
     return lines
+
+
+def hub_needs(config: dict[str, Any]) -> list[str]:
+    """The hub sources a run reads with ``data.source: hub`` (keys of HUB_DATASETS)."""
+    needs = [config["data"]["corpus"]]
+    if config["tokenizer"]["kind"] == "gpt2":
+        needs.append("gpt2_tokenizer")
+    if config["lm"]["variants"]:
+        needs.append("lambada")
+    if config["lora"]["models"]:
+        needs.append("sst2")
+    needs += list(config["generative"]["datasets"])
+    needs += [c for c in config["probe"]["corpora"] if c not in needs]
+    return needs
 
 
 # -- the command -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from pillm.core.config import apply_schema, load_schema, validate_config
+from pillm.data import check_data_config
 
 STUDIES = ("lm", "probe", "generative", "lora", "saffu")
 
@@ -45,5 +46,6 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     (apply_schema), the schema, then what a schema cannot say, study by study."""
     apply_schema(config, schema_path)
     validate(config, schema_path)
+    check_data_config(config["data"])
     for name in STUDIES:
         study_plan(name).check(config)

@@ -27,7 +27,6 @@ KNOWN_OVERSIZE = {
     "pillm.generative.report",
     "pillm.generative.run",
     "pillm.lm.report",
-    "pillm.paper.diff",
     "pillm.probe.figures",
     "pillm.probe.fit",
     "pillm.probe.rows",

@@ -26,7 +26,6 @@ KNOWN_LONG = {
     "lm_extras",
     "lora",
     "lora_aggregate",
-    "pdf",
     "probe",
     "probe_aggregate",
     "probe_figures",
@@ -40,7 +39,6 @@ KNOWN_LONG = {
     "sensitivity_report",
     "sensitivity_run",
     "tables",
-    "tokenize",
     "gen_tables",
 }
 
