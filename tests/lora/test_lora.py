@@ -39,7 +39,7 @@ from pillm.models.gpt import GPT, GPTConfig
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.plan import validate as validate_config
 
-from .conftest import REPO
+from ..conftest import REPO
 
 LORA_CFG = dict(
     n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
@@ -455,7 +455,7 @@ def test_claims_file_names_arms_the_frame_writes():
 def test_section_uses_defined_macros_and_types_no_direction():
     from pillm.paper.latex import macro_name
 
-    from .test_claims import typed_directions
+    from ..test_claims import typed_directions
 
     text = (REPO / "paper/sections/lora.tex").read_text()
     assert typed_directions(text) == []  # every direction comes from a \Claim macro
