@@ -23,6 +23,7 @@ from pillm.lora.base import BaseModel, pad_batch, split_name
 from pillm.lora.config import LoraConfig
 from pillm.lora.figures import lora_figure
 from pillm.lora.methods import (
+    METHODS,
     ClosedFormHead,
     EarlyStop,
     FitResult,
@@ -354,6 +355,32 @@ def test_job_names_carry_the_seed_and_pillm_seeds_must_be_lm_seeds():
         lora_model_names(cfg)
     cfg["lora"]["models"] = ["minilm"]  # MiniLM's seeds are the study's own
     assert lora_model_names(cfg) == ["minilm-s0", "minilm-s2"]
+
+
+class _Input(dict):
+    """A rule's input as Snakemake hands it to a params function: files by name, ``keys()``."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_job_args_are_the_lora_command_line_of_one_job():
+    import shlex
+    from types import SimpleNamespace
+
+    from pillm.lora import plan
+
+    cfg = {"lora": {"models": ["pillm"], "seeds": [0], "methods": ["ridge"], "n_dev": 8},
+           "data": {"corpus": "wikitext2"}, "lm": {"seeds": [0]}}  # fmt: skip
+    w, out = SimpleNamespace(model="pillm-s0", method="ridge"), _Input(metrics="r/lora/a/b/m.json")
+    own = _Input(checkpoint="r/lm/model.pt", tokenizer="r/tok.json")
+    args = shlex.split(plan.job_args(cfg, w, own, out))
+    params = {"lora": {"methods": ["ridge"], "n_dev": 8}, "data": {"corpus": "wikitext2"}}
+    assert args == ["--model", "pillm-s0", "--method", "ridge", "--params",
+                    json.dumps(params, sort_keys=True), "--checkpoint", "r/lm/model.pt",
+                    "--tokenizer", "r/tok.json", "--out-dir", "r/lora/a/b"]  # fmt: skip
+    assert "--checkpoint" not in plan.job_args(cfg, w, _Input(), out)  # a pretrained model
+    assert plan.job_names(cfg) == ["pillm-s0/ridge"]
+    assert plan.METHODS == METHODS  # the rule's constraint, without importing torch
 
 
 # ---------------------------------------------------------------- report

@@ -569,6 +569,30 @@ def test_plan_lists_one_job_per_setting_train_fraction_and_seed():
     assert fraction_tag(0.025) == "f2.5" and arm("warm", 0.3) == "warm_f30"
 
 
+def test_job_args_are_the_saffu_command_line_of_one_job():
+    import shlex
+    from types import SimpleNamespace
+
+    import yaml
+
+    from pillm.saffu import plan
+
+    cfg = yaml.safe_load((REPO_TEMPLATES.parents[1] / "config/config.yaml").read_text())
+    main = cfg["saffu"]["main_setting"]
+    w = SimpleNamespace(setting=main, frac="f10", seed="1")
+    out = SimpleNamespace(metrics=f"r/saffu/{main}/f10/seed1/metrics.json")
+    rates = f"r/saffu/{main}/f10/seed0/metrics.json"
+    inputs = SimpleNamespace(tokens=["r/tokens/wikitext2/train.npy"], rates=[rates])
+    args = shlex.split(plan.job_args(cfg, w, inputs, out))
+    assert args == ["--setting", main, "--fraction", "0.1", "--tokens-dir", "r/tokens/wikitext2",
+                    "--params", json.dumps(plan.saffu_job_params(cfg, main, 1), sort_keys=True),
+                    "--out-dir", f"r/saffu/{main}/f10/seed1", "--rates-from", rates]  # fmt: skip
+    inputs.rates = []  # a job that chooses its rates
+    assert "--rates-from" not in plan.job_args(cfg, w, inputs, out)
+    assert plan.job_inputs(cfg, main, "f10", 1)["rates"] == [rates.removeprefix("r/")]
+    assert plan.is_bulk(cfg, main, "f10", 1) and not plan.is_bulk(cfg, main, "f10", 0)
+
+
 def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     """benchmarks/saffu_step.py at a tiny shape on the CPU: every product runs, the model's
     and cuSPARSE's give embedding_bag's logits and gradients, and the figures are written."""
