@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.accel.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import sync  # noqa: E402
-from pillm.saffu.segment_sum import (  # noqa: E402
+from pillm.saffu.kernels.segment_sum import (  # noqa: E402
     ADAMW_BLOCK_V,
     ADAMW_CHUNK,
     ADAMW_WARPS,
@@ -65,7 +65,7 @@ def zipf_rows(b: int, n_in: int, k: int, device: torch.device, seed: int = 0):
 def update_only(w, m, v, sc: AdamWScalars) -> None:
     """``adamw_step``'s kernel with every input's entry and partial ranges empty: a zero
     gradient, so only W and its moments cross memory, once each way (the step's floor)."""
-    from pillm.saffu.segment_kernels import adamw_rows_kernel
+    from pillm.saffu.kernels.segment_kernels import adamw_rows_kernel
 
     n_in, vocab = w.shape
     none = torch.zeros(n_in, dtype=torch.int64, device=w.device)

@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.accel.kernels import uses_kernels  # noqa: E402
 from pillm.core.runtime import kernel_profile  # noqa: E402
+from pillm.saffu.kernels.segment_sum import bag_weight_grad  # noqa: E402
+from pillm.saffu.kernels.softmax_loss import loss_and_logit_grad, softmax_rows  # noqa: E402
 from pillm.saffu.model import SaffuLM, SparseRowsFixedOrder, SparseRowsTimesW  # noqa: E402
 from pillm.saffu.optim import RowAdamW  # noqa: E402
-from pillm.saffu.segment_sum import bag_weight_grad  # noqa: E402
-from pillm.saffu.softmax_loss import loss_and_logit_grad, softmax_rows  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int, warmup: int = 3) -> float:

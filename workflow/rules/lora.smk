@@ -1,54 +1,36 @@
 # SST-2 on frozen base models: closed-form heads vs LoRA (peft); one job per (base model and
-# seed, method); GPU when visible.
+# seed, method); GPU when visible. Paths, job lists and each job's parameters come from the
+# wing's plan (pillm.lora.plan).
 from pillm.lora import plan as lora_plan
 
 LORA = config["lora"]
+# The job folder as the rule's output, its method constrained (lora_plan.job_folder).
+LORA_OUT = res(lora_plan.job_folder())
 
 
+# One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran
+# MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
 rule lora:
     input:
         unpack(own_model_inputs),
         code=code("lora"),
     output:
-        metrics=res("lora/{model}/{method}/metrics.json"),
-        curve=res("lora/{model}/{method}/curve.parquet"),
+        multiext(LORA_OUT, metrics="metrics.json", curve="curve.parquet"),
     log:
-        logfile("lora/{model}/{method}"),
+        logfile(lora_plan.JOB),
     benchmark:
-        benchfile("lora/{model}/{method}")
-    wildcard_constraints:
-        method="pil_lora|ridge|pil_adapter|lora",
+        benchfile(lora_plan.JOB)
     priority: lambda w: PRIORITY["lora_gradient"] if w.method == "lora" else 0  # longest
     conda:
         "../envs/pillm.yaml"
-    # One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran
-    # MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
     threads: 1
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=own_model_mem("lora"),
     params:
-        # Not lora.models or lora.seeds: which jobs run is the DAG's business, not any one
-        # job's (a job's seed is in its model name).
-        cfg=as_json(
-            {
-                "lora": {
-                    k: v for k, v in LORA.items() if k not in ("models", "seeds")
-                },
-                "data": config["data"],
-            }
-        ),
-        own=lambda w, input: (
-            f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
-            if "checkpoint" in input.keys()
-            else ""
-        ),
-        out_dir=subpath(output.metrics, parent=True),
+        args=lambda w, input, output: lora_plan.job_args(config, w, input, output),
     shell:
-        gpu_shell(
-            "python -m pillm lora --model {wildcards.model} --method {wildcards.method}"
-            " --params {params.cfg:q} {params.own} --out-dir {params.out_dir}"
-        )
+        gpu_shell("python -m pillm lora {params.args}")
 
 
 rule lora_aggregate:
@@ -65,11 +47,7 @@ rule lora_aggregate:
     conda:
         "../envs/pillm.yaml"
     params:
-        jobs=expand(
-            "{model}/{method}",
-            model=lora_plan.lora_model_names(config),
-            method=LORA["methods"],
-        ),
+        jobs=lora_plan.job_names(config),
         out_dir=subpath(output.summary, parent=True),
     shell:
         "python -m pillm lora-aggregate --metrics {input.metrics} --curves {input.curves}"

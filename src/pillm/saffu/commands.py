@@ -31,7 +31,7 @@ COMMANDS: tuple[Command, ...] = (
         ("params", "tokens_dir", "out_dir"),
     ),
     Command(
-        "saffu-aggregate", "pillm.saffu.report:aggregate_saffu",
+        "saffu-aggregate", "pillm.saffu.aggregate:aggregate_saffu",
         "stack every SAFFU run into summary parquet and the SAFFU claim frame",
         (many("--metrics"), many("--curves"), req("--kn-metrics"),
          js(help="{settings, main_setting, inits, fractions, seeds, ablation_seeds} (JSON)"),
@@ -39,7 +39,7 @@ COMMANDS: tuple[Command, ...] = (
         ("metrics", "curves", "kn_metrics", "params", "out_dir", "claims"),
     ),
     Command(
-        "saffu-tables", "pillm.saffu.report:render_saffu_tables",
+        "saffu-tables", "pillm.saffu.tables:render_saffu_tables",
         "SAFFU tables and saffu_numbers.tex",
         (SUMMARY, opt("--lm-summary", "lm.parquet: the GPT baseline and PIL rows beside SAFFU"),
          js(), TEMPLATES, req("--tables-dir"), NUMBERS),

@@ -15,7 +15,7 @@ the continuation count ``c_k(g) = |{u : c_{k+1}(u g) > 0}|`` (in how many left c
 occurs). The recursion ends in the uniform distribution ``P_0(w) = 1 / V`` over the whole
 vocabulary, so every type has positive probability. A history never seen as a context falls
 through to the next lower order (``P_k = P_{k-1}``). Each order's distribution sums to 1
-whenever ``D_k(c) <= c`` (tests/test_kneser_ney.py checks it).
+whenever ``D_k(c) <= c`` (tests/saffu/test_kneser_ney.py checks it).
 
 Discounts: a fixed ``D`` for every count (``discount: 0.75``), or the *modified* discounts
 ``D_1, D_2, D_3+`` of Chen & Goodman from the counts of counts ``n_r`` of each order

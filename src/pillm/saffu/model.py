@@ -17,7 +17,7 @@ acts on rows here because W stores inputs as rows) shifts every logit of ``x`` b
 ``d_j`` to a column instead acts as an output bias (it does change predictions).
 For mixed inputs (several non-zero ``x_i``), ``softmax(x log F)`` is the geometric pool
 ``prod_i p(j | i)^{x_i}`` of the rows' conditionals: a one-pass warm start, not a stationary point
-in general (tests/test_saffu.py measures the gap to the gradient-descent optimum on a toy).
+in general (tests/saffu/test_saffu.py measures the gap to the gradient-descent optimum on a toy).
 
 The LM. Input types are the ``top_types`` most frequent train types plus one "other" bucket (a
 dense (V+1) x V map is infeasible for GPT-2's 50,257 types). Two views of the context before
@@ -42,12 +42,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pillm.accel.kernels import uses_kernels
-from pillm.saffu.segment_sum import by_input, segment_weight_grad, weighted_rows
-from pillm.saffu.softmax_loss import softmax_rows
+from pillm.saffu.kernels.segment_sum import by_input, segment_weight_grad, weighted_rows
+from pillm.saffu.kernels.softmax_loss import softmax_rows
 
 AGGREGATIONS = ("sum", "cat")
 # torch calls its sparse CSR layout beta; the two products used here are tested against
-# embedding_bag (tests/test_saffu.py), so the per-process notice is noise in the job logs.
+# embedding_bag (tests/saffu/test_saffu.py), so the per-process notice is noise in the job logs.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 
@@ -158,9 +158,9 @@ def csr_columns(idx: Tensor, wts: Tensor, n_in: int) -> Tensor:
 
 class SparseRowsTimesW(torch.autograd.Function):
     """``X W`` and its weight gradient ``X^T G`` as two sparse-times-dense products (cuSPARSE
-    SpMM on CUDA). The same values as ``embedding_bag`` up to float32 summation order; on an
-    H100 at the paper shape the step takes 6.7 ms instead of 12.2 and a held-out chunk 4.7 ms
-    instead of 14.4 (benchmarks/saffu_step.py; the forward alone 1.2 ms instead of 4.0)."""
+    SpMM on CUDA). The same values as ``embedding_bag`` up to float32 summation order, but not
+    the same bits on a rerun: ``SparseRowsFixedOrder`` is the model's product on CUDA, this one
+    a comparison in benchmarks/saffu_step.py."""
 
     @staticmethod
     def forward(ctx, idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
@@ -176,10 +176,8 @@ class SparseRowsTimesW(torch.autograd.Function):
 
 class SparseRowsFixedOrder(SparseRowsTimesW):
     """``X W`` and its weight gradient, each summed in a fixed order by one Triton kernel
-    (``pillm.saffu.segment_sum``), so that a rerun on CUDA gives the same bits. The forward
-    with its loss took 0.88 ms against cuSPARSE's 1.20 at the paper's batch and a held-out
-    chunk 2.95 against 4.18 (one H200, benchmarks/saffu_step.py,
-    benchmarks/gpu_runs/2026-11-28_session19)."""
+    (``pillm.saffu.kernels.segment_sum``), so that a rerun on CUDA gives the same bits (its
+    speed against cuSPARSE's: benchmarks/README.md, "SAFFU step and update")."""
 
     @staticmethod
     def forward(ctx, idx: Tensor, wts: Tensor, weight: Tensor) -> Tensor:
@@ -197,8 +195,8 @@ class SaffuLM(nn.Module):
     """One softmax layer on sparse non-negative inputs: logits = x W (no bias: with
     ||x||_1 = 1 a bias is a column translation of W). On CUDA the product and its weight
     gradient run as fixed-order sums (``SparseRowsFixedOrder``), elsewhere
-    as ``embedding_bag`` (faster on CPU); tests/test_saffu.py checks both give the same logits
-    and gradients, tests/test_saffu_cuda.py that CUDA reruns give the same bits."""
+    as ``embedding_bag`` (faster on CPU); tests/saffu/test_saffu.py checks both give the same logits
+    and gradients, tests/saffu/test_saffu_cuda.py that CUDA reruns give the same bits."""
 
     def __init__(self, n_in: int, vocab: int):
         super().__init__()
@@ -217,7 +215,7 @@ def evaluate(
     """Total and mean NLL (nats), accuracy, count over all rows, in chunks of ``chunk`` rows.
 
     Where the kernels run (CUDA) the loss and the argmax come from one pass that never stores
-    the logits (``pillm.saffu.softmax_loss``), elsewhere from torch's ``cross_entropy`` and
+    the logits (``pillm.saffu.kernels.softmax_loss``), elsewhere from torch's ``cross_entropy`` and
     ``argmax`` on them. ``accuracy=False`` leaves out "acc": the held-out checks of training
     need only the loss, and on the CPU the argmax reads every chunk's logits once more; the
     loss is the same either way."""
@@ -226,7 +224,7 @@ def evaluate(
     fused = uses_kernels(idx.device)
     for s in range(0, idx.shape[0], chunk):
         i, w, y = idx[s : s + chunk], wts[s : s + chunk], targets[s : s + chunk]
-        if fused:  # the logits are never stored (pillm.saffu.softmax_loss)
+        if fused:  # the logits are never stored (pillm.saffu.kernels.softmax_loss)
             rows = softmax_rows(i, w, model.weight, y)
             nll += rows.nll.double().sum()
             predicted = rows.argmax

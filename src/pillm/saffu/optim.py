@@ -6,13 +6,15 @@ moments), chosen by where the kernels run (``adamw_for``):
 - ``TorchAdamW``: autograd's weight gradient, then ``torch.optim.AdamW`` (fused on CUDA). The
   CPU path.
 - ``RowAdamW``: the loss and its gradient ``G`` with respect to the logits by one fused pass
-  (``pillm.saffu.softmax_loss``, no autograd); the weight gradient ``X^T G`` is summed inside
-  the update, row by row, and never stored (``pillm.saffu.segment_sum.adamw_step``).
-  At the paper shape W has 206 M weights, so the dense gradient is 823 MB written by the
-  backward and read again by the optimizer at every step.
+  (``pillm.saffu.kernels.softmax_loss``, no autograd); the weight gradient ``X^T G`` is summed
+  inside the update, row by row, and never stored
+  (``pillm.saffu.kernels.segment_sum.adamw_step``). At the paper shape W has 206 M weights, so
+  the dense gradient is 823 MB written by the backward and read again by the optimizer at every
+  step.
 
-tests/test_saffu_cuda.py checks that both give the same weights and moments after several steps
-(the Triton interpreter on CPU, and CUDA), and that a rerun of ``RowAdamW`` gives the same bits.
+tests/saffu/test_saffu_cuda.py checks that both give the same weights and moments after several
+steps (the Triton interpreter on CPU, and CUDA), and that a rerun of ``RowAdamW`` gives the same
+bits.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pillm.accel.kernels import uses_kernels
+from pillm.saffu.kernels.segment_sum import AdamWScalars, adamw_step
+from pillm.saffu.kernels.softmax_loss import loss_and_logit_grad
 from pillm.saffu.model import SaffuLM
-from pillm.saffu.segment_sum import AdamWScalars, adamw_step
-from pillm.saffu.softmax_loss import loss_and_logit_grad
 
 EPS = 1e-8  # torch.optim.AdamW's default, which the SAFFU runs have always used
 

@@ -1,8 +1,12 @@
 """The SAFFU study's plan, torch-free: its settings, jobs (one setting, train fraction and seed
-each), which job chooses the rates others reuse, and each job's config."""
+each), which job chooses the rates others reuse, each job's config, the study's relative result
+paths and the arguments its rules (workflow/rules/saffu.smk) pass to ``python -m pillm``."""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
@@ -51,8 +55,8 @@ def saffu_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
     """(setting, fraction tag, seed) of every SAFFU job: the main setting at every
     ``fractions`` entry and on the full train split, every other setting on the full split
     (tag ``f100``), each at every seed of its own (``saffu_seeds``). One seed a job: the
-    first seed chooses the rates and the later ones start as soon as it has (a job of all
-    seeds held the other settings back for its later seeds' training, 2026-11-27)."""
+    first seed chooses the rates and the later ones start as soon as it has, so no job waits
+    for the later seeds' training of another."""
     saffu = config["saffu"]
     fractions = sorted({float(f) for f in saffu["fractions"]} | {1.0})
     main = saffu["main_setting"]
@@ -112,3 +116,95 @@ def memory_class(config: dict[str, Any], setting: str, tag: str, seed: int) -> s
     """A job's GPU-memory class (config/resources.yaml): a job that reuses chosen rates keeps
     one weight set, one that chooses them two."""
     return "saffu_reuse" if saffu_rates_job(config, setting, tag, seed) else "saffu"
+
+
+def is_bulk(config: dict[str, Any], setting: str, tag: str, seed: int) -> bool:
+    """Whether a job runs at MPS's below-normal client priority (workflow/rules/common.smk
+    mps_priority): every job but those whose chosen rates other jobs wait for, which gate the
+    jobs after them and so run at the normal one."""
+    return not chooses_rates(config, setting, tag, seed)
+
+
+# ---------------------------------------------------------------- paths and arguments of the rules
+
+# One job's folder under the results tree (wildcards: setting, fraction tag, seed).
+JOB = "saffu/{setting}/{frac}/seed{seed}"
+TOKEN_FILES = ("train.npy", "valid.npy", "test.npy", "meta.json")
+# The aggregation's outputs: the summaries the tables and figures read and the claim frame.
+SUMMARIES = {
+    "runs": "summary/saffu_runs.parquet",
+    "summary": "summary/saffu.parquet",
+    "curves": "summary/saffu_curves.parquet",
+    "kn": "summary/kneser_ney.parquet",  # the LM table's Kneser-Ney row
+    "claims": "summary/claims/saffu.parquet",
+}
+TABLES = ("saffu", "saffu_sizes", "saffu_ablation")
+FIGURES = ("saffu_curves", "saffu_ablation")
+
+
+def job_folder(config: dict[str, Any]) -> str:
+    """``JOB`` with its wildcards constrained, as the output of the ``saffu`` rule: a setting of
+    saffu.settings, a fraction tag, a seed. The constraints are the rule's own: ``setting`` and
+    ``seed`` are also wildcards of the generative study, over other values."""
+    settings = "|".join(saffu_settings(config))
+    return f"saffu/{{setting,{settings}}}/{{frac,f[0-9.]+}}/seed{{seed,\\d+}}/"
+
+
+def token_files(config: dict[str, Any]) -> list[str]:
+    """The token arrays and metadata of the corpus (data.corpus) every SAFFU job reads."""
+    return [f"tokens/{config['data']['corpus']}/{name}" for name in TOKEN_FILES]
+
+
+def job_inputs(config: dict[str, Any], setting: str, tag: str, seed: int) -> dict[str, list[str]]:
+    """A job's inputs besides its code: the tokens, and the metrics of the job whose chosen rates
+    it reuses (``rates_files``: later seeds reuse their first seed's, the other settings the
+    main setting's on the full train split)."""
+    return {"tokens": token_files(config), "rates": rates_files(config, setting, tag, seed)}
+
+
+def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """The arguments of ``python -m pillm saffu`` for one job, from its Snakemake ``wildcards``
+    (setting, frac, seed), ``input`` (tokens, rates) and ``output`` (metrics): the setting, its
+    train fraction, the tokens' folder, ``saffu_job_params`` as JSON, the output folder and,
+    for a job that reuses chosen rates, ``--rates-from``."""
+    params = saffu_job_params(config, wildcards.setting, int(wildcards.seed))
+    cfg = json.dumps(params, sort_keys=True)
+    rates = f"--rates-from {input.rates[0]}" if input.rates else ""
+    return (
+        f"--setting {wildcards.setting} --fraction {saffu_fraction(config, wildcards.frac)}"
+        f" --tokens-dir {os.path.dirname(input.tokens[0])} --params {shlex.quote(cfg)}"
+        f" --out-dir {os.path.dirname(output.metrics)} {rates}"
+    )
+
+
+def kn_params(config: dict[str, Any]) -> dict[str, Any]:
+    """What the Kneser-Ney job reads: saffu.kn, and saffu.fractions and saffu.seeds for the train
+    windows of the SAFFU runs."""
+    saffu = config["saffu"]
+    return {k: saffu[k] for k in ("kn", "fractions", "seeds")}
+
+
+def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
+    """What the aggregation reads: the setting names and the grid of expected runs
+    (saffu.main_setting, inits, fractions, seeds, ablation_seeds)."""
+    saffu = config["saffu"]
+    keys = ("main_setting", "inits", "fractions", "seeds", "ablation_seeds")
+    return {"settings": list(saffu_settings(config)), **{k: saffu[k] for k in keys}}
+
+
+def tables_params(config: dict[str, Any]) -> dict[str, Any]:
+    """What the tables and macros read: the saffu section without its settings (those come from
+    the summary)."""
+    return {k: v for k, v in config["saffu"].items() if k != "settings"}
+
+
+def tables_args(config: dict[str, Any], input: Any, output: Any) -> str:
+    """The arguments of ``python -m pillm saffu-tables`` from the rule's ``input`` (summary, lm,
+    templates) and ``output`` (tables, numbers): the summary folder, the LM summary,
+    ``tables_params`` as JSON, the templates' folder, the tables' folder and the macros file."""
+    cfg = shlex.quote(json.dumps(tables_params(config), sort_keys=True))
+    return (
+        f"--summary-dir {os.path.dirname(input.summary)} --lm-summary {input.lm}"
+        f" --params {cfg} --templates {os.path.dirname(input.templates[0])}"
+        f" --tables-dir {os.path.dirname(output.tables[0])} --numbers {output.numbers}"
+    )

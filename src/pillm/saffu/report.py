@@ -1,104 +1,15 @@
-"""Aggregation, claim frame, tables and macros of the SAFFU study.
-
-``aggregate_saffu`` stacks every SAFFU job (``metrics.json``: one run per seed x init;
-``curve.parquet``) and the Kneser-Ney job into ``summary/saffu_runs.parquet`` (tidy rows as
-written), ``summary/saffu.parquet`` (mean, std, n and 95 % t half-width over seeds per setting x
-init x train fraction x metric, on the expected grid, so a missing run shows as
-``n < n_expected``), ``summary/saffu_curves.parquet``, ``summary/kneser_ney.parquet`` (the n-gram
-baseline on the full train split: the LM table's row) and the claim frame
-``summary/claims/saffu.parquet`` (per seed, the main setting's arms at every fraction:
-``explicit_f10``, ``warm_f10``, ``cold_f10``, ``kn_f10``, and the warm start's gain over the cold
-start in nats, ``gain_f10``; pillm.saffu.data.arm). The tables, macros and figures read only these
-summaries, plus the LM summary (``lm.parquet``) for the rows placed beside SAFFU: the GPT
-baseline and PIL's ridge solve (``pil_pure``) when this build has them.
-"""
+"""Rows of the SAFFU tables and the Saffu* macros (``SaffuReport``), from the SAFFU summaries
+(pillm.saffu.aggregate) and the LM summary (``lm.parquet``) for the rows placed beside SAFFU:
+the GPT baseline and PIL's ridge solve (``pil_pure``) when this build has them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.latex import MISSING, fmt_num, fmt_pm, tex_escape
-from pillm.paper.report import render_report
-from pillm.paper.table import Table
-from pillm.paper.tidy import concat_parquet, read_runs, summarise, write_parquet
-from pillm.saffu.data import arm
-
-GROUP = ["variant", "init", "fraction", "agg", "block", "radius", "corpus", "tokenizer",
-         "data_policy"]  # fmt: skip
-KN_GROUP = ["variant", "init", "fraction", "corpus", "tokenizer", "data_policy"]
-KN = "kneser_ney"
-FULL = 1.0
-
-
-# ---------------------------------------------------------------- aggregation
-
-
-def _fractions(params: dict) -> list[float]:
-    return sorted({float(f) for f in params["fractions"]} | {FULL})
-
-
-def claim_rows(runs: pl.DataFrame, main: str) -> list[dict[str, Any]]:
-    """Seed rows of the claim frame: the main setting's arms at every train fraction."""
-    rows: list[dict[str, Any]] = []
-
-    def values(variant: str, init: str, metric: str) -> dict[tuple[float, int], float]:
-        sub = runs.filter(
-            (pl.col("variant") == variant) & (pl.col("init") == init) & (pl.col("metric") == metric)
-        )
-        return {(float(f), int(s)): v for f, s, v in sub.select("fraction", "seed", "value").rows()}
-
-    arms = {
-        "explicit": values(main, "explicit", "init_test_ppl"),
-        "warm": values(main, "explicit", "test_ppl"),
-        "cold": values(main, "random", "test_ppl"),
-        "kn": values(KN, "kn", "test_ppl"),
-    }
-    for kind, vals in arms.items():
-        rows += [{"arm": arm(kind, f), "seed": s, "metric": "test_ppl", "value": v}
-                 for (f, s), v in sorted(vals.items())]  # fmt: skip
-    warm, cold = values(main, "explicit", "test_loss"), values(main, "random", "test_loss")
-    rows += [{"arm": arm("gain", f), "seed": s, "metric": "gain", "value": cold[(f, s)] - w}
-             for (f, s), w in sorted(warm.items()) if (f, s) in cold]  # fmt: skip
-    return rows
-
-
-def aggregate_saffu(
-    metrics: list[str], curves: list[str], kn_metrics: str, params: dict, out_dir: str,
-    claims: str,
-) -> None:  # fmt: skip
-    out = Path(out_dir)
-    runs = pl.concat([read_runs(metrics), read_runs([kn_metrics])], how="diagonal_relaxed")
-    runs = runs.with_columns(pl.col("fraction").cast(pl.Float64))
-    write_parquet(runs, out / "saffu_runs.parquet")
-    main, fractions = params["main_setting"], _fractions(params)
-    others = [s for s in params["settings"] if s != main]
-    saffu = runs.filter(pl.col("variant") != KN)
-    parts = [summarise(saffu.filter(pl.col("variant") == main),
-                       {"variant": [main], "init": params["inits"], "fraction": fractions},
-                       params["seeds"], group=[*GROUP, "metric"],
-                       what="SAFFU runs (setting, init, fraction, seed)")]  # fmt: skip
-    if others:
-        parts.append(summarise(saffu.filter(pl.col("variant").is_in(others)),
-                               {"variant": others, "init": params["inits"], "fraction": [FULL]},
-                               params["ablation_seeds"], group=[*GROUP, "metric"],
-                               what="SAFFU ablation runs (setting, init, fraction, seed)"))  # fmt: skip
-    kn = summarise(runs.filter(pl.col("variant") == KN),
-                   {"variant": [KN], "init": ["kn"], "fraction": fractions}, params["seeds"],
-                   group=[*KN_GROUP, "metric"], what="Kneser-Ney runs (fraction, seed)")  # fmt: skip
-    parts.append(kn)
-    write_parquet(pl.concat(parts, how="diagonal_relaxed"), out / "saffu.parquet")
-    write_parquet(kn.filter(pl.col("fraction") == FULL), out / "kneser_ney.parquet")
-    curve = concat_parquet(curves)
-    write_parquet(curve.sort("variant", "fraction", "init", "seed", "lr", "step"),
-                  out / "saffu_curves.parquet")  # fmt: skip
-    write_claim_frame(claims, seed_rows=claim_rows(runs, main))
-
-
-# ---------------------------------------------------------------- report
+from pillm.saffu.aggregate import FULL, KN, train_fractions
 
 
 def _get(cell: dict | None, key: str = "mean") -> float | None:
@@ -125,7 +36,7 @@ class SaffuReport:
     def __init__(self, summary: pl.DataFrame, lm: pl.DataFrame | None, params: dict):
         self.params = params
         self.main = params["main_setting"]
-        self.fractions = _fractions(params)
+        self.fractions = train_fractions(params)
         self.cells: dict[tuple[str, str, float, str], dict[str, Any]] = {}
         self.settings: dict[str, dict[str, Any]] = {}
         for r in summary.iter_rows(named=True):
@@ -365,84 +276,3 @@ class SaffuReport:
 
 def _g(x: float | None) -> str:
     return MISSING if x is None else f"{x:g}"
-
-
-SAFFU_TABLES = {  # name -> (label, column spec, header)
-    "saffu": (
-        "tab:saffu",
-        "lp{0.27\\linewidth}rrrrrr",
-        ["Model", "Optimises", "Trained (M)", "Solved (M)", "Solve (s)", "Grad. (s)",
-         "PPL $\\downarrow$", "BPB $\\downarrow$"],
-    ),
-    "saffu_sizes": (
-        "tab:saffu-sizes",
-        "rrrrrrrrrrr",
-        ["Train \\%", "Tokens (k)", "Kneser-Ney", "Explicit", "Warm", "Cold", "$\\alpha$",
-         "lr warm", "lr cold", "Step warm", "Step cold"],
-    ),
-    "saffu_ablation": (
-        "tab:saffu-ablation",
-        "llrrrrrrrr",
-        ["Setting", "Agg.", "$b$", "$r$", "Inputs", "Params (M)", "Explicit", "Warm", "Cold",
-         "Seeds"],
-    ),
-}  # fmt: skip
-
-
-def captions(rep: SaffuReport, policy: str) -> dict[str, str]:
-    main = rep.describe(rep.main)
-    seeds = len(rep.params["seeds"])
-    spread = "mean $\\pm$ 95\\,\\% $t$ half-width over seeds" if seeds > 1 else "one seed"
-    training = (
-        "AdamW at the rate of the grid with the lowest held-out loss (chosen per start at the "
-        "first seed), stopped when the held-out loss has not improved for "
-        f"{rep.params['patience']} evaluations, the best point kept"
-    )
-    return {
-        "saffu": (
-            "SAFFU explicit solution (our re-implementation) beside an interpolated Kneser-Ney "
-            "n-gram model, PIL's ridge solve and the GPT baseline, test split "
-            f"({tex_escape(policy)}), full train split. SAFFU rows: setting {main}, inputs the "
-            f"{fmt_num(rep.params['top_types'], 0)} most frequent train types plus an ``other'' "
-            f"bucket, outputs the full vocabulary; warm and cold start: {training}. PPL: {spread}. "
-            "Trained/solved: parameters set by gradient steps / by the closed form. Grad.: AdamW "
-            "time of the chosen rate's run (the first seed's rate search takes longer; Kneser-Ney: "
-            "fit and order choice on one CPU core under Solve)."
-        ),
-        "saffu_sizes": (
-            f"SAFFU by train size (setting {main}): a seeded contiguous window of the train split "
-            "(the same window for every model of one seed), test perplexity of the Kneser-Ney "
-            "model, the explicit solution, the warm and the cold start; learning rates: the "
-            "first seed's choice; $\\alpha$ and the step of the best held-out loss: mean over "
-            f"seeds. {training[0].upper() + training[1:]}. "
-            f"PPL: {spread}."
-        ),
-        "saffu_ablation": (
-            "SAFFU aggregation and context ablation, full train split: test perplexity of the "
-            "explicit solution alone, after AdamW from it (warm) and after AdamW from the "
-            "log-unigram start (cold); $b$: block size (uniform bag), $r$: radius (weights "
-            "$1/k$); mean $\\pm$ 95\\,\\% $t$ half-width where a setting has several seeds."
-        ),
-    }
-
-
-def render_saffu_tables(
-    summary_dir: str, lm_summary: str | None, params: dict, template_dir: str,
-    tables_dir: str, numbers_path: str,
-) -> None:  # fmt: skip
-    """Write saffu.tex, saffu_sizes.tex and saffu_ablation.tex into ``tables_dir`` and the
-    Saffu* macros to ``numbers_path``, through the report contract."""
-    d = Path(summary_dir)
-    summary = pl.read_parquet(d / "saffu.parquet")
-    lm = pl.read_parquet(lm_summary) if lm_summary and Path(lm_summary).is_file() else None
-    rep = SaffuReport(summary, lm, params)
-    policy = summary["data_policy"][0] if summary.height else MISSING
-    caps = captions(rep, policy)
-    rows = {"saffu": rep.main_rows(), "saffu_sizes": rep.size_rows(),
-            "saffu_ablation": rep.ablation_rows()}  # fmt: skip
-    tables = {
-        Path(tables_dir) / f"{name}.tex": Table(caps[name], label, colspec, header, rows[name])
-        for name, (label, colspec, header) in SAFFU_TABLES.items()
-    }
-    render_report(tables, rep.numbers(), template_dir, numbers_path,
-                  "pillm.saffu.report from the SAFFU and LM summaries", prefix="Saffu")  # fmt: skip

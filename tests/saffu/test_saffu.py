@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pillm.saffu.aggregate import aggregate_saffu
 from pillm.saffu.config import SaffuJobConfig
 from pillm.saffu.data import arm, fraction_tag, train_window
 from pillm.saffu.figures import saffu_figures
@@ -32,10 +33,11 @@ from pillm.saffu.model import (
     type_index,
     unigram,
 )
-from pillm.saffu.report import aggregate_saffu, render_saffu_tables
-from pillm.saffu.run import early_stop_rows, run_saffu, train_adamw
+from pillm.saffu.run import run_saffu
+from pillm.saffu.tables import render_saffu_tables
+from pillm.saffu.train import early_stop_rows, train_adamw
 
-REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[1] / "paper/templates"
+REPO_TEMPLATES = __import__("pathlib").Path(__file__).resolve().parents[2] / "paper/templates"
 
 
 def _ce(W: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -567,6 +569,30 @@ def test_plan_lists_one_job_per_setting_train_fraction_and_seed():
     assert fraction_tag(0.025) == "f2.5" and arm("warm", 0.3) == "warm_f30"
 
 
+def test_job_args_are_the_saffu_command_line_of_one_job():
+    import shlex
+    from types import SimpleNamespace
+
+    import yaml
+
+    from pillm.saffu import plan
+
+    cfg = yaml.safe_load((REPO_TEMPLATES.parents[1] / "config/config.yaml").read_text())
+    main = cfg["saffu"]["main_setting"]
+    w = SimpleNamespace(setting=main, frac="f10", seed="1")
+    out = SimpleNamespace(metrics=f"r/saffu/{main}/f10/seed1/metrics.json")
+    rates = f"r/saffu/{main}/f10/seed0/metrics.json"
+    inputs = SimpleNamespace(tokens=["r/tokens/wikitext2/train.npy"], rates=[rates])
+    args = shlex.split(plan.job_args(cfg, w, inputs, out))
+    assert args == ["--setting", main, "--fraction", "0.1", "--tokens-dir", "r/tokens/wikitext2",
+                    "--params", json.dumps(plan.saffu_job_params(cfg, main, 1), sort_keys=True),
+                    "--out-dir", f"r/saffu/{main}/f10/seed1", "--rates-from", rates]  # fmt: skip
+    inputs.rates = []  # a job that chooses its rates
+    assert "--rates-from" not in plan.job_args(cfg, w, inputs, out)
+    assert plan.job_inputs(cfg, main, "f10", 1)["rates"] == [rates.removeprefix("r/")]
+    assert plan.is_bulk(cfg, main, "f10", 1) and not plan.is_bulk(cfg, main, "f10", 0)
+
+
 def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     """benchmarks/saffu_step.py at a tiny shape on the CPU: every product runs, the model's
     and cuSPARSE's give embedding_bag's logits and gradients, and the figures are written."""
@@ -574,7 +600,7 @@ def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "saffu_step.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "saffu_step.py"
     out = tmp_path / "saffu_step.json"
     subprocess.run([sys.executable, str(script), "--device", "cpu", "--n-in", "64", "--vocab",
                     "500", "--nnz", "4", "--batch", "64", "--eval-chunk", "64", "--repeats", "2",
@@ -590,7 +616,7 @@ def test_rate_search_keeps_only_the_weights_that_can_still_win(monkeypatch):
     """Each rate's run holds a weight-sized copy of its best point; a run beaten by another
     drops it at once (the grid only grows), so at most the best-so-far copies live while the
     next rate trains, and the winner's weights come back."""
-    from pillm.saffu import run as saffu_run
+    from pillm.saffu import train as saffu_train
 
     losses = {0.01: 1.2, 0.03: 1.5, 0.1: 2.0}  # 0.01 on the lower edge: one rate added below
     fits, alive = [], []
@@ -598,14 +624,14 @@ def test_rate_search_keeps_only_the_weights_that_can_still_win(monkeypatch):
     def fake_train(model, start, train, valid, lr, seed, job, label):
         alive.append(sum(f.weight is not None for f in fits))  # copies held while training
         w = torch.full((2, 2), lr)
-        fits.append(saffu_run.Fit(lr, losses.get(lr, 3.0), 1, 2, False, False, 0.1, [], w))
+        fits.append(saffu_train.Fit(lr, losses.get(lr, 3.0), 1, 2, False, False, 0.1, [], w))
         return fits[-1]
 
-    monkeypatch.setattr(saffu_run, "train_adamw", fake_train)
+    monkeypatch.setattr(saffu_train, "train_adamw", fake_train)
     model = SaffuLM(2, 2)
     job = SaffuJobConfig.from_dict({**CFG, "lrs": [0.01, 0.03, 0.1], "lr_extend": 1}, "saffu")
     data = {"train": None, "valid": None}
-    fit, chosen, _, _ = saffu_run.tune_lr(model, torch.zeros(2, 2), data, 0, job, "t")
+    fit, chosen, _, _ = saffu_train.tune_lr(model, torch.zeros(2, 2), data, 0, job, "t")
     assert len(fits) == 4 and chosen.extensions == 1 and chosen.value == 0.01
     assert torch.equal(model.weight.data, torch.full((2, 2), 0.01)) and fit is fits[0]
     assert alive == [0, 1, 1, 1] and [f.lr for f in fits if f.weight is not None] == [0.01]

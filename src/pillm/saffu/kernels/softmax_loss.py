@@ -8,14 +8,14 @@ logits block by block, as ``weighted_rows`` does (the same bits), and keeps of e
 its max, its sum of exponentials, its argmax and the target's logit; the row's logsumexp
 combines the blocks in a fixed order. A held-out chunk never stores its logits; a training
 step stores them once and turns them into the loss's gradient in place
-(``softmax_grad_kernel``). Everything is summed in a fixed order, so a rerun gives the same bits;
-the loss equals ``cross_entropy``'s up to float32 rounding (tests/test_saffu_cuda.py), and the
-argmax is the first column of the row's largest logit, as ``argmax``'s.
+(``softmax_grad_kernel``).
 
-At the paper shape on one H200, same call (benchmarks/saffu_step.py,
-benchmarks/gpu_runs/2026-11-29_session23): the loss and the logits' gradient took 0.77 ms
-against 1.18 with torch's ``cross_entropy`` and autograd at batch 1,024 (2.63 against 3.95 at
-4,096), and a held-out chunk of 4,096 rows 2.08 ms against 2.91.
+Contract: the rows ``X`` as in pillm.saffu.kernels.segment_sum (``idx``, ``wts``: (B, k)), the
+weight (n_in, V) float32, the targets (B,) integer classes; kernels only (a CUDA device or the
+Triton interpreter). Everything is summed in a fixed order, so a rerun gives the same bits; the
+loss equals ``cross_entropy``'s up to float32 rounding (tests/saffu/test_saffu_cuda.py), and the
+argmax is the first column of the row's largest logit, as ``argmax``'s. Its speed against torch's
+``cross_entropy`` is in benchmarks/README.md ("SAFFU step and update").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pillm.saffu.segment_sum import BLOCK_V  # columns a program covers, as in weighted_rows
+from pillm.saffu.kernels.segment_sum import BLOCK_V  # columns a program covers, as in weighted_rows
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def softmax_rows(
 ) -> SoftmaxRows:  # fmt: skip
     """The softmax statistics of the rows ``X W`` (``idx``, ``wts``: (B, k)) against ``targets``
     (B,), without storing the logits unless ``keep_logits``."""
-    from pillm.saffu.segment_kernels import softmax_stats_kernel
+    from pillm.saffu.kernels.segment_kernels import softmax_stats_kernel
 
     b, k = idx.shape
     v = weight.shape[1]
@@ -77,7 +77,7 @@ def loss_and_logit_grad(
 ) -> tuple[Tensor, Tensor]:
     """The mean cross-entropy of the rows ``X W`` against ``targets`` and its gradient with
     respect to the logits (B, V), written over the logits: what a training step needs."""
-    from pillm.saffu.segment_kernels import softmax_grad_kernel
+    from pillm.saffu.kernels.segment_kernels import softmax_grad_kernel
 
     rows = softmax_rows(idx, wts, weight, targets, keep_logits=True, block_v=block_v)
     grad = rows.logits

@@ -1,4 +1,4 @@
-"""SAFFU's CUDA path: the fixed-order weight gradient and forward (pillm.saffu.segment_sum)
+"""SAFFU's CUDA path: the fixed-order weight gradient and forward (pillm.saffu.kernels.segment_sum)
 against embedding_bag's, the AdamW step that sums the gradient inside the update
 (pillm.saffu.optim.RowAdamW) against torch's AdamW, their Triton kernels in the interpreter
 (CPU), and bit-for-bit reruns on a GPU.
@@ -9,9 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from pillm.accel.kernels import uses_kernels
-from pillm.saffu.model import SaffuLM, evaluate
-from pillm.saffu.optim import RowAdamW, TorchAdamW, adamw_for
-from pillm.saffu.segment_sum import (
+from pillm.saffu.kernels.segment_sum import (
     AdamWScalars,
     adamw_step,
     chunk_table,
@@ -19,7 +17,9 @@ from pillm.saffu.segment_sum import (
     segment_weight_grad,
     weighted_rows,
 )
-from pillm.saffu.softmax_loss import loss_and_logit_grad, softmax_rows
+from pillm.saffu.kernels.softmax_loss import loss_and_logit_grad, softmax_rows
+from pillm.saffu.model import SaffuLM, evaluate
+from pillm.saffu.optim import RowAdamW, TorchAdamW, adamw_for
 from tests.triton_interpreter import ROOT, interpreter_env, run_interpreter_check
 
 
@@ -53,7 +53,7 @@ def test_part_bound_holds_at_its_worst_case():
 
 
 def _check_softmax_rows(idx, wts, w0, y, block_v: int, tol: float = 1e-6) -> None:
-    """The fused softmax pass (pillm.saffu.softmax_loss) against torch: each row's loss and
+    """The fused softmax pass (pillm.saffu.kernels.softmax_loss) against torch: each row's loss and
     argmax, the mean loss and its gradient with respect to the logits, ``evaluate``'s totals,
     and a rerun bit for bit."""
     logits = weighted_rows(idx, wts, w0)  # the kernel's forward: the same logits' bits
@@ -139,7 +139,7 @@ def _check_row_adamw(idx, wts, y, w0, chunk, steps=4, weight_decay=0.1, tol=2e-6
 
 
 def test_fixed_order_kernel_matches_embedding_bag_in_the_interpreter():
-    run_interpreter_check("tests.test_saffu_cuda")
+    run_interpreter_check("tests.saffu.test_saffu_cuda")
 
 
 @pytest.mark.gpu
@@ -177,7 +177,7 @@ def test_sparse_products_rerun_bitwise_on_cuda():
 @pytest.mark.gpu
 def test_training_step_never_waits_for_the_gpu():
     """A SAFFU training step (forward, then AdamW with the fixed-order weight gradient summed
-    inside it: the pipeline's step on CUDA) at the paper's shape makes no synchronising CUDA call (pillm.saffu.segment_sum: its tables are sized by the
+    inside it: the pipeline's step on CUDA) at the paper's shape makes no synchronising CUDA call (pillm.saffu.kernels.segment_sum: its tables are sized by the
     shapes, not the data)."""
     g = torch.Generator(device="cuda").manual_seed(1)
     n_in, vocab, b, k = 4098, 50257, 1024, 20

@@ -1,38 +1,34 @@
-"""SAFFU's weight gradient ``X^T G`` on CUDA as a fixed-order sum: one Triton kernel, no atomics.
+"""SAFFU's sparse products on CUDA as fixed-order sums: one Triton kernel, no atomics.
 
-``X`` (B, n_in) has ``k`` non-zeros a row (``idx``, ``wts``), ``G`` (B, V) is the logits'
-gradient. Row i of ``X^T G`` adds ``w_e · G[b_e]`` over the entries e with input i. The entries
-are sorted by input (a stable sort, so equal inputs keep their row order) and each input's
-entries are added one after another by one program per block of columns: the order never
-changes, so a rerun gives the same bits. cuSPARSE's product of the transposed rows did not
-(up to 1.8e-5 apart on an H100), and ``embedding_bag``'s sorted backward, which does, took 5.05
-ms against cuSPARSE's 2.28 at the paper's shape. With this kernel a SAFFU step at batch 1,024
-took 5.47 ms against 6.54 with cuSPARSE (one H100, benchmarks/saffu_step.py;
-benchmarks/gpu_runs/2026-11-27_strict_builds).
+Contract. ``X`` (B, n_in) has ``k`` non-zeros a row (``idx``, ``wts``: (B, k)), ``G`` (B, V) is
+the logits' gradient, ``W`` (n_in, V). Results are float32, each sum added in an order fixed by
+the shapes and ``idx`` alone, so a rerun gives the same bits:
 
-Frequent inputs (the "other" type) collect thousands of entries; so that no program walks them
-all, an input's entries are cut into chunks of at most ``chunk``: an input with one chunk is
-written straight to its row, longer ones to partial rows that a third launch of the same
-kernel adds in chunk order (in ``adamw_step``, the update's own program). Every size here
+- ``segment_weight_grad``: ``X^T G`` (n_in, V). Row i adds ``w_e · G[b_e]`` over the entries e
+  with input i, in row order (the entries sorted by input with a stable sort).
+- ``weighted_rows``: the forward ``X W`` (B, V), each row's k terms in their order.
+- ``adamw_step``: torch's AdamW update of ``W`` and its moments, in place, with the gradient
+  ``segment_weight_grad`` gives (the same bits at the same chunk length) summed inside the
+  update and never stored: each program applies AdamW to its row of W at once, so the update is
+  one launch over the inputs, and the dense gradient that the update would read back (W's size,
+  823 MB at the paper shape) is neither written nor read (pillm.saffu.optim).
+
+Without Triton (or on a CPU tensor outside the interpreter) ``segment_weight_grad`` and
+``weighted_rows`` give ``embedding_bag``'s values, its backward also a fixed-order sum.
+
+Why a kernel: cuSPARSE's product of the transposed rows does not give the same bits on a rerun
+(up to 1.8e-5 apart on an H100), and ``embedding_bag``'s sorted backward, which does, is slower
+at the paper's shape (benchmarks/saffu_step.py; figures in benchmarks/README.md, "SAFFU step and
+update").
+
+Chunks. Frequent inputs (the "other" type) collect thousands of entries; so that no program
+walks them all, an input's entries are cut into chunks of at most ``chunk``: an input with one
+chunk is written straight to its row, longer ones to partial rows that a third launch of the
+same kernel adds in chunk order (in ``adamw_step``, the update's own program). Every size here
 follows from the shapes, never from the data (the launches have one program per input, or per
 possible chunk, and the ones with nothing to do store nothing), so a training step never waits
-for the GPU (it used to, several times a step:
-``nonzero``, ``repeat_interleave``, ``bincount``). The job runs beside a dozen others under MPS,
-where it took 245 s against 76 s alone (two H100s, 2026-11-27); without the waits, 210 s
-against 243 s in a one-H100 build, one run each: within the spread of earlier builds. Without
-Triton (or on a CPU tensor outside the interpreter) the same values come from
-``embedding_bag``'s backward.
-
-``adamw_step`` sums the same gradient rows (in the same order at the same chunk length) but
-never stores them: each program applies AdamW to its row of W at once (pillm.saffu.optim), a
-longer input's program adding its partial rows itself, so the update is one launch over the
-inputs. Until 2026-11-29 a second launch of as many programs merged the partial rows, nearly
-all of its programs idle: the update took 3.06 ms at batch 1,024 and 4.03 at 4,096, now 2.32
-and 3.55, the same bits (one H200, same call; W and its moments alone cross memory in 1.62:
-benchmarks/row_adamw.py, benchmarks/gpu_runs/2026-11-29_session23). The dense gradient
-that the update would read back (W's size, 823 MB at the paper shape) is neither written nor
-read.
-``weighted_rows`` is the forward ``X W`` by the same kernel, each row's k terms in their order.
+for the GPU (no ``nonzero``, ``repeat_interleave`` or ``bincount``): the job shares the GPU with
+others under MPS, where a host wait idles it.
 """
 
 from __future__ import annotations
@@ -48,10 +44,8 @@ from pillm.accel.kernels import uses_kernels
 CHUNK = 256  # entries a program adds at most
 BLOCK_V = 1024  # columns a program covers
 # adamw_step's entries a program adds at most, columns it covers and warps: of chunks of 32 to
-# 256 entries, 128 to 2,048 columns and 2 to 8 warps, among the fastest at batch 1,024 and
-# 4,096: 2.75 and 4.06 ms against the gradient + torch's fused AdamW's 3.84 and 5.38 (call 3),
-# 2.93 and 3.99 against 3.67 and 5.43 (call 5; one H200, benchmarks/row_adamw.py,
-# benchmarks/gpu_runs/2026-11-28_session19)
+# 256 entries, 128 to 2,048 columns and 2 to 8 warps, among the fastest at batch 1,024 and 4,096
+# (benchmarks/row_adamw.py; figures in benchmarks/README.md)
 ADAMW_CHUNK, ADAMW_BLOCK_V, ADAMW_WARPS = 64, 512, 4
 
 
@@ -134,7 +128,7 @@ def chunk_table(crow: Tensor, chunk: int, parts_bound: int) -> tuple[Chunks, Chu
 
 def _launch(src: Tensor, rows: Tensor, vals: Tensor, chunks: Chunks, out: Tensor) -> None:
     """out[dest] = Σ vals[e] · src[rows[e]] over each chunk's entries, all columns."""
-    from pillm.saffu.segment_kernels import weighted_rows_kernel
+    from pillm.saffu.kernels.segment_kernels import weighted_rows_kernel
 
     if len(chunks):
         v = src.shape[1]
@@ -227,7 +221,7 @@ def adamw_step(
     the update in a fixed order (``segment_weight_grad``'s bits at the same ``chunk``): one
     launch, one program per input and column block; an input of at most ``chunk`` entries adds
     its entries, a longer one its partial rows (``Segments.partial``), in chunk order."""
-    from pillm.saffu.segment_kernels import adamw_rows_kernel
+    from pillm.saffu.kernels.segment_kernels import adamw_rows_kernel
 
     n_in, v = weight.shape
     s = Segments.of(idx, wts, grad, n_in, chunk)

@@ -23,6 +23,7 @@ from pillm.lora.base import BaseModel, pad_batch, split_name
 from pillm.lora.config import LoraConfig
 from pillm.lora.figures import lora_figure
 from pillm.lora.methods import (
+    METHODS,
     ClosedFormHead,
     EarlyStop,
     FitResult,
@@ -39,7 +40,7 @@ from pillm.models.gpt import GPT, GPTConfig
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.plan import validate as validate_config
 
-from .conftest import REPO
+from ..conftest import REPO
 
 LORA_CFG = dict(
     n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
@@ -356,6 +357,32 @@ def test_job_names_carry_the_seed_and_pillm_seeds_must_be_lm_seeds():
     assert lora_model_names(cfg) == ["minilm-s0", "minilm-s2"]
 
 
+class _Input(dict):
+    """A rule's input as Snakemake hands it to a params function: files by name, ``keys()``."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_job_args_are_the_lora_command_line_of_one_job():
+    import shlex
+    from types import SimpleNamespace
+
+    from pillm.lora import plan
+
+    cfg = {"lora": {"models": ["pillm"], "seeds": [0], "methods": ["ridge"], "n_dev": 8},
+           "data": {"corpus": "wikitext2"}, "lm": {"seeds": [0]}}  # fmt: skip
+    w, out = SimpleNamespace(model="pillm-s0", method="ridge"), _Input(metrics="r/lora/a/b/m.json")
+    own = _Input(checkpoint="r/lm/model.pt", tokenizer="r/tok.json")
+    args = shlex.split(plan.job_args(cfg, w, own, out))
+    params = {"lora": {"methods": ["ridge"], "n_dev": 8}, "data": {"corpus": "wikitext2"}}
+    assert args == ["--model", "pillm-s0", "--method", "ridge", "--params",
+                    json.dumps(params, sort_keys=True), "--checkpoint", "r/lm/model.pt",
+                    "--tokenizer", "r/tok.json", "--out-dir", "r/lora/a/b"]  # fmt: skip
+    assert "--checkpoint" not in plan.job_args(cfg, w, _Input(), out)  # a pretrained model
+    assert plan.job_names(cfg) == ["pillm-s0/ridge"]
+    assert plan.METHODS == METHODS  # the rule's constraint, without importing torch
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -455,7 +482,7 @@ def test_claims_file_names_arms_the_frame_writes():
 def test_section_uses_defined_macros_and_types_no_direction():
     from pillm.paper.latex import macro_name
 
-    from .test_claims import typed_directions
+    from ..test_claims import typed_directions
 
     text = (REPO / "paper/sections/lora.tex").read_text()
     assert typed_directions(text) == []  # every direction comes from a \Claim macro

@@ -1,5 +1,11 @@
-"""The Triton kernel of ``pillm.saffu.segment_sum`` (imported only where it runs: a CUDA
-device or the Triton interpreter)."""
+"""SAFFU's Triton programs, launched by ``pillm.saffu.kernels.segment_sum`` and
+``pillm.saffu.kernels.softmax_loss``; imported only where they run (a CUDA device, or CPU tensors
+under the Triton interpreter), so a CPU job never imports Triton.
+
+Contract shared by every kernel: matrices of ``V`` columns are contiguous row-major float32, a
+row's columns are covered by ``ceil(V / BV)`` programs of ``BV`` columns each (the grid's second
+axis), and every sum adds its terms one after another in a fixed order, without atomics: a rerun
+on the same device gives the same bits."""
 
 import triton
 import triton.language as tl
