@@ -1,5 +1,5 @@
 """SAFFU's weight update at the paper shape on CUDA: ``adamw_step`` (the pipeline's update: the
-weight gradient summed inside the AdamW update, never stored; pillm.saffu.segment_sum) against
+weight gradient summed inside the AdamW update, never stored; pillm.saffu.kernels.segment_sum) against
 the reference, the fixed-order gradient stored and then torch's fused AdamW.
 
 The rows' inputs are drawn from a Zipf law over the inputs (rank r with weight 1 / (r + 1)), so
@@ -9,7 +9,7 @@ the loss. ``adamw_step`` runs at each chunk length, column block and warp count 
 result is compared with the reference's weights after one step; also the forward ``X W`` by the
 same kernel (``weighted_rows``), and the update's floor: the kernel with no gradient entries, W
 and its moments read and written once. Prints one line per batch and setting and writes JSON with
-``--out``. On a CPU it runs under ``TRITON_INTERPRET=1`` only (tests/test_saffu_cuda.py).
+``--out``. On a CPU it runs under ``TRITON_INTERPRET=1`` only (tests/saffu/test_saffu_cuda.py).
 
     python benchmarks/row_adamw.py --batch 1024 --batch 4096 --chunk 64 --block-v 512
 """

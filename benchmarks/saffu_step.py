@@ -8,11 +8,11 @@ the whole step and one held-out evaluation chunk, with the product x W computed 
 ``pillm.saffu.model.SparseRowsTimesW``), with ``embedding_bag``'s backward (``csr_bag``) or
 the fixed-order gradient (``csr_fixed``: cuSPARSE's forward, the fixed-order backward),
 and as SaffuLM computes it (``fixed``: forward and gradient by the fixed-order kernel of
-``pillm.saffu.segment_sum``); the largest logit deviation of the model's product and gradient
+``pillm.saffu.kernels.segment_sum``); the largest logit deviation of the model's product and gradient
 deviation of cuSPARSE's from ``embedding_bag``'s; and the step with the rows scattered into a
 dense (batch x inputs) matrix and multiplied (TF32 allowed, fp32 off). Where the Triton kernels
 run, also the pipeline's step, ``RowAdamW`` (``pillm.saffu.optim``: the loss and the logits'
-gradient by one fused pass, ``pillm.saffu.softmax_loss``; the weight gradient summed inside the
+gradient by one fused pass, ``pillm.saffu.kernels.softmax_loss``; the weight gradient summed inside the
 AdamW update, never stored), that fused pass against the ``fixed`` forward with torch's
 ``cross_entropy`` and autograd (``fused_`` and ``torch_loss_logit_grad_ms``), and the held-out
 chunk by the fused pass, which never stores the logits (``fused_softmax_eval_chunk_ms``).
@@ -92,7 +92,7 @@ class CsrFixedGrad(SparseRowsTimesW):
 
 
 # csr: two cuSPARSE products (reruns differ); csr_bag: embedding_bag's backward; csr_fixed:
-# cuSPARSE's forward, the fixed-order gradient (pillm.saffu.segment_sum); fixed: SaffuLM's CUDA
+# cuSPARSE's forward, the fixed-order gradient (pillm.saffu.kernels.segment_sum); fixed: SaffuLM's CUDA
 # path, both fixed-order (embedding_bag's forward where the kernels do not run); the last three
 # rerun bit for bit
 PRODUCTS = {"bag": bag, "csr": SparseRowsTimesW.apply, "csr_bag": CsrBagGrad.apply,

@@ -37,7 +37,7 @@ from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
 
-from .test_claims import typed_directions
+from .paper.test_claims import typed_directions
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"

@@ -482,7 +482,7 @@ def test_claims_file_names_arms_the_frame_writes():
 def test_section_uses_defined_macros_and_types_no_direction():
     from pillm.paper.latex import macro_name
 
-    from ..test_claims import typed_directions
+    from ..paper.test_claims import typed_directions
 
     text = (REPO / "paper/sections/lora.tex").read_text()
     assert typed_directions(text) == []  # every direction comes from a \Claim macro

@@ -30,8 +30,6 @@ KNOWN_OVERSIZE = {
     "pillm.probe.figures",
     "pillm.probe.fit",
     "pillm.probe.rows",
-    "pillm.saffu.report",
-    "pillm.saffu.run",
 }
 
 

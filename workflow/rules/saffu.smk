@@ -48,6 +48,7 @@ rule saffu_kn:
         metrics=res("saffu/kneser_ney/metrics.json"),
     log:
         logfile("saffu_kn"),
+    priority: PRIORITY["saffu_kn"]
     conda:
         "../envs/pillm.yaml"
     params:
