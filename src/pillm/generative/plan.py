@@ -36,7 +36,7 @@ class Setting:
     family: str = ""  # the arm pair it belongs to (FAMILIES); "" for an ablation
 
     def feature_options(self, cfg: dict) -> dict:
-        """generative.features with this setting's overrides (generative.flow.FeatureConfig)."""
+        """generative.features with this setting's overrides (generative.features.FeatureConfig)."""
         return {**cfg["features"], **self.features}
 
     @property

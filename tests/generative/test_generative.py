@@ -14,8 +14,10 @@ import yaml
 
 from pillm.data.image_files import prepare_images
 from pillm.data.images import load_images
+from pillm.generative.aggregate import aggregate_generative, arm_name
+from pillm.generative.classifier import classifier_job
+from pillm.generative.features import FeatureConfig
 from pillm.generative.figures import gen_figures
-from pillm.generative.flow import FeatureConfig
 from pillm.generative.plan import (
     all_settings,
     check_generative,
@@ -24,22 +26,17 @@ from pillm.generative.plan import (
     lr_grids,
     settings,
 )
-from pillm.generative.report import (
-    aggregate_generative,
-    arm_name,
-    lr_edges,
-    macro,
-    render_gen_tables,
-)
-from pillm.generative.run import classifier_job, generative_job, load_split
+from pillm.generative.run import generative_job
+from pillm.generative.splits import load_split
+from pillm.generative.tables import lr_edges, macro, render_gen_tables
 from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
 
-from .test_claims import typed_directions
+from ..test_claims import typed_directions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 CLAIMS = REPO / "paper/claims/generative.yaml"
@@ -372,7 +369,7 @@ def test_real_fid_offline_names_the_key(jobs, tmp_path):
 
 
 def test_a_cpu_job_samples_the_solved_net_as_solved(jobs, tmp_path, monkeypatch):
-    """The alignment padding (flow.align_features) is for CUDA's GEMM kernels only: a CPU job
+    """The alignment padding (features.align_features) is for CUDA's GEMM kernels only: a CPU job
     never pads, so its samples keep the CPU results' bits."""
     from pillm.generative import run
 
