@@ -14,6 +14,7 @@ import yaml
 
 from pillm.data.image_files import prepare_images
 from pillm.data.images import load_images
+from pillm.generative import plan as gen_plan
 from pillm.generative.aggregate import aggregate_generative, arm_name
 from pillm.generative.classifier import classifier_job
 from pillm.generative.features import FeatureConfig
@@ -58,13 +59,13 @@ DATA_CFG = {**SMOKE["data"], "source": "local", "local_dir": str(DATA)}
 
 
 def job_params(g: dict) -> dict:
-    """What the generative rule passes one job: the section less datasets and classifier."""
-    return {k: v for k, v in g.items() if k not in ("datasets", "classifier")}
+    """What the generative rule passes one job of the generative section ``g``."""
+    return gen_plan.job_params({"generative": g})
 
 
 def classifier_params(g: dict) -> dict:
     """What the gen_classifier rule passes: only the keys the classifier and its floor use."""
-    return {k: g[k] for k in ("classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size")}
+    return gen_plan.classifier_params({"generative": g})
 
 
 def metrics_of(path: Path) -> dict[str, float]:
@@ -133,6 +134,27 @@ def test_arms_run_every_seed_and_ablations_the_first():
     assert ("mnist", "flow_adamw", 1) in jobs and ("mnist", "diff_bucketed_pil", 1) in jobs
     assert ("mnist", "flow_bipil", 0) in jobs and ("mnist", "flow_bipil", 1) not in jobs
     assert lr_grids(g) == [("mnist", "flow"), ("mnist", "diff"), ("mnist", "diff_bucketed")]
+
+
+def test_rules_pass_each_job_its_typed_section():
+    config = {"name": "t", "generative": tiny_cfg()}
+    floor = {"classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size"}
+    assert set(gen_plan.classifier_params(config)) == floor
+    left_out = {"datasets", "classifier"}  # the DAG's list; the classifier job's own input
+    assert set(gen_plan.job_params(config)) == set(config["generative"]) - left_out
+
+
+def test_rule_path_patterns_are_the_files_the_plan_lists():
+    config = {"generative": tiny_cfg()}
+    for ds, setting, seed in gen_plan.generative_jobs(config):
+        outs = gen_plan.job_outputs()
+        run = {k: v.format(dataset=ds, setting=setting, seed=seed) for k, v in outs.items()}
+        assert run["metrics"] in gen_plan.job_files(config, "metrics.json")
+        assert run["grid"] in gen_plan.job_files(config, "samples.png")
+    picks = gen_plan.lr_pick_outputs()
+    for ds, fam in lr_grids(config["generative"]):
+        pick = picks["lr"].format(dataset=ds, family=fam)
+        assert pick in gen_plan.lr_grid_files(config, "lr.json")
 
 
 def test_config_errors_name_the_key():
