@@ -157,6 +157,22 @@ def test_rule_path_patterns_are_the_files_the_plan_lists():
         assert pick in gen_plan.lr_grid_files(config, "lr.json")
 
 
+def test_job_args_name_every_flag_of_the_command_and_the_lr_pick_of_an_adamw_arm():
+    from types import SimpleNamespace as NS
+
+    config = {"generative": tiny_cfg()}
+    out = NS(metrics="r/generative/mnist/flow_adamw/seed0/metrics.json")
+    for setting in ("flow_pil", "flow_adamw"):
+        ins = gen_plan.job_inputs(config, "mnist", setting)
+        ins["lr"] = " ".join(ins["lr"])  # a named input list prints its paths, space-separated
+        w = NS(dataset="mnist", setting=setting, seed="0")
+        args = gen_plan.job_args(config, w, NS(**ins), out)
+        assert ("--lr generative/mnist/lr_flow/lr.json" in args) == (setting == "flow_adamw")
+        assert args.endswith(" --out-dir r/generative/mnist/flow_adamw/seed0")
+        params = json.loads(args.split("--params '")[1].split("' --images")[0])
+        assert params == gen_plan.job_params(config)
+
+
 def test_config_errors_name_the_key():
     g = copy.deepcopy(SMOKE["generative"])
     g["diffusion"]["n_buckets"] = g["diffusion"]["timesteps"] + 1

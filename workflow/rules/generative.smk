@@ -1,6 +1,6 @@
 # Generative fits on images: PIL flow matching and PIL diffusion vs the same nets trained by AdamW
-# (learning rate from a held-out grid, every seed of generative.seeds). Paths, params and per-job
-# resources come from the wing's plan (pillm.generative.plan).
+# (learning rate from a held-out grid, every seed of generative.seeds). Paths, command arguments,
+# config params and per-job resources come from the wing's plan (pillm.generative.plan).
 from pillm.generative import plan as gen_plan
 
 GEN = config["generative"]
@@ -47,13 +47,9 @@ rule gen_classifier:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("gen_classifier"),
     params:
-        cfg=as_json(gen_plan.classifier_params(config)),
-        out_dir=subpath(output.model, parent=True),
+        args=lambda w, input, output: gen_plan.classifier_args(config, w, input, output),
     shell:
-        gpu_shell(
-            "python -m pillm gen-classifier --dataset {wildcards.dataset} --params {params.cfg:q}"
-            " --images {input.images} --out-dir {params.out_dir}",
-        )
+        gpu_shell("python -m pillm gen-classifier {params.args}")
 
 
 rule gen_lr_run:
@@ -74,12 +70,9 @@ rule gen_lr_run:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("gen_lr_run"),
     params:
-        cfg=as_json(gen_plan.job_params(config)),
+        args=lambda w, input, output: gen_plan.lr_run_args(config, w, input, output),
     shell:
-        gpu_shell(
-            "python -m pillm gen-lr-run --dataset {wildcards.dataset} --family {wildcards.family}"
-            " --lr {wildcards.lr} --params {params.cfg:q} --images {input.images} --out {output}",
-        )
+        gpu_shell("python -m pillm gen-lr-run {params.args}")
 
 
 # The pick of one grid from its rates' runs (each rate is its own GPU job, so they run at once).
@@ -102,8 +95,7 @@ rule gen_lr_grid:
 
 rule generative:
     input:
-        **in_results(gen_plan.job_inputs()),
-        lr=lambda w: in_results(gen_plan.lr_pick_files(config, w.dataset, w.setting)),
+        unpack(lambda w: in_results(gen_plan.job_inputs(config, w.dataset, w.setting))),
         code=code("generative"),
     output:
         **in_results(gen_plan.job_outputs()),
@@ -119,17 +111,10 @@ rule generative:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=lambda w: gpu_mem(gen_plan.gpu_need(config, w.dataset, w.setting)),
     params:
-        cfg=as_json(gen_plan.job_params(config)),
-        lr=lambda w, input: f"--lr {input.lr}" if input.lr else "",
+        args=lambda w, input, output: gen_plan.job_args(config, w, input, output),
         mps=lambda w: mps_priority(bulk=gen_plan.is_bulk(config, w.dataset, w.setting)),
-        out_dir=subpath(output.metrics, parent=True),
     shell:
-        gpu_shell(
-            "python -m pillm generative --dataset {wildcards.dataset} --setting {wildcards.setting}"
-            " --seed {wildcards.seed} --params {params.cfg:q} --images {input.images}"
-            " --classifier {input.classifier} {params.lr} --out-dir {params.out_dir}",
-            mps=True,
-        )
+        gpu_shell("python -m pillm generative {params.args}", mps=True)
 
 
 rule gen_aggregate:

@@ -3,6 +3,9 @@ learning-rate grids, config checks and GPU memory model (what ``generative.smk``
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 from dataclasses import dataclass, fields
 from pathlib import PurePath
 from typing import Any
@@ -197,10 +200,14 @@ def lr_pick_outputs() -> dict[str, str]:
     return {"lr": f"{GRID}/lr.json", "curves": f"{GRID}/curves.parquet"}
 
 
-def job_inputs() -> dict[str, str]:
-    """A generative job's images and the classifier its samples are scored in (an AdamW arm
-    also reads its grid's pick: ``lr_pick_files``)."""
-    return {"images": IMAGES, "classifier": classifier_files()["model"]}
+def job_inputs(config: dict[str, Any], dataset: str, setting: str) -> dict[str, Any]:
+    """A generative job's images, the classifier its samples are scored in and, for an AdamW
+    arm, its grid's learning-rate pick (``lr``: empty for a PIL fit)."""
+    return {
+        "images": IMAGES.format(dataset=dataset),
+        "classifier": classifier_files()["model"].format(dataset=dataset),
+        "lr": lr_pick_files(config, dataset, setting),
+    }
 
 
 def job_outputs() -> dict[str, str]:
@@ -318,3 +325,42 @@ def tables_params(config: dict[str, Any]) -> dict[str, Any]:
     """What gen-tables reads: the build's ``name`` and the whole ``generative`` section (the
     tables and macros quote its settings)."""
     return {"name": config["name"], "generative": config["generative"]}
+
+
+# ---- The arguments of each GPU rule's command (a params function of the job) -----------------
+# ``wildcards``, ``input`` and ``output`` are the job's, as Snakemake passes them to a params
+# function; --params carries the job's config as JSON, shell-quoted.
+
+
+def _json_arg(values: dict[str, Any]) -> str:
+    return shlex.quote(json.dumps(values, sort_keys=True))
+
+
+def classifier_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """gen-classifier's arguments: ``--dataset``, ``--params`` (``classifier_params``),
+    ``--images`` and ``--out-dir`` (the folder of its outputs)."""
+    return (
+        f"--dataset {wildcards.dataset} --params {_json_arg(classifier_params(config))}"
+        f" --images {input.images} --out-dir {os.path.dirname(output.model)}"
+    )
+
+
+def lr_run_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """gen-lr-run's arguments: ``--dataset``, ``--family``, ``--lr`` (the grid rate, as it names
+    the run), ``--params`` (``job_params``), ``--images`` and ``--out`` (the run's json)."""
+    return (
+        f"--dataset {wildcards.dataset} --family {wildcards.family} --lr {wildcards.lr}"
+        f" --params {_json_arg(job_params(config))} --images {input.images} --out {output[0]}"
+    )
+
+
+def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """generative's arguments: ``--dataset``, ``--setting``, ``--seed``, ``--params``
+    (``job_params``), ``--images``, ``--classifier``, ``--lr`` (an AdamW arm's pick) and
+    ``--out-dir`` (the run folder)."""
+    lr = f" --lr {input.lr}" if input.lr else ""
+    return (
+        f"--dataset {wildcards.dataset} --setting {wildcards.setting} --seed {wildcards.seed}"
+        f" --params {_json_arg(job_params(config))} --images {input.images}"
+        f" --classifier {input.classifier}{lr} --out-dir {os.path.dirname(output.metrics)}"
+    )
