@@ -1,4 +1,4 @@
-"""The random-feature network of the generative fits: fixed random features of (x_t, t), one output map.
+"""The generative fits' network: fixed random features of (x_t, t) and one output map.
 
 One hidden layer of fixed random features of the input and a time embedding,
 

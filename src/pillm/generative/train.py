@@ -1,4 +1,4 @@
-"""The gradient baseline of the generative fits: a net's every weight trained by AdamW on a regression.
+"""The generative fits' gradient baseline: every weight of a net trained by AdamW on a regression.
 
 ``train_regression`` minimises the mean squared error of ``net(x, t)`` against targets over a
 fixed budget of batches, with linear warm-up and cosine decay, its held-out error recorded along
