@@ -18,10 +18,6 @@ MAX_RULE_LINES = 20
 KNOWN_LONG = {
     "aggregate",
     "claims",
-    "gen_aggregate",
-    "gen_classifier",
-    "gen_figures",
-    "gen_lr_run",
     "generative",
     "lm_extras",
     "probe",
@@ -32,7 +28,6 @@ KNOWN_LONG = {
     "sensitivity_report",
     "sensitivity_run",
     "tables",
-    "gen_tables",
 }
 
 

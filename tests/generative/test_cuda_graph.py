@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pillm.accel.cuda_graph import GraphedStep
-from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig, train_regression
+from pillm.generative.features import FeatureConfig, RandomFeatureNet
+from pillm.generative.train import TrainConfig, train_regression
 
 GPU = pytest.mark.gpu
 
@@ -138,7 +139,7 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "gen_step.json"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
            "--batch", "4", "--batch", "8", "--blas", "cublas", "--compile", "default",
            "--align", "1", "--out", str(out)]  # fmt: skip
@@ -169,7 +170,7 @@ def test_gemm_align_benchmark_pads_with_zeros_and_changes_no_value(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "gemm_align.json"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "benchmarks/gemm_align.py", "--tiny", "--device", "cpu", "--iters", "2",
            "--batch", "40", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
