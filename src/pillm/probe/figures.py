@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from pillm.paper.figures import save  # noqa: E402
+from pillm.probe.plan import FIGURES  # noqa: E402
 from pillm.probe.plotting import (  # noqa: E402
     _empty,
     _grid,
@@ -42,8 +43,6 @@ from pillm.probe.summary import (
     pearson,
 )
 
-FIGURES = ["probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_corpora"]
-FIGURES += ["probe_gradient", "probe_masks"]
 R2 = r"$R^2_{\mathrm{lin}}$"
 
 
