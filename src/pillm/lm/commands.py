@@ -36,7 +36,7 @@ COMMANDS: tuple[Command, ...] = (
         device=True,
     ),
     Command(
-        "aggregate", "pillm.lm.report:aggregate",
+        "aggregate", "pillm.lm.aggregate:aggregate",
         "collect run records into summary parquet files",
         (many("--metrics"), many("--curves"), many("--solves"), many("--samples"),
          js(help="{variants, seeds} (JSON)"), OUT_DIR),
