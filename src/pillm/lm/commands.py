@@ -26,14 +26,14 @@ COMMANDS: tuple[Command, ...] = (
          js(help="{model, train, pil} (JSON), or a list of them, one per run"),
          many("--out-dirs", "one run folder per seed")),
         ("variant", "seeds", "params", "tokens_dir", deps_map, "out_dirs", "device"),
-        device=True,
+        device=True, threads=True,
     ),
     Command(
         "lm-extras", "pillm.lm.run:run_extras",
         "LAMBADA last-word accuracy and generation samples of finished runs",
         (many("--run-dirs"), req("--tokens-dir"), js(help="{data, lambada, samples} (JSON)")),
         ("run_dirs", "tokens_dir", "params", "device"),
-        device=True,
+        device=True, threads=True,
     ),
     Command(
         "aggregate", "pillm.lm.aggregate:aggregate",
