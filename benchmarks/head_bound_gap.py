@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=10, help="with --train-steps: every k-th step")
     ap.add_argument("--config", default="config/config.yaml")
     args = ap.parse_args()
-    from pillm.lm import fused_ce, fused_ce_kernels
+    from pillm.lm.kernels import fused_ce, fused_ce_kernels
 
     # a row falls back where exp(max logit - m) < FLOOR, m = bound - HEADROOM
     fallback_gap = fused_ce_kernels.HEADROOM.value - math.log(fused_ce_kernels.FLOOR.value)

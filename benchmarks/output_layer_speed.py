@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pillm.lm import fused_ce
-from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
-from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.kernels import fused_ce
+from pillm.lm.kernels.fused_ce import Blocks, fused_linear_cross_entropy
+from pillm.lm.kernels.linear_ce import linear_cross_entropy
 
 
 def dense(h, w, y):

@@ -242,9 +242,9 @@ def run_many(
     ``params`` (one dict for all, or one per run: a sensitivity grid); ``deps`` maps a variant it
     builds on to that variant's folder of runs (``<root>/seed<k>``, the same seed).
 
-    A process per run paid ~20 s of start-up, CUDA context and compile-cache loading for ~1 s
-    of training on an H100 (benchmarks/job_overhead.py); later runs in the same process reuse
-    the compiled step and cost about 2 s each.
+    One process for them all: a process's start-up, CUDA context and compile-cache loading cost
+    more than one run's training, and later runs in the same process reuse the compiled step
+    (``benchmarks/job_overhead.py`` measures both; figures in ``benchmarks/README.md``).
     """
     per_run = params if isinstance(params, list) else [params] * len(seeds)
     if not len(seeds) == len(out_dirs) == len(per_run):
@@ -266,7 +266,7 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     """Write ``extras.json`` (tidy LAMBADA rows) and ``samples.json`` next to each run's metrics.
 
     One process for all seeds of a variant: interpreter, CUDA context, tokenizer and LAMBADA
-    passages are paid once, not per run (the per-job fixed cost dominated these evaluations).
+    passages are paid once, not per run (the per-job fixed cost dominates these evaluations).
     """
     device = resolve_device(device)
     tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))

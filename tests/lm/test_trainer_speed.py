@@ -18,15 +18,15 @@ import torch
 import torch.nn.functional as F
 
 from pillm.lm.config import TrainConfig
-from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.kernels.linear_ce import linear_cross_entropy
 from pillm.lm.run import run_variant
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.checkpoint import load_checkpoint
 from pillm.models.gpt import GPT, GPTConfig
 
-from .conftest import write_toy_tokens
+from ..conftest import write_toy_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.1}
 TRAIN = {
     "epochs": 1,

@@ -190,7 +190,7 @@ def test_solve_benchmark_runs(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pil_solve.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "pil_solve.py"
     out = tmp_path / "pil.json"
     subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=True,
                    capture_output=True, text=True)  # fmt: skip
