@@ -8,8 +8,8 @@ mean loss and both gradients:
 
 - ``dense``: ``F.cross_entropy((h @ w.T).float(), y)`` as the model's head (bf16 logits), eager;
 - ``dense-compiled``: the same under ``torch.compile`` (what the trainer's compiled step runs);
-- ``chunked``: ``pillm.lm.linear_ce`` (``--chunk`` rows at a time, torch ops);
-- ``fused[<blocks>]``: ``pillm.lm.fused_ce`` (Triton), once per ``--blocks`` tile setting;
+- ``chunked``: ``pillm.lm.kernels.linear_ce`` (``--chunk`` rows at a time, torch ops);
+- ``fused[<blocks>]``: ``pillm.lm.kernels.fused_ce`` (Triton), once per ``--blocks`` tile setting;
 - ``cce`` / ``liger``: cut-cross-entropy's and liger-kernel's fused linear cross-entropy where
   importable (bf16 operands).
 

@@ -16,18 +16,8 @@ MAX_RULE_LINES = 20
 # Rules still longer than MAX_RULE_LINES: this list may only shrink
 # (test_known_long_rules_are_still_long fails once one is short, to remove it here).
 KNOWN_LONG = {
-    "aggregate",
     "claims",
     "generative",
-    "lm_extras",
-    "probe",
-    "probe_aggregate",
-    "probe_figures",
-    "probe_tables",
-    "run_lm",
-    "sensitivity_report",
-    "sensitivity_run",
-    "tables",
 }
 
 

@@ -95,7 +95,7 @@ def deterministic(enabled: bool, strict: bool = False):
     PyTorch's NaN-fill of every new buffer (on by default with deterministic algorithms)
     stays off: it adds a memory-bound write to each allocation, also inside a captured CUDA
     graph, and no kernel here reads a buffer before writing it (the GPU rerun test checks the
-    result, tests/test_train.py)."""
+    result, tests/lm/test_train.py)."""
     if not enabled:
         yield
         return
