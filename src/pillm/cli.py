@@ -33,6 +33,10 @@ PLAN = Command(
     rule=False,
 )
 
+MPS_BULK_HELP = (
+    "a bulk job (kernels that fill the GPU): under CUDA MPS it runs at the below-normal client "
+    "priority, so the small kernels of latency-bound jobs are not queued behind its blocks"
+)
 # command name -> the module whose COMMANDS row defines it
 DEFINED_IN: dict[str, str] = {
     c.name: m for m in COMMAND_MODULES for c in importlib.import_module(m).COMMANDS
@@ -69,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(a.flag, **a.options)
         if c.device:
             sp.add_argument("--device", default="auto")
+            sp.add_argument("--mps-bulk", action="store_true", help=MPS_BULK_HELP)
         if c.threads:
             sp.add_argument(
                 "--threads", type=int, default=0, help="CPU threads for torch (0: default)"
@@ -83,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pillm.accel.gpu_slots import assign_gpu
 
         assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
+        if args.mps_bulk:  # read by CUDA when this process creates its context
+            os.environ["CUDA_MPS_CLIENT_PRIORITY"] = "1"
         # cuBLAS reads this at its first call; deterministic training (core.runtime) needs it
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if cmd.threads and args.threads > 0:

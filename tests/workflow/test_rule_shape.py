@@ -17,7 +17,6 @@ MAX_RULE_LINES = 20
 # (test_known_long_rules_are_still_long fails once one is short, to remove it here).
 KNOWN_LONG = {
     "claims",
-    "generative",
 }
 
 

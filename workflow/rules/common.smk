@@ -174,25 +174,12 @@ def benchfile(path):
 DEVICE = config["device"]
 
 
-def mps_priority(bulk):
-    """A rule's ``params.mps`` (see gpu_shell): MPS's below-normal client priority for a bulk job.
-
-    Bulk: the job's kernels are large and fill the GPU (PIL generative fits, SAFFU). Where jobs
-    share a GPU through CUDA MPS, such a job yields, so the small kernels of the latency-bound
-    jobs (LM training, the generative AdamW arms, whose steps are chains of small kernels) are
-    not queued behind its blocks; without MPS the variable does nothing.
-    """
-    return "CUDA_MPS_CLIENT_PRIORITY=1 " if bulk else ""
-
-
-def gpu_shell(command, mps=False):
+def gpu_shell(command):
     """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
     PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.accel.gpu_slots) the memory it declared.
-    ``mps``: the rule's ``params.mps`` (mps_priority, per job) prefixes the command.
     """
-    priority = "{params.mps}" if mps else ""
     return (
-        f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
+        f"PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
         f" --device {DEVICE} --threads {TORCH_THREADS} > {{log}} 2>&1"
     )
 

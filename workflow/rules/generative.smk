@@ -112,9 +112,8 @@ rule generative:
         gpu_mem_mb=lambda w: gpu_mem(gen_plan.gpu_need(config, w.dataset, w.setting)),
     params:
         args=lambda w, input, output: gen_plan.job_args(config, w, input, output),
-        mps=lambda w: mps_priority(bulk=gen_plan.is_bulk(config, w.dataset, w.setting)),
     shell:
-        gpu_shell("python -m pillm generative {params.args}", mps=True)
+        gpu_shell("python -m pillm generative {params.args}")
 
 
 rule gen_aggregate:

@@ -283,7 +283,7 @@ def is_adamw(config: dict[str, Any], dataset: str, setting: str) -> bool:
 
 def is_bulk(config: dict[str, Any], dataset: str, setting: str) -> bool:
     """A PIL fit: its kernels are large and fill the GPU, so under MPS it yields to the AdamW
-    arms' chains of small kernels (workflow/rules/common.smk mps_priority)."""
+    arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
     return not is_adamw(config, dataset, setting)
 
 
@@ -357,10 +357,11 @@ def lr_run_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any)
 def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
     """generative's arguments: ``--dataset``, ``--setting``, ``--seed``, ``--params``
     (``job_params``), ``--images``, ``--classifier``, ``--lr`` (an AdamW arm's pick) and
-    ``--out-dir`` (the run folder)."""
+    ``--out-dir`` (the run folder); ``--mps-bulk`` for a PIL fit (``is_bulk``)."""
     lr = f" --lr {input.lr}" if input.lr else ""
+    bulk = " --mps-bulk" if is_bulk(config, wildcards.dataset, wildcards.setting) else ""
     return (
         f"--dataset {wildcards.dataset} --setting {wildcards.setting} --seed {wildcards.seed}"
         f" --params {_json_arg(job_params(config))} --images {input.images}"
-        f" --classifier {input.classifier}{lr} --out-dir {os.path.dirname(output.metrics)}"
+        f" --classifier {input.classifier}{lr} --out-dir {os.path.dirname(output.metrics)}{bulk}"
     )
