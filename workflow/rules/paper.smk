@@ -6,6 +6,8 @@ from pillm.paper.commands import claims_args
 CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
 # The arms' table labels, by study, for the claim sentences (a claims file's own names: win).
 CLAIM_LABELS = {"lm": {v: VARIANTS[v].label for v in VARIANTS}}
+# The claims job's config name, labels and append-only verdict history (not an output).
+CLAIMS_JOB = (config["name"], CLAIM_LABELS, res("history/claims.jsonl"))
 # The flip report, shown in the HTML report.
 CLAIMS_FLIPS = report(
     res("summary/claims_flips.txt"),
@@ -40,9 +42,7 @@ rule claims:
     conda:
         "../envs/pillm.yaml"
     params:
-        args=lambda w, input, output: claims_args(
-            config["name"], CLAIM_LABELS, res("history/claims.jsonl"), input, output
-        ),
+        args=lambda w, input, output: claims_args(*CLAIMS_JOB, input, output),
     shell:
         "python -m pillm claims {params.args} > {log} 2>&1"
 
