@@ -205,8 +205,9 @@ def missing(config: dict[str, Any], root: Path, kind: str) -> list[str]:
     out = []
     if not (shutil.which("latexmk") and shutil.which("pdflatex")):
         out.append(
-            "TeX (latexmk, pdflatex) not found: tables and figures still build; for the PDF "
-            "apt-get install latexmk texlive-latex-extra texlive-fonts-recommended"
+            "TeX (latexmk, pdflatex) not found: everything but the PDF and the arXiv tarball "
+            "builds (config key pdf: auto); for them apt-get install texlive-latex-base "
+            "texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk"
         )
     device = str(config.get("device", "auto"))
     if device.startswith("cuda") and kind != "cuda":

@@ -112,6 +112,9 @@ onstart:
         "\n".join(estimate.plan_lines(dict(counts), config, ROOT)), file=sys.stderr
     )
     owner.claim(RESULTS, OWNER)
+    if not BUILD_PDF and config["pdf"] == "auto":
+        print(f"pillm: TeX not found: building every table, figure and the report, not the "
+              f"PDF and the arXiv tarball. For them: {plan.TEX_INSTALL}", file=sys.stderr)  # fmt: skip
     if USE_MPS:
         print(mps.start(MPS_DIR), file=sys.stderr)
 
@@ -257,10 +260,10 @@ def wing_files(kind):
     return [f for w in WINGS.values() for f in w[kind]]
 
 
+# The PDF and the arXiv tarball where TeX is found (config key pdf); the rest without it.
+BUILD_PDF = plan.builds_pdf(config)
+
+
 def all_targets():
-    return [
-        *wing_files("paper"),
-        res("paper/main.pdf"),
-        res("paper/arxiv.tar.gz"),
-        res("report/tables"),
-    ]
+    pdf = [res("paper/main.pdf"), res("paper/arxiv.tar.gz")] if BUILD_PDF else []
+    return [*wing_files("paper"), *pdf, res("report/tables")]
