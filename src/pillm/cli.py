@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pillm.core.commands import Arg, Command
+from pillm.core.log import say
 from pillm.plan import STUDIES
 
 # Where the command rows live: the data layer, each study of the registry, the paper layer
@@ -100,9 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = [getattr(args, v) if isinstance(v, str) else v(args) for v in cmd.passes]
     # A bad config key is the user's to fix, whatever the command: one line naming it, exit 2.
     errors = (_resolve("pillm.core.config:ConfigError"), *(_resolve(e) for e in cmd.user_errors))
+    if cmd.rule:  # a job: its log says what ran and how long it took
+        say(f"pillm {cmd.name}: started ({cmd.target})")
     try:
         fn(*values)
     except errors as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if cmd.rule:
+        say(f"pillm {cmd.name}: done")
     return 0

@@ -233,6 +233,14 @@ def test_comment_and_docstring_edits_rerun_nothing(workdir):
         assert planned_rules(workdir, *SMOKE) == set()
 
 
+def test_every_job_log_says_what_it_did(workdir):
+    """No empty logs: every job's log has at least its start and end lines (pillm.cli)."""
+    logs = sorted((workdir / "results/smoke/logs").rglob("*.log"))
+    assert logs
+    empty = [str(p.relative_to(workdir)) for p in logs if not p.read_text().strip()]
+    assert not empty, empty
+
+
 @NEEDS_TEX
 def test_the_pdf_is_built(workdir):
     assert (workdir / "results/smoke/paper/main.pdf").read_bytes().startswith(b"%PDF")

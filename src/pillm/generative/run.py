@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
+from pillm.core.log import process_seconds, say
 from pillm.core.records import provenance, tidy_records, write_json, write_rows_parquet
-from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, sync, tf32
+from pillm.core.runtime import peak_memory_mb, resolve_device, sync, tf32
 from pillm.data.image_specs import IMAGE_DATASETS
 from pillm.data.images import save_image_grid
 from pillm.generative.classifier import features, load_classifier, quality
@@ -62,10 +63,12 @@ def generative_job(
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
+    say(f"{dataset} {setting_name} seed {seed}: loading images on {device}")
     x, x_val = fit_data(images, gen, device)
     real = load_split(images, "test", gen.n_eval, gen.seed).x
     load_seconds = time.perf_counter() - t0
     cuda = device.startswith("cuda")
+    say(f"fitting ({setting.method}, {setting.model})")
     with tf32(cuda and setting.method == "adamw"):
         net, metrics, curve = fit_setting(setting, gen, feats, x, x_val, device, seed, lr)
     dim = x.shape[1]
@@ -76,6 +79,7 @@ def generative_job(
     classifier = load_classifier(classifier_path, device)
     feats_real = features(classifier, real, device)
     samplers = sampler_grid(setting, gen, seed == gen.seeds[0])
+    say(f"sampling and scoring: {len(samplers)} sampler setting(s)")
     rows, grid = [], None
     for method, steps in samplers:
         sync(device)

@@ -18,6 +18,7 @@ import torch
 from tokenizers import Tokenizer
 
 from pillm.core.config import ConfigError
+from pillm.core.log import process_seconds, say
 from pillm.core.records import (
     IDENTITY,
     config_hash,
@@ -26,7 +27,11 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, seed_everything
+from pillm.core.runtime import (
+    peak_memory_mb,
+    resolve_device,
+    seed_everything,
+)
 from pillm.core.selection import GridPick
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import LambadaSet, generate_samples, load_lambada, score_lambada
@@ -272,13 +277,14 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))
     cfg = ExtrasParams.from_dict(params)
     lam, data, smp = cfg.lambada, cfg.data, cfg.samples
-    passages = load_lambada(data.source, data.local_dir, lam.max_examples)
+    passages = load_lambada(data.source, data.local_dir, lam.max_examples, data.revisions)
     lambada = None  # encoded and on the device once, for the first run's context
     for run_dir in run_dirs:
         run = Path(run_dir)
         records = json.loads((run / "metrics.json").read_text())
         identity = {k: records[0][k] for k in IDENTITY}
         context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
+        say(f"{run}: LAMBADA ({len(passages)} passages) and samples")
         model = load_checkpoint(run / "model.pt", device)
         if lambada is None or lambada.context != model.cfg.context:
             lambada = LambadaSet.build(tok, passages, model.cfg.context, lam.batch_size, device)
