@@ -129,6 +129,7 @@ def test_generative_adamw_graphed_matches_eager():
     torch.testing.assert_close(graphed, eager, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.bench
 def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     """benchmarks/gen_step.py on CPU (both runs eager there): one row per shape and batch, and
     identical loss curves; ``--blas`` is recorded with them, and ``--compile`` adds the step with
@@ -160,6 +161,7 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     assert all(r["max_loss_diff"] == 0.0 and not r["graphed"] for r in runs)
 
 
+@pytest.mark.bench
 def test_gemm_align_benchmark_pads_with_zeros_and_changes_no_value(tmp_path):
     """benchmarks/gemm_align.py on CPU: per shape the output layer as built (odd feature count)
     and padded to 4 and 16, the same outputs and gradients (zero features add exact zeros), and

@@ -283,6 +283,7 @@ def test_output_layer_keys_are_checked():
     assert StepOptions.from_config(cfg, "cpu") == StepOptions()  # CPU: the eager step
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
     """trainer_throughput.py: every trainer at each --batch; --ours output_layer=...; a bad
     combination stops before training, naming the keys."""
@@ -306,6 +307,7 @@ def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
     assert proc.returncode != 0 and "train.ce_chunk" in proc.stderr
 
 
+@pytest.mark.bench
 def test_head_bound_gap_reports_each_run(tmp_path):
     """head_bound_gap.py: per run folder the gap between the rows' logit bound and their largest
     logit (never negative: the bound is Cauchy-Schwarz's) and the share of blocks that would
@@ -329,6 +331,7 @@ def test_head_bound_gap_reports_each_run(tmp_path):
     assert int(n) == 256 and 0.0 <= float(p0) <= float(top) < 98.0 and falling == "0.0%"
 
 
+@pytest.mark.bench
 def test_head_bound_gap_follows_training(tmp_path):
     """head_bound_gap.py --train-steps: the paper config's training (a small model here) with the
     gaps of every k-th step's training rows, read from the final hidden states."""

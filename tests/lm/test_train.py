@@ -155,6 +155,7 @@ def test_run_many_hands_each_runs_gpu_memory_back(monkeypatch):
     assert events == ["run0", "empty_cache", "run1", "empty_cache"]
 
 
+@pytest.mark.bench
 def test_rerun_benchmark_reports_equal_weights_on_cpu(tmp_path):
     """benchmarks/gpu_repeat.py --tiny: two runs of the pipeline's run_variant compared weight by
     weight (on the CPU they are equal; on a GPU the benchmark is what shows whether they are)."""

@@ -179,6 +179,7 @@ def test_cuda_graphs_need_a_cuda_device():
         TrainStep(model, TrainConfig.from_dict(TRAIN), "cpu", StepOptions(cuda_graphs=True))
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "benchmarks/trainer_throughput.py", "--tiny", "--device", "cpu",
@@ -196,6 +197,7 @@ def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
     assert ref["heldout_loss"] < math.log(64)  # it learned the toy language
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
     """--rounds 2: reference and ours twice, each round in a fresh process with the reference
     first; each row's x ref is against its own round's reference, and the median of the
@@ -222,6 +224,7 @@ def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
     assert bad.returncode != 0 and "--rounds 0" in bad.stderr
 
 
+@pytest.mark.bench
 def test_trainer_seeds_pairs_runs_by_seed_and_reports_the_interval(tmp_path):
     """benchmarks/trainer_seeds.py: per batch, ours - reference per seed with the claims'
     95 % t interval; a run file without exactly one ours run per batch is refused by name."""

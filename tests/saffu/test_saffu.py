@@ -594,6 +594,7 @@ def test_job_args_are_the_saffu_command_line_of_one_job():
     assert plan.is_bulk(cfg, main, "f10", 1) and not plan.is_bulk(cfg, main, "f10", 0)
 
 
+@pytest.mark.bench
 def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     """benchmarks/saffu_step.py at a tiny shape on the CPU: every product runs, the model's
     and cuSPARSE's give embedding_bag's logits and gradients, and the figures are written."""
