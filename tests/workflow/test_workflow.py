@@ -261,10 +261,13 @@ def test_html_report_has_tables_and_figures(workdir):
     snakemake(workdir, *SMOKE, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
     assert "lm_main.tex" in html and "training_curves.png" in html
-    # Every table also as an HTML table with its caption (pillm.paper.html via report_tables).
+    # Every table also as an HTML table with its caption (pillm.paper.html), on the results
+    # page (pillm.paper.results_page), which the report carries as its Overview.
     page = (workdir / GEN / "tables/lm_main.html").read_text()
     assert "<caption>" in page and "<th>" in page
-    assert "lm_main.html" in html
+    landing = (workdir / "results/smoke/report/index.html").read_text()
+    assert 'id="tab:main"' in landing and 'id="claims-table"' in landing
+    assert "index.html" in html
 
 
 def test_config_change_reruns_training_and_downstream_only(workdir):
@@ -279,7 +282,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "tables",
         "claims",  # every LM claim reads the runs
         "provenance",  # the first page counts the runs behind the paper
-        "report_tables",  # the HTML copies of the tables
+        "results_page",  # the claims, tables and figures on one page
         "figure_curves",
         "figure_lambda",
         "figure_width",
@@ -315,7 +318,7 @@ def test_template_change_reruns_only_the_tables_rules_and_paper(workdir):
         "claims",
         "provenance",
         "timing_macros",  # every rule that renders lists the three shared templates
-        "report_tables",
+        "results_page",
         "all",
     } | PDF_RULES
 
