@@ -57,7 +57,9 @@ def page_inputs(tmp: Path) -> dict:
     (tmp / "tables").mkdir()
     (tmp / "figures").mkdir()
     sections, tables, figures = {}, [], []
-    for wing, cap in captions.items():
+    order = [*TABLES, *sorted(set(captions) - set(TABLES))]  # the workflow's, not alphabetical
+    for wing in order:
+        cap = captions[wing]
         names = TABLES.get(wing, [])
         for t in names:
             (tmp / "tables" / f"{t}.html").write_text(
@@ -71,7 +73,7 @@ def page_inputs(tmp: Path) -> dict:
     flips.write_text("no claim flipped\n")
     return {
         "claims": str(CLAIMS), "flips": str(flips), "tables": tables, "figures": figures,
-        "captions": [str(p) for p in CAPTIONS], "params": {"name": "smoke", "sections": sections},
+        "captions": [str(p) for p in CAPTIONS], "params": {"name": "smoke", "sections": list(sections.items())},
         "out": str(tmp / "report" / "index.html"),
     }  # fmt: skip
 
@@ -91,8 +93,8 @@ def test_page_opens_on_the_claims(built):
     rows = re.findall(r'<tr id="claim-([^"]+)">', page)
     assert sorted(rows) == sorted(claims["id"].to_list())
     # a study's claims come in its section's order: lm (first section) before probe
-    studies = [s for s in claims["study"].to_list() if s in args["params"]["sections"]]
-    order = list(args["params"]["sections"])
+    studies = [s for s in claims["study"].to_list() if s in dict(args["params"]["sections"])]
+    order = list(dict(args["params"]["sections"]))
     page_studies = [claims.filter(pl.col("id") == r)["study"][0] for r in rows]
     assert page_studies == sorted(page_studies, key=lambda s: order.index(s) if s in order else 99)
     assert set(studies) <= set(page_studies)
@@ -112,7 +114,7 @@ def test_intervals_and_differences_are_shown(built):
 def test_every_wing_is_a_section_with_its_tables(built):
     args, page = built
     sections = re.findall(r'<section id="([^"]+)" class="study">', page)
-    assert sections == list(args["params"]["sections"])
+    assert sections == list(dict(args["params"]["sections"]))
     for names in TABLES.values():
         for t in names:
             body = (FIXTURE / "tables" / f"{t}.html").read_text()
@@ -147,7 +149,7 @@ def test_a_figure_without_a_caption_names_the_file_and_key(tmp_path):
     args = page_inputs(tmp_path)
     extra = make_png(tmp_path / "figures" / "lora_new_plot.png", "new")
     args["figures"].append(str(extra))
-    args["params"]["sections"]["lora"]["figures"].append("lora_new_plot")
+    dict(args["params"]["sections"])["lora"]["figures"].append("lora_new_plot")  # same dict
     with pytest.raises(ResultsPageError, match=r"captions/lora\.yaml .*lora_new_plot"):
         write_results_page(**args)
 
@@ -175,9 +177,10 @@ def test_every_figure_the_workflow_places_has_a_caption(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if "pillm results-page" in ln)
     words = shlex.split(line)
-    sections = json.loads(words[words.index("--params") + 1])["sections"]
+    sections = dict(json.loads(words[words.index("--params") + 1])["sections"])
     captions = load_captions(CAPTIONS)
     assert set(sections) == set(captions), "one captions file per wing on the page"
+    assert list(sections)[:2] == ["lm", "sensitivity"], "sections in the wings' order"
     for wing, files in sections.items():
         assert set(files["figures"]) == set(captions[wing]["figures"]), wing
         assert set(captions[wing]["tables"]) <= set(files["tables"]), wing
@@ -196,4 +199,7 @@ def test_sections_come_from_the_wings_registrations():
         "lm": {"tables": ["g/tables/lm_main.tex"], "figures": ["g/figures/curves.png"]},
         "sensitivity": {"tables": ["g/tables/lm_sensitivity.tex"], "figures": []},
     }
-    assert stems(sections)["lm"] == {"tables": ["lm_main"], "figures": ["curves"]}
+    assert stems(sections) == [
+        ["lm", {"tables": ["lm_main"], "figures": ["curves"]}],
+        ["sensitivity", {"tables": ["lm_sensitivity"], "figures": []}],
+    ]

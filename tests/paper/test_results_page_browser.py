@@ -89,7 +89,7 @@ def test_claims_table_is_on_the_first_screen(measured):
 
 def test_every_study_section_is_laid_out(page, measured):
     args, _ = page
-    assert list(measured["sections"]) == list(args["params"]["sections"])
+    assert list(measured["sections"]) == list(dict(args["params"]["sections"]))
     for wing, box in measured["sections"].items():
         assert box["shown"] and box["width"] > 600 and box["height"] > 60, (wing, box)
 

@@ -106,9 +106,12 @@ def page_sections(
     return out
 
 
-def stems(sections: Mapping[str, Mapping[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
-    """``page_sections`` by file stem: the rule's ``--sections``."""
-    return {w: {k: [Path(f).stem for f in fs] for k, fs in s.items()} for w, s in sections.items()}
+def stems(sections: Mapping[str, Mapping[str, list[str]]]) -> list[list[Any]]:
+    """``page_sections`` by file stem, as ``[wing, {"tables": [...], "figures": [...]}]`` pairs:
+    the page's order survives JSON with sorted keys (the rule's ``--params``)."""
+    return [
+        [w, {k: [Path(f).stem for f in fs] for k, fs in s.items()}] for w, s in sections.items()
+    ]
 
 
 # ---- inputs ------------------------------------------------------------------------------------
@@ -313,14 +316,14 @@ def write_results_page(
 ) -> None:
     """``python -m pillm results-page``: ``out`` from the claims parquet, the flips text, the
     tables' ``.tex`` files (the ``.html`` beside each is read), the figures' PNGs and the
-    captions files; ``params``: the config ``name`` and the ``sections`` (wing -> {"tables":
-    stems, "figures": stems}, ``stems(page_sections(...))``)."""
+    captions files; ``params``: the config ``name`` and the ``sections`` in page order
+    (``stems(page_sections(...))``: [wing, {"tables": stems, "figures": stems}] pairs)."""
     html_tables = {stem: p.with_suffix(".html") for stem, p in by_stem(tables).items()}
     page = page_html(
         params["name"],
         pl.read_parquet(claims),
         Path(flips).read_text(),
-        params["sections"],
+        dict(params["sections"]),
         load_captions(captions),
         html_tables,
         by_stem(figures),
