@@ -257,6 +257,23 @@ def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     assert compile_unpacked(str(tar), str(tmp_path)).read_bytes().startswith(b"%PDF")
 
 
+def pdf_info_string(pdf: bytes, key: str) -> str:
+    """A string of the PDF's info dictionary as hyperref writes it (UTF-16, octal escapes)."""
+    raw = re.search(rb"/" + key.encode() + rb"\s*\(((?:\\.|[^\\)])*)\)", pdf).group(1)
+    text = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), raw)
+    text = re.sub(rb"\\(.)", rb"\1", text)
+    return text.decode("utf-16") if text.startswith(b"\xfe\xff") else text.decode("latin-1")
+
+
+def test_pdf_has_title_and_author_and_the_tarball_plain_modes(workdir):
+    pdf = (workdir / "results/smoke/paper/main.pdf").read_bytes()
+    assert pdf_info_string(pdf, "Title").startswith("How Much Do Feed-Forward Blocks Contribute")
+    assert pdf_info_string(pdf, "Author") == "The pillm authors"
+    with tarfile.open(workdir / "results/smoke/paper/arxiv.tar.gz") as t:
+        modes = {m.mode for m in t.getmembers() if m.isfile()}
+    assert modes == {0o644}
+
+
 def test_html_report_has_tables_and_figures(workdir):
     snakemake(workdir, *SMOKE, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
