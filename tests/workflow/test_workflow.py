@@ -265,6 +265,7 @@ def pdf_info_string(pdf: bytes, key: str) -> str:
     return text.decode("utf-16") if text.startswith(b"\xfe\xff") else text.decode("latin-1")
 
 
+@NEEDS_TEX
 def test_pdf_has_title_and_author_and_the_tarball_plain_modes(workdir):
     pdf = (workdir / "results/smoke/paper/main.pdf").read_bytes()
     assert pdf_info_string(pdf, "Title").startswith("How Much Do Feed-Forward Blocks Contribute")
