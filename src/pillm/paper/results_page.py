@@ -299,8 +299,8 @@ def page_html(
         f"<title>{html.escape(title)}</title><style>{TABLE_STYLE}{PAGE_STYLE}</style></head><body>"
         f"<header><h1>{html.escape(title)}</h1><p>Closed-form (pseudoinverse / ridge) solves "
         "against gradient training of Transformer feed-forward blocks. Every number below was "
-        f"made by this build of configuration <code>{html.escape(name)}</code>; the paper is "
-        '<a href="../paper/main.pdf">paper/main.pdf</a> beside this folder.</p>'
+        f"made by this build of configuration <code>{html.escape(name)}</code>; the paper, where TeX "
+        'built it, is <a href="../paper/main.pdf">paper/main.pdf</a> beside this folder.</p>'
         f"<nav>{nav}</nav></header>" + "\n".join(body) + "</body></html>\n"
     )
 
