@@ -266,4 +266,4 @@ BUILD_PDF = plan.builds_pdf(config)
 
 def all_targets():
     pdf = [res("paper/main.pdf"), res("paper/arxiv.tar.gz")] if BUILD_PDF else []
-    return [*wing_files("paper"), *pdf, res("report/tables")]
+    return [*wing_files("paper"), *pdf, res("report/index.html")]

@@ -84,7 +84,12 @@ def pack_arxiv(build_dir: str, out_tar: str) -> None:
 
 
 def _drop_aux(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    return None if info.name.endswith((".aux", ".log", ".png")) else info
+    """Build leftovers out; every member readable by anyone who unpacks it (files 0644,
+    folders 0755), whatever modes the build tree has (atomic writes leave files 0600)."""
+    if info.name.endswith((".aux", ".log", ".png")):
+        return None
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
 
 
 def compile_unpacked(tar_path: str, work_dir: str) -> Path:
