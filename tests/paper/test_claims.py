@@ -423,6 +423,14 @@ def test_opponent_without_a_trained_record_names_the_fix(tmp_path):
         evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents="m_lora"))
 
 
+def test_declared_opponents_are_gradient_arms_whose_frames_record_training():
+    """Every claims file's opponents are arms its claims name; the lora study lists LoRA."""
+    claims, specs = cl.load_claims(sorted((ROOT / "paper" / "claims").glob("*.yaml")))
+    assert set(specs["lora"]["opponents"]) == {"minilm_lora", "pillm_lora"}
+    for c in claims:
+        assert set(c.opponents) <= {c.a, c.b}
+
+
 # ---- the paper's prose: direction words only through claim macros ---------------------------
 
 SECTIONS = ["abstract", "introduction", "experiments", "analysis", "conclusion", "generative", "lora",
