@@ -398,7 +398,10 @@ def test_claim_against_an_opponent_that_did_not_train_is_not_evaluated(tmp_path)
         assert r.verdict == cl.OPPONENT_UNTRAINED == "opponent did not train"
         assert r.opponents == "m_lora" and r.untrained == "m_lora: seeds 1, 2"
         assert r.diff is not None and r.p_holm is None  # recorded, not tested
-        assert "is not evaluated" in r.sentence and "tuned LoRA at seeds 1, 2" in r.sentence
+        assert (
+            "is not evaluated" in r.sentence
+            and "tuned LoRA did not train at seeds 1, 2 (" in r.sentence
+        )
         assert not re.search(r"\b(lower|higher)\b", r.sentence)
     assert res["ridge_vs_head"].verdict == cl.HOLDS and res["ridge_vs_head"].opponents == ""
     spec = dict(OPPONENT_SPEC, study="lora")

@@ -96,13 +96,13 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
     if r.verdict == NO_SEEDS:
         return f"{a} and {b} share no seed in this build"
     if r.verdict == OPPONENT_UNTRAINED:
-        who = "; ".join(
-            f"{label(part.split(':')[0], spec)} at {part.split(': ')[1]}"
-            for part in r.untrained.split("; ")
+        who = " and ".join(
+            f"{label(arm, spec)} did not train at {seeds}"
+            for arm, seeds in (part.split(": ") for part in r.untrained.split("; "))
         )
         return (
-            f"{a} vs.\\ {b} is not evaluated: the gradient-trained opponent did not train "
-            f"({who}; its training loss did not fall below its declared threshold)"
+            f"{a} vs.\\ {b} is not evaluated: {who} (a gradient-trained opponent whose "
+            "training loss did not fall by its declared margin under chance)"
         )
     if r.verdict == IDENTICAL:
         return (
