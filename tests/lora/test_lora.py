@@ -375,7 +375,8 @@ def test_an_edge_pick_extends_the_rate_grid(monkeypatch):
         acc = min(0.9, 0.5 + 4 * lr)
         curve = [{"step": 5, "fit_seconds": 1.0, "dev_accuracy": acc, "train_loss": 0.6}]
         metrics = {"lr": lr, "best_step": 5.0, "steps_run": 5.0, "warmup_steps": 1.0,
-                   "best_dev_accuracy": acc, "run_seconds": 1.0}  # fmt: skip
+                   "best_dev_accuracy": acc, "run_seconds": 1.0, "patience_from": 1.0,
+                   "train_loss_first": 0.7, "train_loss_last": 0.6}  # fmt: skip
         return FitResult({"w": torch.zeros(1)}, lambda ids: np.zeros(len(ids), np.int64), 1.0,
                          metrics, [] if stop_at else curve)  # fmt: skip
 
