@@ -17,7 +17,7 @@ import polars as pl
 
 from pillm.core.records import write_text
 from pillm.paper.claim_frame import read_claim_frame
-from pillm.paper.claim_text import claim_macros, claims_table
+from pillm.paper.claim_text import claim_macros, claims_table, family_macros
 from pillm.paper.claims import Result, evaluate, load_claims
 from pillm.paper.latex import tex_escape
 from pillm.paper.report import render_report
@@ -100,7 +100,13 @@ def claims_job(
     unigram = json.loads(Path(tokens_meta).read_text()).get("unigram_test_loss")
     results = evaluate(declared, specs, by_study, unigram)
     for r in results:
-        print(f"claim {r.id}: {r.verdict} (n={r.n}, diff={r.diff}, ci=[{r.ci_lo}, {r.ci_hi}])")
+        print(f"claim {r.id}: {r.verdict} (n={r.n}, diff={r.diff}, ci=[{r.ci_lo}, {r.ci_hi}], "
+              f"p={r.p_value}, p_holm={r.p_holm})" + (f" untrained: {r.untrained}" if r.untrained
+                                                      else ""))  # fmt: skip
+    family = family_macros(results)
+    print(f"{family['ClaimNHold']} of {family['ClaimNFamily']} tested claims hold; "
+          f"{family['ClaimNHoldHolm']} after Holm, {family['ClaimNHoldBH']} after "
+          f"Benjamini-Hochberg (alpha {family['ClaimAlpha']})")  # fmt: skip
     write_parquet(pl.DataFrame([asdict(r) for r in results], infer_schema_length=None), out)
     render_report({table: claims_table(results, specs)}, claim_macros(results, specs), templates,
                   numbers, "pillm.paper.claim_report from paper/claims/", prefix="Claim")  # fmt: skip
