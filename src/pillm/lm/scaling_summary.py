@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from pillm.lm.scaling import parse_point
+from pillm.lm.scaling import AXES, parse_point
 from pillm.lm.scaling_stats import BOOT_METHOD, trend
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.claims import interval, verdict
@@ -50,6 +50,14 @@ PAIRS = (
     ("pil_vs_frozen", "pil_then_attn", "frozen_ffn_attn"),
 )
 TREND_SEED = 0
+
+
+def ordered_axes(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(corpus, axis, point names) with the main corpus first and the axes in AXES order (the
+    JSON that carries ``params`` sorts its keys)."""
+    axes = params["axes"]
+    corpora = [params["main"], *sorted(set(axes) - {params["main"]})]
+    return [(c, a, axes[c][a]) for c in corpora for a in AXES if a in axes[c]]
 
 
 def arm(corpus: str, point: str, variant: str) -> str:
@@ -244,36 +252,35 @@ def trends(points: pl.DataFrame, shares: pl.DataFrame, params: dict[str, Any]) -
     axis's size (parameters; tokens on the data axis), its interval and verdict."""
     rows = []
     margin = params["margin"]
-    for corpus, axes in params["axes"].items():
-        for axis, names in axes.items():
-            pts = points.filter(pl.col("corpus") == corpus)
-            size = "train_tokens" if axis == "data" else "params"
-            sizes = [pts.filter(pl.col("point") == p)[size].item() for p in names]
-            for measure in MEASURES:
-                vals = [
-                    shares.filter((pl.col("corpus") == corpus) & (pl.col("point") == p))[measure]
-                    .drop_nulls()
-                    .to_list()
-                    for p in names
-                ]
-                t = trend(
-                    sizes,
-                    [[100 * v for v in vs] for vs in vals],
-                    100 * margin,
-                    params["resamples"],
-                    TREND_SEED,
-                )
-                rows.append(
-                    {
-                        "corpus": corpus,
-                        "axis": axis,
-                        "measure": measure,
-                        "size": size,
-                        "size_lo": min(sizes),
-                        "size_hi": max(sizes),
-                        **t,
-                    }
-                )
+    for corpus, axis, names in ordered_axes(params):
+        pts = points.filter(pl.col("corpus") == corpus)
+        size = "train_tokens" if axis == "data" else "params"
+        sizes = [pts.filter(pl.col("point") == p)[size].item() for p in names]
+        for measure in MEASURES:
+            vals = [
+                shares.filter((pl.col("corpus") == corpus) & (pl.col("point") == p))[measure]
+                .drop_nulls()
+                .to_list()
+                for p in names
+            ]
+            t = trend(
+                sizes,
+                [[100 * v for v in vs] for vs in vals],
+                100 * margin,
+                params["resamples"],
+                TREND_SEED,
+            )
+            rows.append(
+                {
+                    "corpus": corpus,
+                    "axis": axis,
+                    "measure": measure,
+                    "size": size,
+                    "size_lo": min(sizes),
+                    "size_hi": max(sizes),
+                    **t,
+                }
+            )
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import polars as pl
 
 from pillm.lm.config import ScalingReportParams
-from pillm.lm.scaling_summary import PAIRS
+from pillm.lm.scaling_summary import PAIRS, ordered_axes
 from pillm.paper.latex import MISSING, fmt_num, fmt_sci, tex_escape
 from pillm.paper.table import Table
-from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, REVERSED
+from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, REVERSED
 
 CORPUS_NAMES = {"wikitext2": "WikiText-2", "ptb": "PTB", "tinyshakespeare": "Tiny Shakespeare"}
 VARIANT_COLS = (
@@ -24,7 +24,12 @@ VARIANT_COLS = (
 MEASURE_NAMES = {"attn_share": "loss share", "attn_ratio": "PPL ratio"}
 AXIS_NAMES = {"width": "width $d$", "depth": "depth $L$", "data": "train tokens"}
 # a paired comparison's cell: which arm has the lower test PPL, or '=' within noise
-PAIR_MARK = {HOLDS: "lower", REVERSED: "higher", INDISTINGUISHABLE: "$\\approx$"}
+PAIR_MARK = {
+    HOLDS: "lower",
+    REVERSED: "higher",
+    INDISTINGUISHABLE: "$\\approx$",
+    ONE_SEED: "1 seed",
+}
 
 
 def _thousands(n: int) -> str:
@@ -46,19 +51,18 @@ def _size(r: dict[str, Any]) -> str:
     return f"{r['d_model']} / {r['n_layer']} / {r['pct']}\\,\\%"
 
 
-def _ordered(points: pl.DataFrame, cfg: ScalingReportParams) -> list[list[str] | str]:
-    """Point rows in axis order (corpus, then width, depth, data; the base point once), each
-    block headed by a midrule."""
+def _ordered(points: pl.DataFrame, cfg: ScalingReportParams) -> list[Any]:
+    """Point rows in axis order (main corpus first; width, depth, data; the base point once),
+    each block after the first headed by a midrule."""
     out: list[Any] = []
     seen = set()
-    for corpus, axes in cfg.axes.items():
-        for axis, names in axes.items():
-            block = [p for p in names if (corpus, p) not in seen]
-            seen |= {(corpus, p) for p in block}
-            if block:
-                if out:
-                    out.append("midrule")
-                out += [(corpus, axis, p) for p in block]
+    for corpus, axis, names in ordered_axes({"axes": cfg.axes, "main": cfg.main}):
+        block = [p for p in names if (corpus, p) not in seen]
+        seen |= {(corpus, p) for p in block}
+        if block:
+            if out:
+                out.append("midrule")
+            out += [(corpus, axis, p) for p in block]
     return out
 
 
