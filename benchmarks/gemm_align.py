@@ -30,7 +30,7 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import resolve_device, sync  # noqa: E402
-from pillm.generative.flow import FeatureConfig  # noqa: E402
+from pillm.generative.features import FeatureConfig  # noqa: E402
 
 PADS = (1, 4, 16)  # feature count rounded up to a multiple of this (1: as built)
 

@@ -34,15 +34,10 @@ from pillm.generative.diffusion import (
     fit_pil_diffusion,
     stratified_timesteps,
 )
-from pillm.generative.flow import (
-    FeatureConfig,
-    FlowConfig,
-    RandomFeatureNet,
-    block_seed,
-    fit_pil_flow,
-    flow_heldout_mse,
-)
-from pillm.generative.run import warm_up_solvers
+from pillm.generative.features import FeatureConfig, RandomFeatureNet
+from pillm.generative.fit import warm_up_solvers
+from pillm.generative.flow import FlowConfig, fit_pil_flow, flow_heldout_mse
+from pillm.generative.noise import block_seed
 
 
 def reset_peak(device: str) -> None:
@@ -53,7 +48,7 @@ def reset_peak(device: str) -> None:
 
 def adamw_to_target(model, batch, heldout, target, args, device, forward=None) -> dict:
     """AdamW (fused, TF32 on CUDA, constant lr) until held-out MSE <= target, each step as the
-    pipeline's arms run it (``pillm.generative.flow.train_regression``: on CUDA replayed from a
+    pipeline's arms run it (``pillm.generative.train.train_regression``: on CUDA replayed from a
     CUDA graph, ``pillm.accel.cuda_graph``). The clock excludes evaluation and, as the
     pipeline's, the eager warm-up steps and the capture. ``forward``: the training forward in
     place of ``model`` (the per-bucket arm's stratified batches)."""

@@ -5,11 +5,11 @@
 For each image size (MNIST 784, CIFAR-10 3,072 values), model (flow: one output map; bucketed
 diffusion: ten maps on one random layer, each row through its own bucket's map as the pipeline
 draws them, ``batch // 10`` rows per bucket) and batch, the same network trains ``--steps`` steps of
-``pillm.generative.flow.train_regression`` twice in one process, eagerly and with the step
+``pillm.generative.train.train_regression`` twice in one process, eagerly and with the step
 replayed from a CUDA graph (the pipeline's path), TF32 on as in the pipeline's AdamW arms. It
 prints ms per step (the function's own clock: warm-up and capture excluded) and the largest
 difference between the two loss curves. ``--align 1`` builds the nets without the alignment
-padding of their features (``pillm.generative.flow.ALIGN``): odd feature counts, Ampere GEMMs.
+padding of their features (``pillm.generative.features.ALIGN``): odd feature counts, Ampere GEMMs.
 ``--tiny``: small shapes, for a CPU smoke test (there both runs are eager).
 """
 
@@ -25,18 +25,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from pillm.core.runtime import kernel_profile, resolve_device  # noqa: E402
-from pillm.generative import flow  # noqa: E402
+from pillm.generative import features  # noqa: E402
 from pillm.generative.diffusion import (  # noqa: E402
     EpsModel,
     bucket_edges,
     stratified_timesteps,
 )
-from pillm.generative.flow import (  # noqa: E402
-    FeatureConfig,
-    RandomFeatureNet,
-    TrainConfig,
-    train_regression,
-)
+from pillm.generative.features import FeatureConfig, RandomFeatureNet  # noqa: E402
+from pillm.generative.train import TrainConfig, train_regression  # noqa: E402
 
 
 def one_run(dim, width, buckets, batch, steps, device, graphs, bf16=False, compile_mode=None):
@@ -93,13 +89,13 @@ def main() -> None:
     ap.add_argument(
         "--align",
         type=int,
-        default=flow.ALIGN,
-        help=f"pad the nets' features to a multiple of this (the pipeline's: {flow.ALIGN}; 1: "
+        default=features.ALIGN,
+        help=f"pad the nets' features to a multiple of this (the pipeline's: {features.ALIGN}; 1: "
         "as built, odd)",
     )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    flow.ALIGN = args.align
+    features.ALIGN = args.align
     device = resolve_device(args.device)
     if args.blas:
         torch.backends.cuda.preferred_blas_library(args.blas)

@@ -1,6 +1,6 @@
 """How far trained models' logits lie below the bound the fused head's softmax pass starts from.
 
-``pillm.lm.fused_ce_kernels.softmax_pass`` takes each row's exponents from m = |h| max_v |w_v|
+``pillm.lm.kernels.fused_ce_kernels.softmax_pass`` takes each row's exponents from m = |h| max_v |w_v|
 less HEADROOM instead of a running maximum, and redoes a block of rows with the running maximum
 where a row's largest logit lies more than HEADROOM - ln FLOOR below that bound (the fast path
 is then lost for that block, not the result). This prints, for each run folder's ``model.pt``,
@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=10, help="with --train-steps: every k-th step")
     ap.add_argument("--config", default="config/config.yaml")
     args = ap.parse_args()
-    from pillm.lm import fused_ce, fused_ce_kernels
+    from pillm.lm.kernels import fused_ce, fused_ce_kernels
 
     # a row falls back where exp(max logit - m) < FLOOR, m = bound - HEADROOM
     fallback_gap = fused_ce_kernels.HEADROOM.value - math.log(fused_ce_kernels.FLOOR.value)

@@ -8,8 +8,8 @@ mean loss and both gradients:
 
 - ``dense``: ``F.cross_entropy((h @ w.T).float(), y)`` as the model's head (bf16 logits), eager;
 - ``dense-compiled``: the same under ``torch.compile`` (what the trainer's compiled step runs);
-- ``chunked``: ``pillm.lm.linear_ce`` (``--chunk`` rows at a time, torch ops);
-- ``fused[<blocks>]``: ``pillm.lm.fused_ce`` (Triton), once per ``--blocks`` tile setting;
+- ``chunked``: ``pillm.lm.kernels.linear_ce`` (``--chunk`` rows at a time, torch ops);
+- ``fused[<blocks>]``: ``pillm.lm.kernels.fused_ce`` (Triton), once per ``--blocks`` tile setting;
 - ``cce`` / ``liger``: cut-cross-entropy's and liger-kernel's fused linear cross-entropy where
   importable (bf16 operands).
 
@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pillm.lm import fused_ce
-from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
-from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.kernels import fused_ce
+from pillm.lm.kernels.fused_ce import Blocks, fused_linear_cross_entropy
+from pillm.lm.kernels.linear_ce import linear_cross_entropy
 
 
 def dense(h, w, y):

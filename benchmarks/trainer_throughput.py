@@ -10,7 +10,7 @@ Ours: ``pillm.train.fit`` exactly as the pipeline calls it, with the config's ``
 ``eval_every: 0``; the reference runs PyTorch's default (nondeterministic) kernels, so
 ``--ours deterministic=false`` is the like-for-like speed comparison;
 each ``--ours`` adds a configuration with some of those keys overridden (``output_layer=fused``:
-the Triton output layer of ``pillm.lm.fused_ce``). ``--ref-loss`` adds the reference with its
+the Triton output layer of ``pillm.lm.kernels.fused_ce``). ``--ref-loss`` adds the reference with its
 output layer + loss replaced by a library's fused linear cross-entropy (cut-cross-entropy's
 ``linear_cross_entropy``, liger-kernel's ``LigerFusedLinearCrossEntropyLoss``) where importable.
 Each ``--batch`` repeats everything at that batch size (same tokens per step x steps: the

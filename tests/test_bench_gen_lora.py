@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Tests of a benchmark script: run in CI (`pytest -m bench`), not in the default selection.
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parents[1]
 GEN = ROOT / "benchmarks" / "gen_speed.py"
 LORA = ROOT / "benchmarks" / "lora_speed.py"

@@ -19,6 +19,9 @@ import torch
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import GPT, GPTConfig
 
+# Tests of a benchmark script: run in CI (`pytest -m bench`), not in the default selection.
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 ENV = {

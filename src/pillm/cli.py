@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pillm.core.commands import Arg, Command
+from pillm.core.log import say
 from pillm.plan import STUDIES
 
 # Where the command rows live: the data layer, each study of the registry, the paper layer
@@ -34,6 +35,10 @@ PLAN = Command(
     rule=False,
 )
 
+MPS_BULK_HELP = (
+    "a bulk job (kernels that fill the GPU): under CUDA MPS it runs at the below-normal client "
+    "priority, so the small kernels of latency-bound jobs are not queued behind its blocks"
+)
 # command name -> the module whose COMMANDS row defines it
 DEFINED_IN: dict[str, str] = {
     c.name: m for m in COMMAND_MODULES for c in importlib.import_module(m).COMMANDS
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(a.flag, **a.options)
         if c.device:
             sp.add_argument("--device", default="auto")
+            sp.add_argument("--mps-bulk", action="store_true", help=MPS_BULK_HELP)
         if c.threads:
             sp.add_argument(
                 "--threads", type=int, default=0, help="CPU threads for torch (0: default)"
@@ -95,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pillm.accel.gpu_slots import assign_gpu
 
         assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
+        if args.mps_bulk:  # read by CUDA when this process creates its context
+            os.environ["CUDA_MPS_CLIENT_PRIORITY"] = "1"
         # cuBLAS reads this at its first call; deterministic training (core.runtime) needs it
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if cmd.threads and args.threads > 0:
@@ -105,9 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = [getattr(args, v) if isinstance(v, str) else v(args) for v in cmd.passes]
     # A bad config key is the user's to fix, whatever the command: one line naming it, exit 2.
     errors = (_resolve("pillm.core.config:ConfigError"), *(_resolve(e) for e in cmd.user_errors))
+    if cmd.rule:  # a job: its log says what ran and how long it took
+        say(f"pillm {cmd.name}: started ({cmd.target})")
     try:
         fn(*values)
     except errors as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if cmd.rule:
+        say(f"pillm {cmd.name}: done")
     return 0

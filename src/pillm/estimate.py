@@ -167,13 +167,15 @@ def _record(estimates: dict, name: str, kind: str) -> dict | None:
 
 
 def estimate(
-    counts: dict[str, int], name: str, kind: str, results: Path, estimates: dict
+    counts: dict[str, int], name: str, kind: str, results: Path, estimates: dict,
+    cores: int | None = None, gpus: int | None = None,
 ) -> tuple[float | None, str, list[str]]:
     """(wall seconds or None, where the figures come from, rules without a figure).
 
     Per rule: jobs x mean seconds per job (a previous run's benchmark files first, else the
-    reference record of this config name and device kind), summed and divided by the number of
-    jobs the record ran at once. Rough: one figure per rule, not per job size."""
+    reference record of this config name and device kind), summed and divided by how many jobs
+    ran at once in the record, scaled by this machine's cores (CPU) or GPUs (CUDA) against the
+    record's. Rough: one figure per rule, not per job size."""  # fmt: skip
     rec = _record(estimates, name, kind)
     previous = summarise(read_benchmarks(results / "benchmarks")) if results.is_dir() else {}
     if rec is None and not previous:
@@ -181,6 +183,10 @@ def estimate(
     rules = dict(rec["rules"]) if rec else {}
     rules.update(previous)
     parallel = rec["parallel"] if rec else 1
+    if rec and kind == "cpu" and cores and rec.get("cores"):
+        parallel *= min(cores, sum(counts.values())) / rec["cores"]
+    elif rec and kind == "cuda" and gpus and rec.get("gpus"):
+        parallel *= gpus / rec["gpus"]
     unknown = sorted(r for r in counts if r not in rules)
     job_s = sum(n * rules[r]["mean_s"] for r, n in counts.items() if r in rules)
     source = rec["source"] if rec else "none"
@@ -199,8 +205,9 @@ def missing(config: dict[str, Any], root: Path, kind: str) -> list[str]:
     out = []
     if not (shutil.which("latexmk") and shutil.which("pdflatex")):
         out.append(
-            "TeX (latexmk, pdflatex) not found: tables and figures still build; for the PDF "
-            "apt-get install latexmk texlive-latex-extra texlive-fonts-recommended"
+            "TeX (latexmk, pdflatex) not found: everything but the PDF and the arXiv tarball "
+            "builds (config key pdf: auto); for them apt-get install texlive-latex-base "
+            "texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk"
         )
     device = str(config.get("device", "auto"))
     if device.startswith("cuda") and kind != "cuda":
@@ -225,7 +232,8 @@ def plan_lines(
     results = Path(f"results/{name}")
     lines = [f"pillm plan: config {name!r}, device {kind}, {sum(counts.values())} jobs to run"]
     lines += [f"  {rule:<18} {n:>5}" for rule, n in sorted(counts.items())]
-    wall, source, unknown = estimate(counts, name, kind, results, load_estimates())
+    cores, gpus = os.cpu_count() or 1, gpu_count()
+    wall, source, unknown = estimate(counts, name, kind, results, load_estimates(), cores, gpus)
     if wall is None:
         other = "cuda" if kind == "cpu" else "cpu"
         ref, ref_source, _ = estimate(counts, name, other, Path("/nonexistent"), load_estimates())
@@ -233,7 +241,8 @@ def plan_lines(
         if ref is not None:
             lines.append(f"  for reference, on {other}: about {_hms(ref)} ({ref_source})")
     else:
-        lines.append(f"  estimated wall time: about {_hms(wall)} (from {source})")
+        here = f"{cores} cores" + (f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else "")
+        lines.append(f"  estimated wall time: about {_hms(wall)} on {here} (from {source})")
         if unknown:
             lines.append(f"  no figure for: {', '.join(unknown)}")
     gpu_jobs = sum(counts.get(r, 0) for r in GPU_RULES)
@@ -332,9 +341,10 @@ def log_span(text: str) -> float:
 
 
 def derive(log: str, benchmarks: str | None, config: str, device: str, source: str,
-           out: Path = ESTIMATES) -> None:  # fmt: skip
-    """Add (or replace) one record of per-rule seconds in benchmarks/estimates.json; its
-    ``parallel`` is the run's job seconds over its wall time (how many jobs ran at once)."""
+           cores: int, gpus: int = 0, out: Path = ESTIMATES) -> None:  # fmt: skip
+    """Add (or replace) one record of per-rule seconds in benchmarks/estimates.json, every rule
+    of the log included; its ``parallel`` is the run's job seconds over its wall time (how many
+    jobs ran at once), with the ``cores`` and ``gpus`` the run had (the estimate scales by them)."""
     opener = gzip.open if log.endswith(".gz") else open
     with opener(log, "rt") as f:
         text = f.read()
@@ -345,7 +355,7 @@ def derive(log: str, benchmarks: str | None, config: str, device: str, source: s
     est = load_estimates(out)
     recs = [r for r in est["records"] if (r["config"], r["device"]) != (config, device)]
     recs.append({"config": config, "device": device, "parallel": parallel, "source": source,
-                 "rules": summarise(seconds)})  # fmt: skip
+                 "cores": cores, "gpus": gpus, "rules": summarise(seconds)})  # fmt: skip
     est["records"] = sorted(recs, key=lambda r: (r["config"], r["device"]))
     out.write_text(json.dumps(est, indent=1, sort_keys=True) + "\n")
 
@@ -359,5 +369,7 @@ if __name__ == "__main__":
     p.add_argument("--config", required=True)
     p.add_argument("--device", required=True, choices=["cpu", "cuda"])
     p.add_argument("--source", required=True)
+    p.add_argument("--cores", type=int, required=True, help="cores the recorded run had")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs the recorded run had")
     a = p.parse_args()
-    derive(a.log, a.benchmarks, a.config, a.device, a.source)
+    derive(a.log, a.benchmarks, a.config, a.device, a.source, a.cores, a.gpus)

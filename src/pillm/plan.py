@@ -13,6 +13,7 @@ import importlib
 import os
 import posixpath
 import re
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -101,6 +102,27 @@ def check_outputs(paths: Iterable[Any], results: str) -> None:
             )
 
 
+TEX = ("latexmk", "pdflatex")
+TEX_INSTALL = (
+    "apt-get install texlive-latex-base texlive-latex-recommended texlive-latex-extra "
+    "texlive-fonts-recommended latexmk (./setup.sh does it where it runs as root)"
+)
+
+
+def tex_found() -> bool:
+    """Whether latexmk and pdflatex are on PATH."""
+    return all(shutil.which(t) for t in TEX)
+
+
+def builds_pdf(config: dict[str, Any]) -> bool:
+    """Whether this run builds the PDF and the arXiv tarball (config key ``pdf``); ConfigError
+    for ``pdf: true`` without TeX."""
+    if config["pdf"] is True and not tex_found():
+        raise ConfigError(f"pdf: true, but {' and '.join(TEX)} are not on PATH: {TEX_INSTALL}; "
+                          "or set pdf: auto to build everything else")  # fmt: skip
+    return config["pdf"] is True or (config["pdf"] == "auto" and tex_found())
+
+
 def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     """Every config check, once, before any job: overrides typed and defaults filled
     (apply_schema), the schema, the centre's keys (name, device), the data section, then what
@@ -109,6 +131,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     validate(config, schema_path)
     check_name(config)
     check_device(config)
+    builds_pdf(config)
     check_data_config(config["data"])
     for name in STUDIES:
         study_plan(name).check(config)

@@ -36,7 +36,7 @@ def imports_torch_at_import_time(path: Path) -> bool:
 
 def test_run_lm_closure_reaches_deep_modules_and_the_cli():
     files = rel(codedeps.closure("run-lm"))
-    assert {"lm/train_step.py", "lm/linear_ce.py", "core/ridge.py", "lm/run.py"} <= files
+    assert {"lm/train_step.py", "lm/kernels/linear_ce.py", "core/ridge.py", "lm/run.py"} <= files
     assert {"__init__.py", "lm/__init__.py", "__main__.py", "cli.py", "plan.py"} <= files
     assert not files & {"probe/report.py", "lora/run.py", "saffu/run.py", "saffu/model.py"}
 
@@ -107,7 +107,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def test_fingerprint_ignores_comments_and_docstrings_not_code(package):
     before = {n: codedeps.fingerprint(n, package) for n in ("run-lm", "probe-tables")}
-    ce = package / "lm/linear_ce.py"
+    ce = package / "lm/kernels/linear_ce.py"
     first_def = re.search(r"(?m)^def \w+\(", ce.read_text()).group(0)
     edit(ce, first_def, f"# a comment\n{first_def}")
     edit(ce, '"""', '"""Reworded docstring. ')
@@ -125,7 +125,7 @@ def test_stamp_path_and_mtime_move_only_with_the_code(package, tmp_path):
     first = Path(codedeps.stamp("run-lm", stamps, package))
     mtime = first.stat().st_mtime_ns
     assert first.read_text().split("\n")[0].startswith(first.stem)
-    assert "lm/linear_ce.py" in first.read_text()
+    assert "lm/kernels/linear_ce.py" in first.read_text()
 
     ridge = package / "core/ridge.py"
     original = ridge.read_text()

@@ -286,6 +286,7 @@ def test_rejects_negative_lambda():
         solve_ridge(_stats(h, y), lam=-1.0)
 
 
+@pytest.mark.bench
 def test_selection_benchmark_compares_shared_separate_and_cholesky_selections():
     """benchmarks/ridge_select.py: every way picks the same λ and gives the same weights (the
     Cholesky path up to rounding), and it prints each ratio."""

@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Tests of a benchmark script: run in CI (`pytest -m bench`), not in the default selection.
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 

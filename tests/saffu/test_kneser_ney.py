@@ -140,7 +140,7 @@ def test_an_edge_order_pick_extends_the_grid_one_order_at_a_time():
 def test_lm_contribution_table_gets_the_kneser_ney_row():
     import polars as pl
 
-    from pillm.lm.report import LMReport
+    from pillm.lm.comparisons import LMReport
 
     summary = pl.DataFrame(
         {"variant": ["baseline"] * 2, "metric": ["test_ppl", "test_loss"],

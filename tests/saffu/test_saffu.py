@@ -586,13 +586,15 @@ def test_job_args_are_the_saffu_command_line_of_one_job():
     args = shlex.split(plan.job_args(cfg, w, inputs, out))
     assert args == ["--setting", main, "--fraction", "0.1", "--tokens-dir", "r/tokens/wikitext2",
                     "--params", json.dumps(plan.saffu_job_params(cfg, main, 1), sort_keys=True),
-                    "--out-dir", f"r/saffu/{main}/f10/seed1", "--rates-from", rates]  # fmt: skip
+                    "--out-dir", f"r/saffu/{main}/f10/seed1", "--rates-from", rates,
+                    "--mps-bulk"]  # fmt: skip
     inputs.rates = []  # a job that chooses its rates
     assert "--rates-from" not in plan.job_args(cfg, w, inputs, out)
     assert plan.job_inputs(cfg, main, "f10", 1)["rates"] == [rates.removeprefix("r/")]
     assert plan.is_bulk(cfg, main, "f10", 1) and not plan.is_bulk(cfg, main, "f10", 0)
 
 
+@pytest.mark.bench
 def test_step_benchmark_agrees_with_embedding_bag(tmp_path):
     """benchmarks/saffu_step.py at a tiny shape on the CPU: every product runs, the model's
     and cuSPARSE's give embedding_bag's logits and gradients, and the figures are written."""

@@ -234,6 +234,7 @@ def test_row_adamw_matches_torch_adamw_and_reruns_bitwise_on_cuda():
     assert again == weights[0][1] and torch.equal(model.weight, weights[0][0]), "a rerun differs"
 
 
+@pytest.mark.bench
 def test_row_adamw_benchmark_agrees_with_the_reference_in_the_interpreter(tmp_path):
     """benchmarks/row_adamw.py at a tiny shape under the Triton interpreter: every setting of the
     sweep runs, its weights after one step equal the reference's (the fixed-order gradient, then

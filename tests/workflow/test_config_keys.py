@@ -21,6 +21,7 @@ SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 OWNER = {
     "name": "centre",
     "device": "centre",
+    "pdf": "centre",
     "data": "data",
     "tokenizer": "data",
     "model": "lm",

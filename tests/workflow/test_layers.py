@@ -20,17 +20,6 @@ from pillm.plan import STUDIES
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "pillm"
 GROUND = ("core", "accel", "models", "data", "paper")
 MAX_LINES = 400
-# Modules still over MAX_LINES, each to be split by concept: this list may only shrink
-# (test_known_oversize_modules_are_still_oversize fails once one is split, to remove it here).
-KNOWN_OVERSIZE = {
-    "pillm.generative.flow",
-    "pillm.generative.report",
-    "pillm.generative.run",
-    "pillm.lm.report",
-    "pillm.probe.figures",
-    "pillm.probe.fit",
-    "pillm.probe.rows",
-}
 
 
 def module_name(path: Path) -> str:
@@ -117,15 +106,10 @@ def lines(name: str) -> int:
     return len(MODULES[name].read_text().splitlines())
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - KNOWN_OVERSIZE))
+@pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_size(name: str):
     n = lines(name)
     assert n <= MAX_LINES, f"{MODULES[name]} has {n} lines (> {MAX_LINES}): split it by concept"
-
-
-def test_known_oversize_modules_are_still_oversize():
-    split = sorted(m for m in KNOWN_OVERSIZE if m not in MODULES or lines(m) <= MAX_LINES)
-    assert not split, f"remove {split} from KNOWN_OVERSIZE: they are within {MAX_LINES} lines"
 
 
 def test_every_study_is_a_wing():

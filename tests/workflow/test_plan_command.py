@@ -101,7 +101,7 @@ def test_gpu_rules_declare_the_gpu_memory_they_reserve():
 
 def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     """Every GPU job's shell tells the slot picker its memory; the jobs whose kernels fill the
-    GPU (PIL generative fits, SAFFU) run at MPS's below-normal client priority, the
+    GPU (PIL generative fits, SAFFU) run at MPS's below-normal client priority (--mps-bulk), the
     latency-bound ones (LM training, probes, SST-2, the generative classifier, AdamW arms and
     their rate grids) and the SAFFU jobs whose rates other jobs wait for at the normal one."""
     out = dry_run("-p", "--forceall", "--configfile", "config/smoke.yaml")
@@ -119,7 +119,7 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
             command == "saffu" and "--rates-from" not in rest
         )  # the AdamW arms and the SAFFU jobs whose rates other jobs reuse: normal priority
         low = command in bulk and not gates
-        assert ("CUDA_MPS_CLIENT_PRIORITY=1" in prefix) == low, (command, prefix)
+        assert ("--mps-bulk" in rest.split()) == low, (command, rest)
     assert seen == set(gpu)
 
 

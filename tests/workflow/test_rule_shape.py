@@ -13,27 +13,6 @@ import pytest
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "workflow" / "rules"
 MAX_RULE_LINES = 20
-# Rules still longer than MAX_RULE_LINES: this list may only shrink
-# (test_known_long_rules_are_still_long fails once one is short, to remove it here).
-KNOWN_LONG = {
-    "aggregate",
-    "claims",
-    "gen_aggregate",
-    "gen_classifier",
-    "gen_figures",
-    "gen_lr_run",
-    "generative",
-    "lm_extras",
-    "probe",
-    "probe_aggregate",
-    "probe_figures",
-    "probe_tables",
-    "run_lm",
-    "sensitivity_report",
-    "sensitivity_run",
-    "tables",
-    "gen_tables",
-}
 
 
 def rule_lengths() -> dict[str, int]:
@@ -54,14 +33,9 @@ def rule_lengths() -> dict[str, int]:
 LENGTHS = rule_lengths()
 
 
-@pytest.mark.parametrize("rule", sorted(set(LENGTHS) - KNOWN_LONG))
+@pytest.mark.parametrize("rule", sorted(LENGTHS))
 def test_rule_is_short(rule: str):
     assert LENGTHS[rule] <= MAX_RULE_LINES, (
         f"rule {rule} has {LENGTHS[rule]} lines (> {MAX_RULE_LINES}): move its logic to its "
         "wing's plan (pillm.<study>.plan) or common.smk's helpers"
     )
-
-
-def test_known_long_rules_are_still_long():
-    short = sorted(r for r in KNOWN_LONG if LENGTHS.get(r, 0) <= MAX_RULE_LINES)
-    assert not short, f"remove {short} from KNOWN_LONG: they are within {MAX_RULE_LINES} lines"

@@ -112,6 +112,9 @@ onstart:
         "\n".join(estimate.plan_lines(dict(counts), config, ROOT)), file=sys.stderr
     )
     owner.claim(RESULTS, OWNER)
+    if not BUILD_PDF and config["pdf"] == "auto":
+        print(f"pillm: TeX not found: building every table, figure and the report, not the "
+              f"PDF and the arXiv tarball. For them: {plan.TEX_INSTALL}", file=sys.stderr)  # fmt: skip
     if USE_MPS:
         print(mps.start(MPS_DIR), file=sys.stderr)
 
@@ -177,25 +180,12 @@ def benchfile(path):
 DEVICE = config["device"]
 
 
-def mps_priority(bulk):
-    """A rule's ``params.mps`` (see gpu_shell): MPS's below-normal client priority for a bulk job.
-
-    Bulk: the job's kernels are large and fill the GPU (PIL generative fits, SAFFU). Where jobs
-    share a GPU through CUDA MPS, such a job yields, so the small kernels of the latency-bound
-    jobs (LM training, the generative AdamW arms, whose steps are chains of small kernels) are
-    not queued behind its blocks; without MPS the variable does nothing.
-    """
-    return "CUDA_MPS_CLIENT_PRIORITY=1 " if bulk else ""
-
-
-def gpu_shell(command, mps=False):
+def gpu_shell(command):
     """The shell of a GPU job: its pillm command, then the device and thread flags and the log;
     PILLM_GPU_MEM_MB tells the GPU slot picker (pillm.accel.gpu_slots) the memory it declared.
-    ``mps``: the rule's ``params.mps`` (mps_priority, per job) prefixes the command.
     """
-    priority = "{params.mps}" if mps else ""
     return (
-        f"{priority}PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
+        f"PILLM_GPU_MEM_MB={{resources.gpu_mem_mb}} {command}"
         f" --device {DEVICE} --threads {TORCH_THREADS} > {{log}} 2>&1"
     )
 
@@ -273,12 +263,12 @@ def wing_files(kind):
     return [f for w in WINGS.values() for f in w[kind]]
 
 
+# The PDF and the arXiv tarball where TeX is found (config key pdf); the rest without it.
+BUILD_PDF = plan.builds_pdf(config)
+
+
 def all_targets():
-    targets = [
-        *wing_files("paper"),
-        res("paper/main.pdf"),
-        res("paper/arxiv.tar.gz"),
-        res("report/tables"),
-    ]
+    pdf = [res("paper/main.pdf"), res("paper/arxiv.tar.gz")] if BUILD_PDF else []
+    targets = [*wing_files("paper"), *pdf, res("report/tables")]
     plan.check_outputs(targets, RESULTS)  # every one inside results/<name>/
     return targets

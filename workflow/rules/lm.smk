@@ -1,7 +1,7 @@
 # Language models: one job per variant (all its seeds in one process), gradient-trained and/or
 # closed-form solved; then the study's summaries, tables and figures.
 from pillm.lm import plan as lm_plan
-from pillm.lm.variants import VARIANTS, dependencies
+from pillm.lm.variants import VARIANTS
 
 LM_VARIANTS = config["lm"]["variants"]
 SEEDS = config["lm"]["seeds"]
@@ -13,20 +13,10 @@ wildcard_constraints:
 
 rule run_lm:
     input:
-        unpack(lambda w: in_results(lm_plan.dependency_files(config, w.variant))),
-        tokens=multiext(
-            res(f"tokens/{CORPUS}/"),
-            "train.npy",
-            "valid.npy",
-            "test.npy",
-            "meta.json",
-        ),
+        unpack(lambda w: in_results(lm_plan.run_inputs(config, w.variant))),
         code=code("run-lm"),
     output:
-        metrics=expand(res("lm/{{variant}}/seed{seed}/metrics.json"), seed=SEEDS),
-        curve=expand(res("lm/{{variant}}/seed{seed}/curve.parquet"), seed=SEEDS),
-        solve=expand(res("lm/{{variant}}/seed{seed}/solve.parquet"), seed=SEEDS),
-        checkpoint=expand(res("lm/{{variant}}/seed{seed}/model.pt"), seed=SEEDS),
+        **in_results(lm_plan.run_outputs(config)),
     log:
         logfile("run_lm/{variant}"),
     benchmark:
@@ -37,35 +27,20 @@ rule run_lm:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=lambda w: gpu_mem(
-            "run_lm_fgrad" if VARIANTS[w.variant].target == "fgrad" else "run_lm"
-        ),
+        gpu_mem_mb=lambda w: gpu_mem(lm_plan.gpu_mem_class(w.variant)),
     params:
-        cfg=lambda w: as_json(lm_plan.lm_params(config, w.variant)),
-        deps=lambda w: " ".join(
-            f"{d}={res(f'lm/{d}')}" for d in dependencies(w.variant)
-        ),
-        tokens_dir=lambda w, input: parent(input.tokens[0]),
-        out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
+        args=lambda w: lm_plan.run_args(config, w.variant, RESULTS),
     shell:
-        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
-        " python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
-        " --tokens-dir {params.tokens_dir} --deps {params.deps} --params {params.cfg:q}"
-        " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
+        gpu_shell("python -m pillm run-lm --variant {wildcards.variant} {params.args}")
 
 
-# One job per variant evaluates all its seeds: start-up, not evaluation, dominated per-run jobs.
+# One job per variant evaluates all its seeds: start-up, not evaluation, dominates per-run jobs.
 rule lm_extras:
     input:
-        metrics=expand(res("lm/{{variant}}/seed{seed}/metrics.json"), seed=SEEDS),
-        checkpoints=expand(res("lm/{{variant}}/seed{seed}/model.pt"), seed=SEEDS),
-        tokens=res(f"tokens/{CORPUS}/tokenizer.json"),
+        **in_results(lm_plan.extras_inputs(config)),
         code=code("lm-extras"),
     output:
-        extras=expand(res("lm/{{variant}}/seed{seed}/extras.json"), seed=SEEDS),
-        samples=expand(res("lm/{{variant}}/seed{seed}/samples.json"), seed=SEEDS),
+        **in_results(lm_plan.extras_outputs(config)),
     log:
         logfile("lm_extras/{variant}"),
     benchmark:
@@ -78,39 +53,17 @@ rule lm_extras:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("lm_extras"),
     params:
-        cfg=as_json(
-            {
-                "data": config["data"],
-                "lambada": config["lambada"],
-                "samples": config["samples"],
-            }
-        ),
-        run_dirs=lambda w, input: " ".join(parent(m) for m in input.metrics),
-        tokens_dir=lambda w, input: parent(input.tokens),
-        device=DEVICE,
+        args=lambda w: lm_plan.extras_args(config, w.variant, RESULTS),
     shell:
-        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
-        " python -m pillm lm-extras --run-dirs {params.run_dirs} --tokens-dir {params.tokens_dir}"
-        " --params {params.cfg:q} --device {params.device} > {log} 2>&1"
+        gpu_shell("python -m pillm lm-extras {params.args}")
 
 
 rule aggregate:
     input:
-        metrics=in_results(
-            lm_plan.run_files(config, "metrics.json")
-            + lm_plan.run_files(config, "extras.json")
-        ),
-        curves=in_results(lm_plan.run_files(config, "curve.parquet")),
-        solves=in_results(lm_plan.run_files(config, "solve.parquet")),
-        samples=in_results(lm_plan.run_files(config, "samples.json")),
+        **in_results(lm_plan.aggregate_inputs(config)),
         code=code("aggregate"),
     output:
-        runs=res("summary/runs.parquet"),
-        lm=res("summary/lm.parquet"),
-        curves=res("summary/curves.parquet"),
-        solves=res("summary/solves.parquet"),
-        samples=res("summary/samples.parquet"),
-        claims=res("summary/claims/lm.parquet"),
+        **in_results(lm_plan.summary_files()),
     log:
         logfile("aggregate"),
     conda:
@@ -124,54 +77,48 @@ rule aggregate:
         " --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
+# The LM tables: lm_main in the Snakemake report (captioned by workflow/report/lm_main.rst), the
+# others beside it.
+LM_TABLE_FILES = {
+    "table": report(
+        generated("tables/lm_main.tex"),
+        caption="../report/lm_main.rst",
+        category="Tables",
+    ),
+    "more": [
+        generated(f"tables/{name}.tex")
+        for name in (
+            "lm_contribution",
+            "lm_features",
+            "lm_strategies",
+            "lm_targets",
+            "lm_samples",
+        )
+    ],
+}
+
+
 rule tables:
     input:
-        runs=rules.aggregate.output.runs,
-        lm=rules.aggregate.output.lm,
-        samples=rules.aggregate.output.samples,
-        kn=res("summary/kneser_ney.parquet"),  # the contribution table's Kneser-Ney row (saffu)
-        tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
+        **in_results(lm_plan.tables_inputs(config)),
         templates=TEMPLATES,
         code=code("tables"),
     output:
-        table=report(
-            generated("tables/lm_main.tex"),
-            caption="../report/lm_main.rst",
-            category="Tables",
-        ),
-        more=expand(
-            generated("tables/{name}.tex"),
-            name=[
-                "lm_contribution",
-                "lm_features",
-                "lm_strategies",
-                "lm_targets",
-                "lm_samples",
-            ],
-        ),
+        **LM_TABLE_FILES,
         numbers=generated("numbers.tex"),
     log:
         logfile("tables"),
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=lambda w: as_json(
-            {
-                "name": config["name"],
-                "model": config["model"],
-                "train": config["train"],
-                "variants": LM_VARIANTS,
-                "seeds": SEEDS,
-            }
-        ),
+        cfg=as_json(lm_plan.tables_params(config)),
         summary_dir=lambda w, input: parent(input.runs),
         template_dir=lambda w, input: parent(input.templates[0]),
         tables_dir=subpath(output.table, parent=True),
     shell:
-        "python -m pillm tables --summary-dir {params.summary_dir}"
-        " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
-        " --templates {params.template_dir} --tables-dir {params.tables_dir}"
-        " --numbers {output.numbers} > {log} 2>&1"
+        "python -m pillm tables --summary-dir {params.summary_dir} --params {params.cfg:q}"
+        " --tokens-meta {input.tokens_meta} --templates {params.template_dir}"
+        " --tables-dir {params.tables_dir} --numbers {output.numbers} > {log} 2>&1"
 
 
 rule figure_curves:

@@ -1,10 +1,19 @@
 # Paper: the claims over every study, the provenance page, the PDF, the arXiv tarball, the HTML tables.
 from pillm.core.records import git_revision  # provenance rule: the build's revision
+from pillm.paper.commands import claims_args
 
 # The studies that declare claims: one paper/claims/<study>.yaml each (pillm.paper.claims).
 CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
 # The arms' table labels, by study, for the claim sentences (a claims file's own names: win).
 CLAIM_LABELS = {"lm": {v: VARIANTS[v].label for v in VARIANTS}}
+# The claims job's config name, labels and append-only verdict history (not an output).
+CLAIMS_JOB = (config["name"], CLAIM_LABELS, res("history/claims.jsonl"))
+# The flip report, shown in the HTML report.
+CLAIMS_FLIPS = report(
+    res("summary/claims_flips.txt"),
+    caption="../report/claims_flips.rst",
+    category="Claims",
+)
 # The manuscript's sources, main.tex first: the pdf rule stages main.tex's folder.
 PAPER_SOURCES = [
     source("paper/main.tex"),
@@ -27,25 +36,15 @@ rule claims:
         table=generated("tables/claims.tex"),
         numbers=generated("claims_numbers.tex"),
         flips_tex=generated("claims_flips.tex"),
-        flips_txt=report(
-            res("summary/claims_flips.txt"),
-            caption="../report/claims_flips.rst",
-            category="Claims",
-        ),
+        flips_txt=CLAIMS_FLIPS,
     log:
         logfile("claims"),
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json({"name": config["name"], "labels": CLAIM_LABELS}),
-        template_dir=lambda w, input: parent(input.templates[0]),
-        history=res("history/claims.jsonl"),  # append-only, so not an output
+        args=lambda w, input, output: claims_args(*CLAIMS_JOB, input, output),
     shell:
-        "python -m pillm claims --frames {input.frames} --tokens-meta {input.tokens_meta}"
-        " --claims {input.claims} --params {params.cfg:q} --templates {params.template_dir}"
-        " --out {output.parquet} --table {output.table} --numbers {output.numbers}"
-        " --flips-tex {output.flips_tex} --flips-txt {output.flips_txt}"
-        " --history {params.history} > {log} 2>&1"
+        "python -m pillm claims {params.args} > {log} 2>&1"
 
 
 rule provenance:

@@ -1,18 +1,13 @@
 # R2_lin probing: how linear is each FFN block? One job per (model, corpus); GPU when visible.
 from pillm.probe import plan as probe_plan
 
-PROBE = config["probe"]
-
 
 rule probe:
     input:
-        unpack(own_model_inputs),
-        corpus=multiext(res("data/{corpus}/"), "test.txt", "valid.txt", "meta.json"),
+        unpack(lambda w: own_model_inputs(w) | in_results(probe_plan.job_inputs())),
         code=code("probe"),
     output:
-        blocks=res("probe/{model}/{corpus}/blocks.parquet"),
-        gradient=res("probe/{model}/{corpus}/gradient.parquet"),
-        metrics=res("probe/{model}/{corpus}/metrics.json"),
+        **in_results(probe_plan.job_outputs()),
     log:
         logfile("probe/{model}/{corpus}"),
     benchmark:
@@ -25,28 +20,14 @@ rule probe:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=own_model_mem("probe"),
     params:
-        # Not probe.models: which models run is the DAG's business, not any one job's.
-        cfg=as_json({k: v for k, v in PROBE.items() if k != "models"}),
-        own=lambda w, input: (
-            f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
-            if "checkpoint" in input.keys()
-            else ""
-        ),
-        corpus_dir=lambda w, input: parent(input.corpus[0]),
-        out_dir=subpath(output.blocks, parent=True),
+        args=probe_plan.job_args(config),
     shell:
-        gpu_shell(
-            "python -m pillm probe --model {wildcards.model} --corpus {wildcards.corpus}"
-            " --corpus-dir {params.corpus_dir} --params {params.cfg:q} {params.own}"
-            " --out-dir {params.out_dir}"
-        )
+        gpu_shell("python -m pillm probe {params.args}")
 
 
 rule probe_aggregate:
     input:
-        blocks=in_results(probe_plan.job_files(config, "blocks.parquet")),
-        gradients=in_results(probe_plan.job_files(config, "gradient.parquet")),
-        metrics=in_results(probe_plan.job_files(config, "metrics.json")),
+        **in_results(probe_plan.aggregate_inputs(config)),
         code=code("probe-aggregate"),
     output:
         probe=res("summary/probe.parquet"),
@@ -59,12 +40,7 @@ rule probe_aggregate:
         "../envs/pillm.yaml"
     params:
         out_dir=subpath(output.probe, parent=True),
-        cfg=as_json(
-            {
-                "main_corpus": (PROBE["swap_corpora"] or PROBE["corpora"])[0],
-                "bootstrap_resamples": PROBE["bootstrap_resamples"],
-            }
-        ),
+        cfg=as_json(probe_plan.aggregate_params(config)),
     shell:
         "python -m pillm probe-aggregate --blocks {input.blocks} --gradients {input.gradients}"
         " --metrics {input.metrics} --out-dir {params.out_dir} --params {params.cfg:q}"
@@ -77,30 +53,14 @@ rule probe_tables:
         templates=TEMPLATES,
         code=code("probe-tables"),
     output:
-        tables=expand(
-            generated("tables/probe_{name}.tex"),
-            name=["summary", "corpora", "gradient", "blocks", "masks", "cost"],
-        ),
-        numbers=generated("probe_numbers.tex"),
+        tables=in_results(probe_plan.table_files()),
+        numbers=in_results(probe_plan.NUMBERS),
     log:
         logfile("probe_tables"),
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json(
-            {
-                "name": config["name"],
-                "corpora": PROBE["corpora"],
-                "swap_corpora": PROBE["swap_corpora"],
-                "main_corpus": (PROBE["swap_corpora"] or PROBE["corpora"])[0],
-                "bilinear_rank": PROBE["bilinear_rank"],
-                "low_rank_factor": PROBE["low_rank_factor"],
-                "holdout_every": PROBE["holdout_every"],
-                "rows": PROBE["rows"],
-                "outlier_features": PROBE["outlier_features"],
-                "bootstrap_resamples": PROBE["bootstrap_resamples"],
-            }
-        ),
+        cfg=as_json(probe_plan.table_params(config)),
         summary_dir=lambda w, input: parent(input.summary[0]),
         template_dir=lambda w, input: parent(input.templates[0]),
         tables_dir=lambda w, output: parent(output.tables[0]),
@@ -115,29 +75,9 @@ rule probe_figures:
         summary=rules.probe_aggregate.output,
         code=code("probe-figures"),
     output:
-        pdf=expand(
-            generated("figures/probe_{name}.pdf"),
-            name=[
-                "r2_depth",
-                "bilinear",
-                "feature_median",
-                "corpora",
-                "gradient",
-                "masks",
-            ],
-        ),
+        pdf=in_results(probe_plan.figure_files("pdf")),
         png=report(
-            expand(
-                generated("figures/probe_{name}.png"),
-                name=[
-                    "r2_depth",
-                    "bilinear",
-                    "feature_median",
-                    "corpora",
-                    "gradient",
-                    "masks",
-                ],
-            ),
+            in_results(probe_plan.figure_files("png")),
             caption="../report/probe_figures.rst",
             category="Figures",
         ),

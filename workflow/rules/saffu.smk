@@ -33,9 +33,8 @@ rule saffu:
         gpu_mem_mb=lambda w: gpu_mem(saffu_plan.memory_class(config, *saffu_job(w))),
     params:
         args=lambda w, input, output: saffu_plan.job_args(config, w, input, output),
-        mps=lambda w: mps_priority(bulk=saffu_plan.is_bulk(config, *saffu_job(w))),
     shell:
-        gpu_shell("python -m pillm saffu {params.args}", mps=True)
+        gpu_shell("python -m pillm saffu {params.args}")
 
 
 # The n-gram baseline: CPU only (no polars: it also runs on GPU hosts), every train window of

@@ -3,33 +3,24 @@
 # overridden (pillm.lm.plan.sensitivity_params), then one table and the \Sens* macros.
 
 
+# A sensitivity job's runs: their records, and their checkpoints as temporary files (the report
+# reads only the metrics).
+SENSITIVITY_RUNS = in_results(lm_plan.sensitivity_outputs(config))
+SENSITIVITY_RUNS["checkpoint"] = temp(SENSITIVITY_RUNS["checkpoint"])
+
+
 # One job per variant runs its whole grid in one process (run-lm with one params set per run).
-
-
 rule sensitivity_run:
     input:
-        tokens=multiext(
-            res(f"tokens/{CORPUS}/"),
-            "train.npy",
-            "valid.npy",
-            "test.npy",
-            "meta.json",
-        ),
+        tokens=in_results(lm_plan.token_files(config)),
         code=code("run-lm"),
     output:
-        metrics=in_results(lm_plan.sensitivity_variant_files(config, "metrics.json")),
-        curve=in_results(lm_plan.sensitivity_variant_files(config, "curve.parquet")),
-        solve=in_results(lm_plan.sensitivity_variant_files(config, "solve.parquet")),
-        checkpoint=temp(
-            in_results(lm_plan.sensitivity_variant_files(config, "model.pt"))
-        ),
+        **SENSITIVITY_RUNS,
     log:
         logfile("sensitivity_run/{variant}"),
     benchmark:
         benchfile("sensitivity_run/{variant}")
-    wildcard_constraints:
-        variant="baseline|attn_only|ffn_only",
-    priority: PRIORITY["sensitivity_run"]  # long: 9 runs (common.smk)
+    priority: PRIORITY["sensitivity_run"]  # long: 9 runs (config/resources.yaml)
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS
@@ -37,32 +28,18 @@ rule sensitivity_run:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("sensitivity_run"),
     params:
-        cfg=lambda w: as_json(
-            [
-                lm_plan.sensitivity_params(config, w.variant, p)
-                for p, _ in lm_plan.sensitivity_grid(config)
-            ]
-        ),
-        seeds=" ".join(str(s) for _, s in lm_plan.sensitivity_grid(config)),
-        tokens_dir=lambda w, input: parent(input.tokens[0]),
-        out_dirs=lambda w, output: " ".join(parent(m) for m in output.metrics),
-        device=DEVICE,
+        args=lambda w: lm_plan.sensitivity_args(config, w.variant, RESULTS),
     shell:
-        "PILLM_GPU_MEM_MB={resources.gpu_mem_mb}"
-        " python -m pillm run-lm --variant {wildcards.variant} --seeds {params.seeds}"
-        " --tokens-dir {params.tokens_dir} --params {params.cfg:q}"
-        " --device {params.device} --out-dirs {params.out_dirs} > {log} 2>&1"
+        gpu_shell("python -m pillm run-lm --variant {wildcards.variant} {params.args}")
 
 
 rule sensitivity_report:
     input:
-        metrics=in_results(lm_plan.sensitivity_files(config, "metrics.json")),
-        tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
+        **in_results(lm_plan.sensitivity_report_inputs(config)),
         templates=TEMPLATES,
         code=code("sensitivity"),
     output:
-        summary=res("summary/sensitivity.parquet"),
-        runs=res("summary/sensitivity_runs.parquet"),
+        **in_results(lm_plan.sensitivity_summaries()),
         table=generated("tables/lm_sensitivity.tex"),
         numbers=generated("sensitivity_numbers.tex"),
     log:
@@ -74,10 +51,9 @@ rule sensitivity_report:
         template_dir=lambda w, input: parent(input.templates[0]),
         out_dir=subpath(output.summary, parent=True),
     shell:
-        "python -m pillm sensitivity --metrics {input.metrics}"
-        " --tokens-meta {input.tokens_meta} --params {params.cfg:q}"
-        " --templates {params.template_dir} --out-dir {params.out_dir}"
-        " --table {output.table} --numbers {output.numbers} > {log} 2>&1"
+        "python -m pillm sensitivity --metrics {input.metrics} --params {params.cfg:q}"
+        " --tokens-meta {input.tokens_meta} --templates {params.template_dir}"
+        " --out-dir {params.out_dir} --table {output.table} --numbers {output.numbers} > {log} 2>&1"
 
 
 wing(

@@ -1,6 +1,6 @@
 """Where the project's Triton kernels run: on CUDA tensors, and on CPU tensors under the Triton
 interpreter (``TRITON_INTERPRET=1``, for tests). Used by the fused output layer
-(``pillm.lm.fused_ce``) and SAFFU's fixed-order gradient (``pillm.saffu.kernels.segment_sum``); each
+(``pillm.lm.kernels.fused_ce``) and SAFFU's fixed-order gradient (``pillm.saffu.kernels.segment_sum``); each
 imports its kernel module only where it runs, so a CPU job does not pay for importing Triton."""
 
 import importlib.util

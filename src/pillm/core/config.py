@@ -100,6 +100,13 @@ def _typed(value: Any, node: dict[str, Any]) -> Any:
     schema wants a number, integer, boolean, null, array or object is read as YAML; a value that
     still has the wrong type is left for the validator to name."""
     types = _types(node)
+    if isinstance(value, str) and "enum" in node and value not in node["enum"]:
+        try:  # an enum of non-strings (pdf: [auto, true, false]) given as text
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        if parsed in node["enum"]:
+            return parsed
     if isinstance(value, str) and types and "string" not in types:
         try:
             parsed = yaml.safe_load(value)

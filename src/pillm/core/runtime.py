@@ -95,7 +95,7 @@ def deterministic(enabled: bool, strict: bool = False):
     PyTorch's NaN-fill of every new buffer (on by default with deterministic algorithms)
     stays off: it adds a memory-bound write to each allocation, also inside a captured CUDA
     graph, and no kernel here reads a buffer before writing it (the GPU rerun test checks the
-    result, tests/test_train.py)."""
+    result, tests/lm/test_train.py)."""
     if not enabled:
         yield
         return
@@ -136,19 +136,6 @@ def lr_at(step: int, total: int, peak: float, warmup: int, min_frac: float) -> f
         return peak * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return peak * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def process_seconds() -> float:
-    """Seconds since this process started, imports included (Linux ``/proc``; nan elsewhere):
-    a job's fixed cost is what its own clocks, started after the imports, cannot see."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def peak_memory_mb(device: str) -> float:

@@ -15,7 +15,7 @@ from pillm.core.commands import (
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "gen-classifier", "pillm.generative.run:classifier_job",
+        "gen-classifier", "pillm.generative.classifier:classifier_job",
         "train the feature CNN sample quality is scored in",
         (req("--dataset"), js(help="the config's generative section"),
          req("--images", "gen-images output"), OUT_DIR),
@@ -51,7 +51,7 @@ COMMANDS: tuple[Command, ...] = (
         device=True, threads=True,
     ),
     Command(
-        "gen-aggregate", "pillm.generative.report:aggregate_generative",
+        "gen-aggregate", "pillm.generative.aggregate:aggregate_generative",
         "stack every generative job into summary parquet and the claim frame",
         (many("--metrics"), many("--curves"), many("--samplers"), many("--classifiers"),
          many("--lr-picks"), many("--lr-curves"), OUT_DIR, req("--claims")),
@@ -59,7 +59,7 @@ COMMANDS: tuple[Command, ...] = (
          "claims"),
     ),
     Command(
-        "gen-tables", "pillm.generative.report:render_gen_tables",
+        "gen-tables", "pillm.generative.tables:render_gen_tables",
         "generative tables and gen_numbers.tex",
         (SUMMARY, js(), TEMPLATES, req("--tables-dir"), NUMBERS),
         ("summary_dir", "params", "templates", "tables_dir", "numbers"),

@@ -9,7 +9,7 @@ from pillm.core.config import Section
 
 @dataclass(frozen=True)
 class GenFeaturesConfig(Section):
-    """The random-feature layer of the main settings (flow.FeatureConfig's config keys)."""
+    """The random-feature layer of the main settings (features.FeatureConfig's config keys)."""
 
     width: int
     n_proj: int

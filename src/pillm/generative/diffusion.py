@@ -4,7 +4,7 @@ Forward process with a linear β schedule (Ho et al. 2020), time index t = 0 …
 
     x_t = √ᾱ_t x + √(1 - ᾱ_t) ε,   ε ~ N(0, I),   ᾱ_t = Π_{s<=t} (1 - β_s)
 
-The ε-predictor is the random-feature net of flow.py on [x_t, e(t / T)], its output map solved by
+The ε-predictor is the random-feature net of features.py on [x_t, e(t / T)], its output map solved by
 ridge (float64 Gram streamed in chunks, λ on held-out images):
 
     W_out = (HᵀH + λI)⁻¹ Hᵀ ε
@@ -41,16 +41,9 @@ from torch import Tensor
 
 from pillm.core.ridge import RidgeFit, chunk_ranges, solve_relative, split_heldout, stream_gram
 from pillm.core.runtime import peak_memory_mb, sync
-from pillm.generative.flow import (
-    DEFAULT_LAMBDAS,
-    FeatureConfig,
-    RandomFeatureNet,
-    TrainConfig,
-    TrainReport,
-    block_seed,
-    noise_rows,
-    train_regression,
-)
+from pillm.generative.features import DEFAULT_LAMBDAS, FeatureConfig, RandomFeatureNet
+from pillm.generative.noise import block_seed, noise_rows
+from pillm.generative.train import TrainConfig, TrainReport, train_regression
 
 VARIANCES = ("beta", "posterior")
 

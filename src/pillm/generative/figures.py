@@ -7,7 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pillm.generative.report import DATASETS, FAMILY_NAMES, load
+from pillm.generative.aggregate import load
+from pillm.generative.tables import DATASETS, FAMILY_NAMES
 
 
 def gen_figures(summary_dir: str, results_dir: str, out_dir: str) -> None:

@@ -3,8 +3,15 @@ learning-rate grids, config checks and GPU memory model (what ``generative.smk``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import shlex
+from dataclasses import dataclass, fields
+from pathlib import PurePath
 from typing import Any
+
+from pillm.core.config import Section
+from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
 
 
 def check(config: dict[str, Any]) -> None:
@@ -36,7 +43,7 @@ class Setting:
     family: str = ""  # the arm pair it belongs to (FAMILIES); "" for an ablation
 
     def feature_options(self, cfg: dict) -> dict:
-        """generative.features with this setting's overrides (generative.flow.FeatureConfig)."""
+        """generative.features with this setting's overrides (generative.features.FeatureConfig)."""
         return {**cfg["features"], **self.features}
 
     @property
@@ -85,13 +92,15 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
 
 def pil_fit_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
     """GPU memory (MiB) a PIL fit of ``setting`` on ``dataset`` declares (``generative``
-    section): its float64 Gram and cross-products hold p² + p·D numbers for p features and D
-    pixels, and the fit's allocator peak was 7.7-8.8 times those bytes where p >= 2,833 (one
-    H100, commit 5c2ff7b: 680-5,121 MiB over p = 2,833-8,977 and D = 784, 3,072; 473 MiB at
-    p = 1,809, where the images and samples weigh more). Declared: ten times, plus 1 GiB for
-    the CUDA context and the allocator's cache. (A flat 8 GB before: the twenty fits declared
-    160 GB, their peaks summed to 55 GB, and at the two-GPU run's end they waited for declared
-    memory that lay idle.)
+    section): ten times the bytes of its float64 Gram and cross-products (p² + p·D numbers for
+    p features and D pixels), plus 1 GiB for the CUDA context and the allocator's cache.
+
+    The fit's allocator peak is 7.7-8.8 times those bytes once p >= 2,833 (measured on an H100
+    over p = 2,833-8,977 and D = 784, 3,072: 680-5,121 MiB); below that the images and samples
+    weigh more (473 MiB at p = 1,809), which the 1 GiB covers. Declaring by the feature count
+    rather than one flat figure lets the small fits share a GPU: at a flat 8 GB each, the
+    paper config's twenty fits would declare 160 GB where their peaks sum to 55 GB, and wait
+    for declared memory that lies idle.
     """
     from pillm.data.image_specs import IMAGE_DATASETS
 
@@ -125,7 +134,7 @@ def lr_tag(lr: float) -> str:
 def lr_grid_runs(cfg: dict, dataset: str, family: str) -> list[str]:
     """Paths (under the results tree) of one grid's runs, a rate each of gradient.lr_grid."""
     return [
-        f"generative/{dataset}/lr_{family}/runs/lr{lr_tag(lr)}.json"
+        LR_RUN.format(dataset=dataset, family=family, lr=lr_tag(lr))
         for lr in cfg["gradient"]["lr_grid"]
     ]
 
@@ -168,35 +177,191 @@ def generative_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
 
 
 # ---- Paths under the results tree (what workflow/rules/generative.smk expands) ----------------
+# Patterns name their wildcards in braces; the lists are a config's concrete files.
+
+IMAGES = "generative/{dataset}/images.npz"  # gen-images' output, every job's input
+RUN = "generative/{dataset}/{setting}/seed{seed}"  # one fit's run folder
+GRID = "generative/{dataset}/lr_{family}"  # one learning-rate grid's folder
+LR_RUN = GRID + "/runs/lr{lr}.json"  # one rate of a grid
+TABLES = ("main", "speed", "lr", "ablations", "samplers", "cost")  # generated tables/gen_<name>.tex
+FIGURES = ("samples", "lambda", "samplers", "budget")  # generated figures/gen_<name>.pdf, .png
+
+
+def classifier_files() -> dict[str, str]:
+    """gen-classifier's outputs: the feature CNN and its accuracy and real-vs-real floor."""
+    return {
+        "model": "generative/{dataset}/classifier.pt",
+        "metrics": "generative/{dataset}/classifier.json",
+    }
+
+
+def lr_pick_outputs() -> dict[str, str]:
+    """gen-lr-pick's outputs: one grid's pick and its rates' held-out curves."""
+    return {"lr": f"{GRID}/lr.json", "curves": f"{GRID}/curves.parquet"}
+
+
+def job_inputs(config: dict[str, Any], dataset: str, setting: str) -> dict[str, Any]:
+    """A generative job's images, the classifier its samples are scored in and, for an AdamW
+    arm, its grid's learning-rate pick (``lr``: empty for a PIL fit)."""
+    return {
+        "images": IMAGES.format(dataset=dataset),
+        "classifier": classifier_files()["model"].format(dataset=dataset),
+        "lr": lr_pick_files(config, dataset, setting),
+    }
+
+
+def job_outputs() -> dict[str, str]:
+    """A generative job's run folder: metrics, curves, sampler grid and sample image."""
+    return {
+        "metrics": f"{RUN}/metrics.json",
+        "curves": f"{RUN}/curves.parquet",
+        "samplers": f"{RUN}/samplers.parquet",
+        "grid": f"{RUN}/samples.png",
+    }
+
+
+def summary_files() -> dict[str, str]:
+    """gen-aggregate's outputs: the study's summary tables and its claim frame."""
+    names = ("curves", "samplers", "classifiers", "lr", "lr_curves", "speed")
+    return {
+        "runs": "summary/generative.parquet",
+        **{n: f"summary/generative_{n}.parquet" for n in names},
+        "claims": "summary/claims/generative.parquet",
+    }
+
+
+def grids_root(grid: str) -> str:
+    """The folder of every fit's run folder (``results/<name>/generative``), from one of their
+    sample grids (``<root>/<dataset>/<setting>/seed<s>/samples.png``)."""
+    return str(PurePath(grid).parents[3])
 
 
 def job_files(config: dict[str, Any], name: str) -> list[str]:
     """File ``name`` of every generative fit."""
-    return [f"generative/{ds}/{s}/seed{seed}/{name}" for ds, s, seed in generative_jobs(config)]
+    return [
+        f"{RUN.format(dataset=ds, setting=s, seed=seed)}/{name}"
+        for ds, s, seed in generative_jobs(config)
+    ]
 
 
 def lr_grid_files(config: dict[str, Any], name: str) -> list[str]:
     """File ``name`` of every learning-rate grid job."""
-    return [f"generative/{ds}/lr_{fam}/{name}" for ds, fam in lr_grids(config["generative"])]
+    return [
+        f"{GRID.format(dataset=ds, family=fam)}/{name}"
+        for ds, fam in lr_grids(config["generative"])
+    ]
 
 
 def lr_pick_files(config: dict[str, Any], dataset: str, setting: str) -> list[str]:
     """An AdamW setting's learning-rate pick (its family's grid job); none for a PIL fit."""
     s = settings(config["generative"], dataset)[setting]
-    return [f"generative/{dataset}/lr_{s.family}/lr.json"] if s.method == "adamw" else []
+    if s.method != "adamw":
+        return []
+    return [f"{GRID.format(dataset=dataset, family=s.family)}/lr.json"]
+
+
+def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """What gen-aggregate stacks: every fit's records, every classifier's, every grid's."""
+    return {
+        "metrics": job_files(config, "metrics.json"),
+        "curves": job_files(config, "curves.parquet"),
+        "samplers": job_files(config, "samplers.parquet"),
+        "classifiers": [
+            f"generative/{ds}/classifier.json" for ds in config["generative"]["datasets"]
+        ],
+        "lr": lr_grid_files(config, "lr.json"),
+        "lr_curves": lr_grid_files(config, "curves.parquet"),
+    }
+
+
+# ---- What each job reserves: GPU memory, start priority, MPS priority --------------------------
 
 
 def is_adamw(config: dict[str, Any], dataset: str, setting: str) -> bool:
     return settings(config["generative"], dataset)[setting].method == "adamw"
 
 
-def gpu_memory_mb(config: dict[str, Any], dataset: str, setting: str, adamw_mb: int) -> int:
-    """GPU memory a fit declares: ``adamw_mb`` for an AdamW arm, a PIL fit by its features."""
+def is_bulk(config: dict[str, Any], dataset: str, setting: str) -> bool:
+    """A PIL fit: its kernels are large and fill the GPU, so under MPS it yields to the AdamW
+    arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
+    return not is_adamw(config, dataset, setting)
+
+
+def gpu_need(config: dict[str, Any], dataset: str, setting: str) -> str | int:
+    """What a fit's gpu_mem_mb reserves (workflow/rules/common.smk gpu_mem): an AdamW arm the
+    ``generative_adamw`` figure of config/resources.yaml, a PIL fit MiB by its features."""
     g = config["generative"]
     s = settings(g, dataset)[setting]
-    return adamw_mb if s.method == "adamw" else pil_fit_memory_mb(g, dataset, s)
+    return "generative_adamw" if s.method == "adamw" else pil_fit_memory_mb(g, dataset, s)
 
 
 def priority_class(config: dict[str, Any], dataset: str, setting: str) -> str:
     """A fit's start-priority class (config/resources.yaml)."""
     return "generative_adamw" if is_adamw(config, dataset, setting) else "generative_pil"
+
+
+# ---- What each rule passes its job: the config it depends on ---------------------------------
+
+
+def typed_section(section: type[Section], values: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``values`` that the typed config ``section`` declares: what a job checks
+    into that section, and all a rule's params pass it, so other keys keep its results."""
+    return {f.name: values[f.name] for f in fields(section)}
+
+
+def classifier_params(config: dict[str, Any]) -> dict[str, Any]:
+    """A gen-classifier job's config (ClassifierJobConfig): ``classifier`` and the keys its
+    real-vs-real floor uses (seed, n_eval, kid_subsets, kid_subset_size)."""
+    return typed_section(ClassifierJobConfig, config["generative"])
+
+
+def job_params(config: dict[str, Any]) -> dict[str, Any]:
+    """A generative or gen-lr-run job's config (GenerativeConfig): the generative section less
+    ``datasets`` (the DAG's list) and ``classifier`` (its job's output is an input file)."""
+    return typed_section(GenerativeConfig, config["generative"])
+
+
+def tables_params(config: dict[str, Any]) -> dict[str, Any]:
+    """What gen-tables reads: the build's ``name`` and the whole ``generative`` section (the
+    tables and macros quote its settings)."""
+    return {"name": config["name"], "generative": config["generative"]}
+
+
+# ---- The arguments of each GPU rule's command (a params function of the job) -----------------
+# ``wildcards``, ``input`` and ``output`` are the job's, as Snakemake passes them to a params
+# function; --params carries the job's config as JSON, shell-quoted.
+
+
+def _json_arg(values: dict[str, Any]) -> str:
+    return shlex.quote(json.dumps(values, sort_keys=True))
+
+
+def classifier_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """gen-classifier's arguments: ``--dataset``, ``--params`` (``classifier_params``),
+    ``--images`` and ``--out-dir`` (the folder of its outputs)."""
+    return (
+        f"--dataset {wildcards.dataset} --params {_json_arg(classifier_params(config))}"
+        f" --images {input.images} --out-dir {os.path.dirname(output.model)}"
+    )
+
+
+def lr_run_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """gen-lr-run's arguments: ``--dataset``, ``--family``, ``--lr`` (the grid rate, as it names
+    the run), ``--params`` (``job_params``), ``--images`` and ``--out`` (the run's json)."""
+    return (
+        f"--dataset {wildcards.dataset} --family {wildcards.family} --lr {wildcards.lr}"
+        f" --params {_json_arg(job_params(config))} --images {input.images} --out {output[0]}"
+    )
+
+
+def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """generative's arguments: ``--dataset``, ``--setting``, ``--seed``, ``--params``
+    (``job_params``), ``--images``, ``--classifier``, ``--lr`` (an AdamW arm's pick) and
+    ``--out-dir`` (the run folder); ``--mps-bulk`` for a PIL fit (``is_bulk``)."""
+    lr = f" --lr {input.lr}" if input.lr else ""
+    bulk = " --mps-bulk" if is_bulk(config, wildcards.dataset, wildcards.setting) else ""
+    return (
+        f"--dataset {wildcards.dataset} --setting {wildcards.setting} --seed {wildcards.seed}"
+        f" --params {_json_arg(job_params(config))} --images {input.images}"
+        f" --classifier {input.classifier}{lr} --out-dir {os.path.dirname(output.metrics)}{bulk}"
+    )

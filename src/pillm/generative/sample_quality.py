@@ -32,7 +32,7 @@ from pillm.core.runtime import deterministic
 class WindowAvgPool2d(nn.Module):
     """``nn.AdaptiveAvgPool2d(size)`` (the same windows, also overlapping ones: MNIST's 7 x 7
     to 4 x 4) as slices and means, rows then columns. Its backward is deterministic on CUDA,
-    where adaptive_avg_pool2d's is not (it made the MNIST classifier differ between builds)."""
+    where adaptive_avg_pool2d's is not (a classifier trained twice from one seed may differ)."""
 
     def __init__(self, size: int):
         super().__init__()
@@ -104,9 +104,9 @@ def train_feature_classifier(
 
     Deterministic given ``seed`` on one device: init and batch order come from the seed, and on
     CUDA it trains with deterministic kernels where PyTorch has them (core.runtime.deterministic,
-    warn-only). With them two builds still gave another MNIST classifier (the CIFAR-10 one was
-    equal): adaptive_avg_pool2d's backward warned, and WindowAvgPool2d replaces it since. That
-    the MNIST classifier is now equal across builds is not yet measured.
+    warn-only); the net pools with WindowAvgPool2d, whose backward is deterministic where
+    adaptive_avg_pool2d's is not. Whether two CUDA runs give the same MNIST classifier is not
+    measured.
     """
     device = torch.device(device)
     torch.manual_seed(seed)

@@ -6,7 +6,7 @@ AdamW's held-out curve (training seconds so far, the clock stopped while evaluat
 - AdamW to PIL: the training time at the first evaluation whose held-out error is at or below
   the PIL fit's (resolution: ``generative.gradient.eval_every`` steps); not reached if none is.
 - PIL to AdamW: the PIL fit has one point, so it reaches AdamW's final held-out error in its fit
-  time if its error is at or below that, and never otherwise (no longer PIL run exists).
+  time if its error is at or below that, and never otherwise (it has no longer run).
 - Flatness of AdamW's curve: the relative drop of the held-out error over the last quarter of
   its steps, (e(3/4) - e(end)) / e(end); near zero means the budget reached the flat part.
 

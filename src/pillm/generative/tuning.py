@@ -24,9 +24,10 @@ from pillm.core.records import write_json, write_rows_parquet
 from pillm.core.runtime import resolve_device, tf32
 from pillm.core.selection import edge_side
 from pillm.generative.config import GenerativeConfig
-from pillm.generative.flow import FeatureConfig
+from pillm.generative.features import FeatureConfig
+from pillm.generative.fit import fit_setting, known_setting
 from pillm.generative.plan import lr_tag
-from pillm.generative.run import fit_data, fit_setting, known_setting
+from pillm.generative.splits import fit_data
 
 
 def grid_steps(total: int, fraction: float) -> int:

@@ -65,7 +65,7 @@ def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
 
 def feature_width(summary_path: str, pdf: str, png: str) -> None:
     """Test perplexity of the baseline with its FFNs refitted by random features of each width."""
-    from pillm.lm.report import WIDTH_SWEEP
+    from pillm.lm.comparisons import WIDTH_SWEEP
 
     s = pl.read_parquet(summary_path).filter(pl.col("metric") == "test_ppl")
     ppl = {r["variant"]: r for r in s.iter_rows(named=True)}

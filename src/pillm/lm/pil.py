@@ -81,8 +81,9 @@ def make_distill_target(teacher: GPT) -> Target:
 
 
 # Logits (and their softmax and gradient) per functional-gradient chunk: 2**28 float32 entries
-# (1 GiB each). A whole paper batch (256 x 128 tokens x 50,304 classes) held four such tensors of
-# 6.6 GB at once: 27 GB, for which the job waited to the end of the one-GPU build (2026-11-27).
+# (1 GiB each). A whole paper batch (256 x 128 tokens x 50,304 classes) at once would hold four
+# such tensors of 6.6 GB: 27 GB, more than a job sharing the GPU declares
+# (config/resources.yaml, run_lm_fgrad).
 FGRAD_CHUNK_LOGITS = 2**28
 
 
@@ -90,10 +91,10 @@ def target_functional_gradient(model, layer, x, u, y):
     """−∂L/∂o at the current FFN output o (one functional-gradient step; step size set later).
 
     Sequences do not interact past the FFN output, so the gradient is taken a few sequences
-    at a time (``FGRAD_CHUNK_LOGITS``); a batch within that bound is one chunk, as before.
+    at a time (``FGRAD_CHUNK_LOGITS``); a batch within that bound is one chunk.
     On CUDA the backward through the upper blocks runs in strict deterministic mode (as LM
     training does): cuDNN's attention backward has no deterministic mode, and with it two
-    builds of attn_then_fgrad differed in 23 values (two H100 builds of one commit)."""
+    builds of attn_then_fgrad from the same code on the same GPU give different values."""
     per = max(1, FGRAD_CHUNK_LOGITS // (x.shape[1] * model.cfg.vocab_size))
     grads = []
     with torch.enable_grad(), deterministic(x.is_cuda, strict=True):

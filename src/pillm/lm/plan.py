@@ -1,9 +1,11 @@
-"""The LM study's plan, torch-free: its config checks, the config each run depends on, and the
-learning-rate x dropout sensitivity grid (what ``workflow/rules/lm.smk`` and
-``sensitivity.smk`` expand)."""
+"""The LM study's plan, torch-free: its config checks, the config each run depends on, the
+learning-rate x dropout sensitivity grid, and each rule's paths under the results tree and job
+arguments (what ``workflow/rules/lm.smk`` and ``sensitivity.smk`` expand and pass)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
@@ -122,17 +124,197 @@ def priority_class(config: dict[str, Any], variant: str) -> str:
     return "lm_derived" if dependencies(variant) else "lm_scratch"
 
 
+def gpu_mem_class(variant: str) -> str:
+    """The GPU memory class of a variant's job (config/resources.yaml): the functional-gradient
+    solve holds chunks of logits beside the model."""
+    return "run_lm_fgrad" if VARIANTS[variant].target == "fgrad" else "run_lm"
+
+
+def tokens_dir(config: dict[str, Any]) -> str:
+    """The tokenized corpus (the tokenize rule's folder)."""
+    return f"tokens/{config['data']['corpus']}"
+
+
+def token_files(config: dict[str, Any]) -> list[str]:
+    """The token splits and their meta.json: what a run reads."""
+    return [
+        f"{tokens_dir(config)}/{f}" for f in ("train.npy", "valid.npy", "test.npy", "meta.json")
+    ]
+
+
+def run_dirs(config: dict[str, Any], variant: str) -> list[str]:
+    """The folder of each of a variant's runs, every lm.seeds."""
+    return [f"lm/{variant}/seed{s}" for s in config["lm"]["seeds"]]
+
+
+def run_inputs(config: dict[str, Any], variant: str) -> dict[str, list[str]]:
+    """A variant's job reads the runs it builds on (``dependency_files``) and the tokens."""
+    return {**dependency_files(config, variant), "tokens": token_files(config)}
+
+
+def run_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """A variant's job writes, per run: metrics, training curve, solve records and checkpoint."""
+    files = {"metrics": "metrics.json", "curve": "curve.parquet", "solve": "solve.parquet",
+             "checkpoint": "model.pt"}  # fmt: skip
+    return {key: variant_files(config, name) for key, name in files.items()}
+
+
+def extras_inputs(config: dict[str, Any]) -> dict[str, list[str] | str]:
+    """The lm_extras job of a variant reads its runs (metrics and checkpoints) and the
+    tokenizer."""
+    return {
+        "metrics": variant_files(config, "metrics.json"),
+        "checkpoints": variant_files(config, "model.pt"),
+        "tokens": f"{tokens_dir(config)}/tokenizer.json",
+    }
+
+
+def extras_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Per run: LAMBADA records and generation samples."""
+    return {key: variant_files(config, f"{key}.json") for key in ("extras", "samples")}
+
+
+def extras_params(config: dict[str, Any]) -> dict[str, Any]:
+    """``lm-extras --params`` (pillm.lm.config.ExtrasParams): the data, lambada and samples
+    sections."""
+    return {"data": config["data"], "lambada": config["lambada"], "samples": config["samples"]}
+
+
+def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Every run's records, by kind (metrics holds the extras' tidy rows too)."""
+    return {
+        "metrics": run_files(config, "metrics.json") + run_files(config, "extras.json"),
+        "curves": run_files(config, "curve.parquet"),
+        "solves": run_files(config, "solve.parquet"),
+        "samples": run_files(config, "samples.json"),
+    }
+
+
+def summary_files() -> dict[str, str]:
+    """The summaries ``aggregate`` writes (pillm.lm.aggregate)."""
+    return {
+        **{k: f"summary/{k}.parquet" for k in ("runs", "lm", "curves", "solves", "samples")},
+        "claims": "summary/claims/lm.parquet",
+    }
+
+
+def tables_inputs(config: dict[str, Any]) -> dict[str, str]:
+    """What the tables read: summaries, the SAFFU study's Kneser-Ney summary (the contribution
+    table's n-gram row) and the tokens' meta.json."""
+    summary = summary_files()
+    return {
+        "runs": summary["runs"],
+        "lm": summary["lm"],
+        "samples": summary["samples"],
+        "kn": "summary/kneser_ney.parquet",
+        "tokens_meta": f"{tokens_dir(config)}/meta.json",
+    }
+
+
+def tables_params(config: dict[str, Any]) -> dict[str, Any]:
+    """``tables --params``: the config's name, model and train sections, lm.variants and
+    lm.seeds."""
+    return {
+        "name": config["name"],
+        "model": config["model"],
+        "train": config["train"],
+        "variants": config["lm"]["variants"],
+        "seeds": config["lm"]["seeds"],
+    }
+
+
 def sensitivity_grid(config: dict[str, Any]) -> list[tuple[str, int]]:
     """(point, seed) of one sensitivity variant's runs, in the order its job runs them."""
     seeds = config["sensitivity"]["seeds"]
     return [(p, s) for p in sensitivity_points(config) for s in seeds]
 
 
+# The variants a sensitivity job may run (the schema's sensitivity.variants): the {variant}
+# wildcard of its paths matches only these.
+SENSITIVITY_VARIANTS = ("baseline", "attn_only", "ffn_only")
+
+
 def sensitivity_variant_files(config: dict[str, Any], name: str) -> list[str]:
-    """File ``name`` of one sensitivity variant's runs (the ``{variant}`` wildcard kept)."""
-    return [f"sensitivity/{{variant}}/{p}/seed{s}/{name}" for p, s in sensitivity_grid(config)]
+    """File ``name`` of one sensitivity variant's runs (the ``{variant}`` wildcard kept, limited
+    to SENSITIVITY_VARIANTS)."""
+    variant = f"{{variant,{'|'.join(SENSITIVITY_VARIANTS)}}}"
+    return [f"sensitivity/{variant}/{p}/seed{s}/{name}" for p, s in sensitivity_grid(config)]
+
+
+def sensitivity_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """A sensitivity variant's job writes, per grid point and seed, what a run-lm run does."""
+    files = {"metrics": "metrics.json", "curve": "curve.parquet", "solve": "solve.parquet",
+             "checkpoint": "model.pt"}  # fmt: skip
+    return {key: sensitivity_variant_files(config, name) for key, name in files.items()}
 
 
 def sensitivity_files(config: dict[str, Any], name: str) -> list[str]:
     """File ``name`` of every sensitivity run."""
     return [f"sensitivity/{v}/{p}/seed{s}/{name}" for v, p, s in sensitivity_jobs(config)]
+
+
+def sensitivity_report_inputs(config: dict[str, Any]) -> dict[str, list[str] | str]:
+    """The sensitivity report reads every run's metrics and the tokens' meta.json."""
+    return {
+        "metrics": sensitivity_files(config, "metrics.json"),
+        "tokens_meta": f"{tokens_dir(config)}/meta.json",
+    }
+
+
+def sensitivity_summaries() -> dict[str, str]:
+    """The summaries the sensitivity report writes (pillm.lm.sensitivity)."""
+    return {"summary": "summary/sensitivity.parquet", "runs": "summary/sensitivity_runs.parquet"}
+
+
+# ---- Job arguments: what a GPU rule's shell passes to its command (paths under ``root``, the
+# config's results tree; common.smk's gpu_shell adds --device and --threads) -----------------
+
+
+def command_args(flags: dict[str, Any]) -> str:
+    """``--flag value ...``, each word shell-quoted; a list gives one word per item (an empty
+    list: the flag alone)."""
+    words: list[str] = []
+    for flag, value in flags.items():
+        words += [flag, *map(str, value if isinstance(value, list) else [value])]
+    return " ".join(map(shlex.quote, words))
+
+
+def as_json(obj: Any) -> str:
+    """A ``--params`` value: JSON with sorted keys (as workflow/rules/common.smk's as_json)."""
+    return json.dumps(obj, sort_keys=True)
+
+
+def run_args(config: dict[str, Any], variant: str, root: str) -> str:
+    """``run-lm`` of one variant's job (after ``--variant``): every lm.seeds run in one process,
+    with ``lm_params``, the tokens, the runs it builds on (``--deps VARIANT=DIR``, their folder of
+    seed<k> runs) and one folder per seed."""
+    return command_args({
+        "--seeds": config["lm"]["seeds"],
+        "--tokens-dir": f"{root}/{tokens_dir(config)}",
+        "--deps": [f"{d}={root}/lm/{d}" for d in dependencies(variant)],
+        "--params": as_json(lm_params(config, variant)),
+        "--out-dirs": [f"{root}/{d}" for d in run_dirs(config, variant)],
+    })  # fmt: skip
+
+
+def extras_args(config: dict[str, Any], variant: str, root: str) -> str:
+    """``lm-extras`` of one variant's job: its runs (every lm.seeds), the tokenizer's folder and
+    ``extras_params``."""
+    return command_args({
+        "--run-dirs": [f"{root}/{d}" for d in run_dirs(config, variant)],
+        "--tokens-dir": f"{root}/{tokens_dir(config)}",
+        "--params": as_json(extras_params(config)),
+    })  # fmt: skip
+
+
+def sensitivity_args(config: dict[str, Any], variant: str, root: str) -> str:
+    """``run-lm`` of one sensitivity variant's job (after ``--variant``): its whole grid in one
+    process (``sensitivity_grid``'s order), one ``sensitivity_params`` set and one folder per
+    run."""
+    grid = sensitivity_grid(config)
+    return command_args({
+        "--seeds": [s for _, s in grid],
+        "--tokens-dir": f"{root}/{tokens_dir(config)}",
+        "--params": as_json([sensitivity_params(config, variant, p) for p, _ in grid]),
+        "--out-dirs": [f"{root}/sensitivity/{variant}/{p}/seed{s}" for p, s in grid],
+    })  # fmt: skip

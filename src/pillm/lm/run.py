@@ -18,6 +18,7 @@ import torch
 from tokenizers import Tokenizer
 
 from pillm.core.config import ConfigError
+from pillm.core.log import process_seconds, say
 from pillm.core.records import (
     IDENTITY,
     config_hash,
@@ -26,7 +27,11 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device, seed_everything
+from pillm.core.runtime import (
+    peak_memory_mb,
+    resolve_device,
+    seed_everything,
+)
 from pillm.core.selection import GridPick
 from pillm.data.corpus import load_tokens
 from pillm.data.lambada import LambadaSet, generate_samples, load_lambada, score_lambada
@@ -242,9 +247,9 @@ def run_many(
     ``params`` (one dict for all, or one per run: a sensitivity grid); ``deps`` maps a variant it
     builds on to that variant's folder of runs (``<root>/seed<k>``, the same seed).
 
-    A process per run paid ~20 s of start-up, CUDA context and compile-cache loading for ~1 s
-    of training on an H100 (benchmarks/job_overhead.py); later runs in the same process reuse
-    the compiled step and cost about 2 s each.
+    One process for them all: a process's start-up, CUDA context and compile-cache loading cost
+    more than one run's training, and later runs in the same process reuse the compiled step
+    (``benchmarks/job_overhead.py`` measures both; figures in ``benchmarks/README.md``).
     """
     per_run = params if isinstance(params, list) else [params] * len(seeds)
     if not len(seeds) == len(out_dirs) == len(per_run):
@@ -266,19 +271,20 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     """Write ``extras.json`` (tidy LAMBADA rows) and ``samples.json`` next to each run's metrics.
 
     One process for all seeds of a variant: interpreter, CUDA context, tokenizer and LAMBADA
-    passages are paid once, not per run (the per-job fixed cost dominated these evaluations).
+    passages are paid once, not per run (the per-job fixed cost dominates these evaluations).
     """
     device = resolve_device(device)
     tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))
     cfg = ExtrasParams.from_dict(params)
     lam, data, smp = cfg.lambada, cfg.data, cfg.samples
-    passages = load_lambada(data.source, data.local_dir, lam.max_examples)
+    passages = load_lambada(data.source, data.local_dir, lam.max_examples, data.revisions)
     lambada = None  # encoded and on the device once, for the first run's context
     for run_dir in run_dirs:
         run = Path(run_dir)
         records = json.loads((run / "metrics.json").read_text())
         identity = {k: records[0][k] for k in IDENTITY}
         context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
+        say(f"{run}: LAMBADA ({len(passages)} passages) and samples")
         model = load_checkpoint(run / "model.pt", device)
         if lambada is None or lambada.context != model.cfg.context:
             lambada = LambadaSet.build(tok, passages, model.cfg.context, lam.batch_size, device)

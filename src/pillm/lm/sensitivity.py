@@ -2,7 +2,7 @@
 
 Every grid point runs baseline, attention-only and (optionally) FFN-only with ``run-lm``, the
 main runs' trainer, their model and train sections overridden by the point's ``train.lr`` and
-``model.dropout`` (``pillm.plan.sensitivity_params``); runs land in
+``model.dropout`` (``pillm.lm.plan.sensitivity_params``); runs land in
 ``results/<name>/sensitivity/<variant>/<point>/seed<k>/``. Per grid point, from test loss and
 perplexity (means over seeds of per-seed values):
 

@@ -11,9 +11,9 @@ metrics stay bit-identical whatever the keys say):
   is captured once into a CUDA graph (pillm.accel.cuda_graph) and replayed: one launch per
   step, no host sync;
 - ``output_layer``: how the output layer and cross-entropy run: ``dense`` (the model's own
-  logits, then ``F.cross_entropy``), ``chunked`` (``linear_ce``, ``ce_chunk`` rows at a time, so
-  the (tokens x vocab) logits never exist at once) or ``fused`` (``fused_ce``: Triton kernels
-  that keep the logits on chip, for the small model width of the paper).
+  logits, then ``F.cross_entropy``), ``chunked`` (``kernels.linear_ce``, ``ce_chunk`` rows at a
+  time, so the (tokens x vocab) logits never exist at once) or ``fused`` (``kernels.fused_ce``:
+  Triton kernels that keep the logits on chip, for the small model width of the paper).
 
 If compiling or capturing fails (e.g. a variant's module that Dynamo or graph capture cannot
 handle) the step falls back, warns on stderr, and ``path()`` reports what actually ran, which
@@ -30,8 +30,8 @@ import torch
 
 from pillm.accel.cuda_graph import GraphedStep
 from pillm.lm.config import TrainConfig, check_output_layer
-from pillm.lm.fused_ce import fused_linear_cross_entropy
-from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.kernels.fused_ce import fused_linear_cross_entropy
+from pillm.lm.kernels.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
 
 GRAPH_WARMUP = 3  # eager steps before capture (pillm.accel.cuda_graph)

@@ -181,7 +181,7 @@ def lora_job(
     _, seed = split_name(model_name)
     if seed is None:
         raise ValueError(f"lora model {model_name!r}: expected <model>-s<seed>, e.g. minilm-s0")
-    splits, meta = load_sst2(sst2.source, sst2.local_dir)
+    splits, meta = load_sst2(sst2.source, sst2.local_dir, sst2.revisions)
     fit, dev = split_train(splits["train"], lora.n_train, lora.n_dev, seed)
     t0 = time.perf_counter()
     base = load_base(model_name, checkpoint, tokenizer_json)

@@ -1,5 +1,10 @@
 """The paper layer's commands: claims, provenance, timing macros, the PDF, the arXiv tarball, and ``diff`` (by hand)."""
 
+import json
+import os
+import shlex
+from typing import Any
+
 from pillm.core.commands import NUMBERS, TEMPLATES, Arg, Command, js, many, opt, req
 
 COMMANDS: tuple[Command, ...] = (
@@ -53,3 +58,16 @@ COMMANDS: tuple[Command, ...] = (
         user_errors=("pillm.paper.diff:DiffInputError",), rule=False,
     ),
 )  # fmt: skip
+
+
+def claims_args(name: str, labels: dict, history: str, input: Any, output: Any) -> str:
+    """The ``claims`` rule's arguments from its named inputs and outputs: the config ``name``,
+    the studies' arm ``labels`` and the append-only verdict ``history`` (not an output)."""
+    params = shlex.quote(json.dumps({"name": name, "labels": labels}, sort_keys=True))
+    return (
+        f"--frames {' '.join(input.frames)} --tokens-meta {input.tokens_meta}"
+        f" --claims {' '.join(input.claims)} --params {params}"
+        f" --templates {os.path.dirname(input.templates[0])} --out {output.parquet}"
+        f" --table {output.table} --numbers {output.numbers} --flips-tex {output.flips_tex}"
+        f" --flips-txt {output.flips_txt} --history {history}"
+    )

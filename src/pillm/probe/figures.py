@@ -1,7 +1,8 @@
 """Seaborn figures of the R²_lin probing study (one function per figure).
 
 Every function takes the polars summary it plots and writes a PDF and a PNG through
-``pillm.figures.save``; ``probe_figures`` reads the summaries and writes all five. Multi-seed
+``pillm.paper.figures.save``; ``probe_figures`` reads the summaries and writes all six
+(``FIGURES``); the shared plot helpers are in ``pillm.probe.plotting``. Multi-seed
 groups (the pillm baseline) are drawn as the mean over seeds, with a ±1 sd band where a band is
 drawn. Blocks are numbered from 0. An empty input still gives a (labelled, empty) figure, so the
 pipeline's outputs exist in every configuration.
@@ -9,7 +10,6 @@ pipeline's outputs exist in every configuration.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib
@@ -22,6 +22,17 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from pillm.paper.figures import save  # noqa: E402
+from pillm.probe.plan import FIGURES  # noqa: E402
+from pillm.probe.plotting import (  # noqa: E402
+    _empty,
+    _grid,
+    _labels,
+    _on,
+    _palette,
+    _per_model_blocks,
+    _seed_mean,
+    _theme,
+)
 from pillm.probe.summary import (
     CORPUS_NAMES,
     is_proxy,
@@ -32,66 +43,7 @@ from pillm.probe.summary import (
     pearson,
 )
 
-FIGURES = ["probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_corpora"]
-FIGURES += ["probe_gradient", "probe_masks"]
 R2 = r"$R^2_{\mathrm{lin}}$"
-
-
-def _theme() -> None:
-    sns.set_theme(style="whitegrid", context="paper")
-
-
-def _labels(df: pl.DataFrame) -> dict[str, str]:
-    """model_group -> display label, in display order."""
-    first = df.group_by("model_group").agg(pl.col("model_label").first())
-    lab = dict(zip(first["model_group"], first["model_label"], strict=True))
-    return {g: lab[g] for g in order_groups(lab)}
-
-
-def _palette(labels: dict[str, str]) -> dict[str, tuple]:
-    colors = sns.color_palette("colorblind", max(len(labels), 1))
-    return {lab: colors[i] for i, lab in enumerate(labels.values())}
-
-
-def _empty(ax: plt.Axes, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what} in this build", ha="center", va="center", transform=ax.transAxes)
-    ax.set_axis_off()
-
-
-def _grid(n: int, width: float = 2.5, height: float = 2.2) -> tuple[plt.Figure, list[plt.Axes]]:
-    ncols = max(1, min(3, n))
-    nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(width * ncols + 0.6, height * nrows), squeeze=False
-    )
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_axis_off()
-    return fig, flat
-
-
-def _on(df: pl.DataFrame, corpus: str | None) -> pl.DataFrame:
-    return df.filter(pl.col("corpus").eq_missing(corpus))
-
-
-def _seed_mean(df: pl.DataFrame, keys: list[str], cols: list[str]) -> pl.DataFrame:
-    aggs = [pl.col(c).cast(pl.Float64).mean().alias(c) for c in cols]
-    aggs += [pl.col(c).cast(pl.Float64).std().fill_null(0.0).alias(f"{c}_sd") for c in cols]
-    return df.group_by(keys).agg(aggs).sort(keys)
-
-
-def _per_model_blocks(df: pl.DataFrame, main: str | None, pdf: str, png: str):
-    """The main corpus's fitted blocks, the model labels and one panel per model; with no
-    blocks, an empty figure is saved and the labels are empty."""
-    main = main_corpus(df, main or "wikitext2")
-    d = _on(df, main).filter(pl.col("r2_lin").is_not_null())
-    labels = _labels(d) if d.height else {}
-    _theme()
-    fig, axes = _grid(len(labels) or 1, 2.6, 2.3)
-    if not labels:
-        _empty(axes[0], "probe results")
-        save(fig, pdf, png)
-    return d, labels, fig, axes
 
 
 def r2_depth(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:

@@ -1,11 +1,30 @@
-"""The probe study's plan, torch-free: its config checks and job list."""
+"""The probe study's plan, torch-free: its config checks, job list, result paths and the
+parameters each of its rules forwards."""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+from collections.abc import Callable
 from typing import Any
 
 from pillm.core.config import ConfigError
 from pillm.models.registry import PYPI_MODELS, own_model_names
+
+JOB_DIR = "probe/{model}/{corpus}"  # one probe job's folder under the results tree
+JOB_OUTPUTS = {
+    "blocks": "blocks.parquet",
+    "gradient": "gradient.parquet",
+    "metrics": "metrics.json",
+}
+CORPUS_FILES = ("test.txt", "valid.txt", "meta.json")  # prepare_corpus's output of one corpus
+# The paper's generated files under the results tree (common.smk's ``generated()``).
+GENERATED = "paper/generated"
+NUMBERS = f"{GENERATED}/probe_numbers.tex"  # the probe macros
+TABLES = ("summary", "corpora", "gradient", "blocks", "masks", "cost")
+FIGURES = ("probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_corpora",
+           "probe_gradient", "probe_masks")  # fmt: skip
 
 
 def check(config: dict[str, Any]) -> None:
@@ -34,4 +53,93 @@ def probe_model_names(config: dict[str, Any]) -> list[str]:
 def job_files(config: dict[str, Any], name: str) -> list[str]:
     """File ``name`` of every probe job (model-major, then probe.corpora)."""
     corpora = config["probe"]["corpora"]
-    return [f"probe/{m}/{c}/{name}" for m in probe_model_names(config) for c in corpora]
+    models = probe_model_names(config)
+    return [f"{JOB_DIR.format(model=m, corpus=c)}/{name}" for m in models for c in corpora]
+
+
+# ---------------------------------------------------------------- the probe rule: one job
+
+
+def job_inputs() -> dict[str, list[str]]:
+    """A probe job's corpus files, with the ``corpus`` wildcard (a pipeline model's checkpoint
+    and tokenizer come from common.smk's own_model_inputs)."""
+    return {"corpus": [f"data/{{corpus}}/{name}" for name in CORPUS_FILES]}
+
+
+def job_outputs() -> dict[str, str]:
+    """A probe job's outputs by name, with the ``model`` and ``corpus`` wildcards."""
+    return {key: f"{JOB_DIR}/{name}" for key, name in JOB_OUTPUTS.items()}
+
+
+def job_params(config: dict[str, Any]) -> dict[str, Any]:
+    """A probe job's ``--params``: the probe section without probe.models (which models run is
+    the DAG's business, not any one job's)."""
+    return {k: v for k, v in config["probe"].items() if k != "models"}
+
+
+def job_args(config: dict[str, Any]) -> Callable[[Any, Any, Any], str]:
+    """The probe command's arguments, as a params function of a job's wildcards, input and
+    output (Snakemake passes them by these names): ``--model``, ``--corpus``, ``--corpus-dir``
+    (the folder of the corpus files), ``--params`` (``job_params`` as JSON, shell-quoted),
+    ``--checkpoint`` and ``--tokenizer`` where the job has them (the pipeline's own models) and
+    ``--out-dir`` (the folder of the outputs)."""
+    params = shlex.quote(json.dumps(job_params(config), sort_keys=True))
+
+    def args(wildcards: Any, input: Any, output: Any) -> str:
+        own = ""
+        if "checkpoint" in input.keys():  # noqa: SIM118 (a Snakemake Namedlist: `in` reads values)
+            own = f" --checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
+        return (
+            f"--model {wildcards.model} --corpus {wildcards.corpus}"
+            f" --corpus-dir {os.path.dirname(input.corpus[0])} --params {params}{own}"
+            f" --out-dir {os.path.dirname(output.blocks)}"
+        )
+
+    return args
+
+
+# ---------------------------------------------------------------- aggregation, tables, figures
+
+
+def main_corpus(config: dict[str, Any]) -> str:
+    """The corpus the summary leads with: the first swap corpus, else the first corpus."""
+    probe = config["probe"]
+    return (probe["swap_corpora"] or probe["corpora"])[0]
+
+
+def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Every probe job's outputs, by the aggregation's flag (blocks, gradients, metrics)."""
+    return {
+        "blocks": job_files(config, JOB_OUTPUTS["blocks"]),
+        "gradients": job_files(config, JOB_OUTPUTS["gradient"]),
+        "metrics": job_files(config, JOB_OUTPUTS["metrics"]),
+    }
+
+
+def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
+    """probe-aggregate's ``--params``: the main corpus of the claim frame and the bootstrap
+    resamples of its interval."""
+    return {
+        "main_corpus": main_corpus(config),
+        "bootstrap_resamples": config["probe"]["bootstrap_resamples"],
+    }
+
+
+def table_params(config: dict[str, Any]) -> dict[str, Any]:
+    """probe-tables' ``--params``: the config's name, the main corpus and the probe keys the
+    tables and macros quote."""
+    probe = config["probe"]
+    keys = ("corpora", "swap_corpora", "bilinear_rank", "low_rank_factor", "holdout_every",
+            "rows", "outlier_features", "bootstrap_resamples")  # fmt: skip
+    quoted = {k: probe[k] for k in keys}
+    return {"name": config["name"], "main_corpus": main_corpus(config), **quoted}
+
+
+def table_files() -> list[str]:
+    """The probe tables under the results tree."""
+    return [f"{GENERATED}/tables/probe_{name}.tex" for name in TABLES]
+
+
+def figure_files(ext: str) -> list[str]:
+    """The probe figures under the results tree, as ``ext`` (pdf or png) files."""
+    return [f"{GENERATED}/figures/{name}.{ext}" for name in FIGURES]

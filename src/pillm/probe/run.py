@@ -2,12 +2,13 @@
 
 Rows come from the corpus's test split, cut into windows of ``seq_len`` tokens (every
 ``holdout_every``-th batch held out). Fits, scores, swaps and the gradient check use the rows
-the row policy ``probe.rows`` keeps (``pillm.probe.masks``); the all-rows fit is recorded beside. On "downstream" corpora (``probe.swap_corpora``) the job
-also swaps each block, one at a time, for its closed-form linear fit and for a truncated-SVD
-version of that fit (``low_rank_factor`` x fewer weights than the dense map), and measures the
-change on the validation split: perplexity for causal LMs, and for an encoder (no LM head) the
-stated proxy ``emb_cos_dist`` = mean 1 - cos(mean-pooled final states, swapped vs intact). There
-it also trains the same linear map by AdamW on a bounded sample of rows and scores it against the
+the row policy ``probe.rows`` keeps (``pillm.probe.masks``); the all-rows fit is recorded
+beside. On "downstream" corpora (``probe.swap_corpora``) the job also swaps each block, one at
+a time, for its closed-form linear fit and for a truncated-SVD version of that fit
+(``low_rank_factor`` x fewer weights than the dense map), and measures the change on the
+validation split: perplexity for causal LMs, and for an encoder (no LM head) the stated proxy
+``emb_cos_dist`` = mean 1 - cos(mean-pooled final states, swapped vs intact). There it also
+trains the same linear map by AdamW on a bounded sample of rows and scores it against the
 closed form fitted on the same rows (the under-convergence check).
 """
 
@@ -33,23 +34,18 @@ from pillm.core.records import (
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.core.runtime import peak_memory_mb, sync, tf32
 from pillm.models.pretrained import ProbeModel, own_seed
+from pillm.probe.capture import _forward, capture_ffn_io, ffn_modules, model_family
 from pillm.probe.config import ProbeConfig
-from pillm.probe.fit import (
-    _forward,
-    _solve,
-    _with_ones,
-    capture_ffn_io,
+from pillm.probe.fit import _solve, _with_ones, probe_model
+from pillm.probe.masks import RowMask, describe, row_mask
+from pillm.probe.swap import (
     default_low_rank,
-    ffn_modules,
     linear_replacement,
     low_rank_replacement,
-    model_family,
-    probe_model,
     record_block_outputs,
     replay_below,
     swap_ffns,
 )
-from pillm.probe.masks import RowMask, describe, row_mask
 
 # Per block, beside R²_lin on the rows the policy keeps: the same on all rows, the bootstrap
 # intervals over held-out windows, where the held-out variance sits (pillm.probe.variance).
@@ -112,7 +108,7 @@ class SwapMetric:
     (``__call__``), or with one block's FFN swapped (``swapped``).
 
     The intact pass records every block's output, so a swap at block i replays block i-1's
-    output instead of recomputing the blocks below i (``pillm.probe.fit.replay_below``): the
+    output instead of recomputing the blocks below i (``pillm.probe.swap.replay_below``): the
     same bits as a whole forward, at the cost of the blocks from i on (on average half the
     model's blocks per swap). The recording holds every block's output over the evaluation
     windows: blocks x eval_windows x seq_len x d floats (SmolLM2 at the paper's 64 windows of

@@ -125,8 +125,8 @@ def memory_class(config: dict[str, Any], setting: str, tag: str, seed: int) -> s
 
 
 def is_bulk(config: dict[str, Any], setting: str, tag: str, seed: int) -> bool:
-    """Whether a job runs at MPS's below-normal client priority (workflow/rules/common.smk
-    mps_priority): every job but those whose chosen rates other jobs wait for, which gate the
+    """Whether a job runs at MPS's below-normal client priority (``--mps-bulk``, pillm.cli):
+    every job but those whose chosen rates other jobs wait for, which gate the
     jobs after them and so run at the normal one."""
     return not chooses_rates(config, setting, tag, seed)
 
@@ -172,14 +172,16 @@ def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) ->
     """The arguments of ``python -m pillm saffu`` for one job, from its Snakemake ``wildcards``
     (setting, frac, seed), ``input`` (tokens, rates) and ``output`` (metrics): the setting, its
     train fraction, the tokens' folder, ``saffu_job_params`` as JSON, the output folder and,
-    for a job that reuses chosen rates, ``--rates-from``."""
+    for a job that reuses chosen rates, ``--rates-from``; ``--mps-bulk`` (``is_bulk``)."""
     params = saffu_job_params(config, wildcards.setting, int(wildcards.seed))
     cfg = json.dumps(params, sort_keys=True)
-    rates = f"--rates-from {input.rates[0]}" if input.rates else ""
+    rates = f" --rates-from {input.rates[0]}" if input.rates else ""
+    job = (wildcards.setting, wildcards.frac, int(wildcards.seed))
+    bulk = " --mps-bulk" if is_bulk(config, *job) else ""
     return (
         f"--setting {wildcards.setting} --fraction {saffu_fraction(config, wildcards.frac)}"
         f" --tokens-dir {os.path.dirname(input.tokens[0])} --params {shlex.quote(cfg)}"
-        f" --out-dir {os.path.dirname(output.metrics)} {rates}"
+        f" --out-dir {os.path.dirname(output.metrics)}{rates}{bulk}"
     )
 
 

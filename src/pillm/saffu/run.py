@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from pillm.core.config import ConfigError
+from pillm.core.log import process_seconds
 from pillm.core.records import (
     config_hash,
     provenance,
@@ -28,7 +29,7 @@ from pillm.core.records import (
     write_json,
     write_rows_parquet,
 )
-from pillm.core.runtime import peak_memory_mb, process_seconds, resolve_device
+from pillm.core.runtime import peak_memory_mb, resolve_device
 from pillm.core.selection import GridPick
 from pillm.data.corpus import load_tokens
 from pillm.models.evaluate import perplexity

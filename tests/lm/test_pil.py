@@ -182,6 +182,7 @@ def test_a_flat_curve_is_not_an_edge():
     assert edge_side([1e-6, 1e-3, 1.0], 1e-6, {1e-6: 0.0, 1e-3: 0.1, 1.0: 0.2}) == -1
 
 
+@pytest.mark.bench
 def test_solve_benchmark_runs(tmp_path):
     """benchmarks/pil_solve.py --quick end to end: it calls the pipeline's solve_all_layers, whose
     return type once changed under it unnoticed."""
@@ -190,7 +191,7 @@ def test_solve_benchmark_runs(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pil_solve.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "pil_solve.py"
     out = tmp_path / "pil.json"
     subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=True,
                    capture_output=True, text=True)  # fmt: skip

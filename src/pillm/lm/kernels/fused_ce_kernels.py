@@ -1,8 +1,16 @@
-"""The Triton kernels of the fused output layer (``pillm.lm.fused_ce`` launches them).
+"""The Triton kernels of the fused output layer (``pillm.lm.kernels.fused_ce`` launches them).
+
+Contract, for row-major operands ``x`` (N, D) rows and ``w`` (V, D) output layer, both in the
+compute dtype, statistics and accumulators in float32, ``l = x wᵀ`` the logits (never stored):
+
+- ``softmax_pass``, per block of rows and slice of the vocabulary: the rows' exponent offset
+  ``m`` and ``s = Σ exp(l - m)`` (with GRAD also ``Σ exp(l - m) w``); with FINISH (one slice)
+  the rows' loss, ``lse + log N`` and (GRAD) ``dL/dx`` instead;
+- ``grad_w_kernel``, per block of vocabulary rows and slice of the rows: that slice's share of
+  ``dL/dw = Gᵀ x``, ``G = softmax / N - onehot / N`` recomputed from ``lse + log N``.
 
 Imported only where they run (a CUDA device or the Triton interpreter), so a CPU job does not
-pay for importing Triton. Row-major operands: ``x`` (N, D) rows, ``w`` (V, D) output layer,
-both in the compute dtype; statistics and accumulators in float32.
+pay for importing Triton.
 """
 
 import triton
@@ -103,20 +111,16 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
 
     m is the rows' logit bound (``bound_ptr``: |x_n| max_v |w_v|) less HEADROOM, so a tile
     costs what ``grad_w_kernel``'s does: no running maximum, no block-wide test whether to
-    rescale (with them the pass took 3.24 ms a step at 32,768 rows where ``grad_w_kernel``,
-    the same matmuls, took 2.54 ms; one H100 profile, 2026-11-28). A block with a row below
-    FLOOR (a loose bound) is redone from its rows' largest logits, found by a sweep of the
-    logits alone; either way m is the offset stored. (The redo used to keep a lazily rescaled
-    running maximum beside dL/dh's accumulator; with that code in the kernel, never run on the
-    usual rows, the pass took 2.81 ms a step in the trainer (profiled eagerly) instead of 2.30,
-    though the same time as now on random rows: one H200, batch 256, benchmarks/README.md,
-    sixteenth session.)
+    rescale (with them this pass is slower than ``grad_w_kernel``, the same matmuls). A block
+    with a row below FLOOR (a loose bound) is redone from its rows' largest logits, found by a
+    sweep of the logits alone; either way m is the offset stored. The redo keeps no running
+    maximum beside dL/dh's accumulator: such code slows the pass on the usual rows even where
+    it never runs (``benchmarks/output_layer_speed.py`` times the output layer: its README).
 
     FINISH (one slice holds the whole vocabulary): no merge is needed, so the program finishes
     its rows itself instead of storing (m, s, acc): each row's loss lse - x·w_y, lse + log N
-    (``grad_w_kernel``'s input) and, with GRAD, dL/dx = (Σ softmax w - w_y) / N. The torch
-    operations this replaces took 0.46 ms of a 10.7 ms step at 32,768 rows (one H100 profile,
-    2026-11-27)."""
+    (``grad_w_kernel``'s input) and, with GRAD, dL/dx = (Σ softmax w - w_y) / N, which torch
+    operations after the kernel would otherwise compute."""
     pid_m, pid_s = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BM + tl.arange(0, BM)
     dims = tl.arange(0, BD)
@@ -153,8 +157,7 @@ def softmax_pass(x_ptr, w_ptr, bound_ptr, m_ptr, s_ptr, acc_ptr, t_ptr, loss_ptr
         else:
             t = tl.load(t_ptr + rows)
         # x·w_y and dL/dx -= w_y / N, a quarter of the width at a time (x re-read from L2):
-        # whole (BM, BD) float32 tiles of x and w_y beside acc spilled registers, and halves
-        # did once the running maximum gave way to the bound
+        # whole or half-width float32 tiles of x and w_y beside acc spill registers
         target = tl.zeros([BM], tl.float32)
         for part in tl.static_range(4):
             cols = part * (BD // 4) + tl.arange(0, BD // 4)

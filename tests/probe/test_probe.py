@@ -19,20 +19,11 @@ from transformers import (
 )
 
 from pillm.models.gpt import GPT, GPTConfig
-from pillm.probe.fit import (
-    Recording,
-    SplitFFN,
-    accumulate_ffn_stats,
-    capture_ffn_io,
-    default_low_rank,
-    ffn_modules,
-    linear_replacement,
-    low_rank_replacement,
-    model_family,
-    probe_model,
-    swap_ffns,
-)
+from pillm.probe.capture import SplitFFN, capture_ffn_io, ffn_modules, model_family
+from pillm.probe.fit import accumulate_ffn_stats, probe_model
 from pillm.probe.masks import RowMask
+from pillm.probe.passes import Recording
+from pillm.probe.swap import default_low_rank, linear_replacement, low_rank_replacement, swap_ffns
 
 D, V = 32, 100
 FAMILIES = ["pillm", "gpt2", "gpt_neox", "llama", "bert"]
@@ -285,7 +276,7 @@ def test_swap_metric_replays_the_blocks_below_a_swap_with_the_same_bits(family):
 
 
 def test_replay_below_refuses_other_forwards_than_those_recorded():
-    from pillm.probe.fit import record_block_outputs, replay_below
+    from pillm.probe.swap import record_block_outputs, replay_below
 
     model = _model("pillm").eval()
     batches = _batches(2)
@@ -314,12 +305,12 @@ def _same(a: object, b: object) -> bool:
 def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, monkeypatch):
     """The scores and the bilinear fit read the first pass's rows instead of running the model
     twice more: every value is the same, and each batch runs once; past the memory budget the
-    passes run the model as before, to the same values."""
-    import pillm.probe.fit as fit
+    passes run the model again, to the same values."""
+    import pillm.probe.passes as passes
 
     model = _model(family)
-    calls, forward = [], fit._forward
-    monkeypatch.setattr(fit, "_forward", lambda *a: calls.append(1) or forward(*a))
+    calls, forward = [], passes._forward
+    monkeypatch.setattr(passes, "_forward", lambda *a: calls.append(1) or forward(*a))
     batches = _batches(10, b=2, t=16)
     mask = RowMask(special=(0,), positions=(0,), massive=20.0)
     kw = dict(holdout_every=5, rank=4, row_mask=mask, outlier_k=2, resamples=20, seed=1)

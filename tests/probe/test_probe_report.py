@@ -28,7 +28,7 @@ from pillm.probe.summary import (
     spearman,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "paper" / "templates"
 PARAMS = {
     "name": "test",

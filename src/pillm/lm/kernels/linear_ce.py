@@ -1,13 +1,16 @@
 """Fused output layer + cross-entropy in row chunks: the (N, V) logits never exist at once.
 
-``linear_cross_entropy(h, w, y, chunk)`` equals ``F.cross_entropy((h @ w.T).float(), y)`` (mean
-over rows). Forward walks ``chunk`` rows at a time: logits of the chunk in the compute dtype,
-log-sum-exp and the target logit in float32, and, while the chunk's logits are still at hand, the
-gradient of the mean loss w.r.t. them, ``(softmax - onehot) / N``, which it turns straight into
-the chunk's ``dL/dh = G w`` and its share of ``dL/dw = Gᵀ h`` (float32 accumulator). Backward
-only scales the two saved gradients by the incoming one (Liger-kernel style). Memory for the
-head falls from N x V logits (and their float32 copy and gradient) to ``chunk`` x V; FLOPs stay
-the same as the unfused head (one forward and two gradient matmuls).
+Contract: ``linear_cross_entropy(h, w, y, chunk)`` equals ``F.cross_entropy((h @ w.T).float(),
+y)`` (mean over rows); ``loss_and_grads`` gives the same loss and both gradients without autograd
+(``fused_ce``'s computation where Triton cannot run).
+
+Forward walks ``chunk`` rows at a time: logits of the chunk in the compute dtype, log-sum-exp
+and the target logit in float32, and, while the chunk's logits are still at hand, the gradient
+of the mean loss w.r.t. them, ``(softmax - onehot) / N``, which it turns straight into the
+chunk's ``dL/dh = G w`` and its share of ``dL/dw = Gᵀ h`` (float32 accumulator). Backward only
+scales the two saved gradients by the incoming one (Liger-kernel style). Memory for the head
+falls from N x V logits (and their float32 copy and gradient) to ``chunk`` x V; FLOPs stay the
+same as the unfused head (one forward and two gradient matmuls).
 """
 
 from __future__ import annotations

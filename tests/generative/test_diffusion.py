@@ -14,8 +14,9 @@ from pillm.generative.diffusion import (
     stratified_timesteps,
     train_gradient_diffusion,
 )
-from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig
+from pillm.generative.features import FeatureConfig, RandomFeatureNet
 from pillm.generative.sample_quality import frechet_distance, nn1_accuracy
+from pillm.generative.train import TrainConfig
 
 torch.set_num_threads(1)
 

@@ -5,20 +5,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pillm.lm.report import (
-    LM_TABLES,
-    LMReport,
-    grid_edge_numbers,
-    lm_table,
-    paired,
-    render_tables,
-)
+from pillm.lm.comparisons import LMReport, paired
+from pillm.lm.macros import grid_edge_numbers
+from pillm.lm.report import LM_TABLES, lm_table, render_tables
 from pillm.paper.latex import fmt_pm, macro_name, make_env, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import ci95, summarise
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "paper" / "templates"
 GOLDEN = Path(__file__).parent / "golden" / "lm_main.tex"
 METRICS = {
@@ -263,7 +258,7 @@ def test_fmt_num_signs_and_separators():
 
 def test_gpu_rerun_sentence_follows_the_config():
     """The appendix says what this build's train.deterministic did, not a fixed claim."""
-    from pillm.lm.report import gpu_determinism
+    from pillm.lm.macros import gpu_determinism
 
     on, off = gpu_determinism(True), gpu_determinism(False)
     assert "deterministic kernels" in on and "identical weights" in on

@@ -14,8 +14,11 @@ import yaml
 
 from pillm.data.image_files import prepare_images
 from pillm.data.images import load_images
+from pillm.generative import plan as gen_plan
+from pillm.generative.aggregate import aggregate_generative, arm_name
+from pillm.generative.classifier import classifier_job
+from pillm.generative.features import FeatureConfig
 from pillm.generative.figures import gen_figures
-from pillm.generative.flow import FeatureConfig
 from pillm.generative.plan import (
     all_settings,
     check_generative,
@@ -24,22 +27,17 @@ from pillm.generative.plan import (
     lr_grids,
     settings,
 )
-from pillm.generative.report import (
-    aggregate_generative,
-    arm_name,
-    lr_edges,
-    macro,
-    render_gen_tables,
-)
-from pillm.generative.run import classifier_job, generative_job, load_split
+from pillm.generative.run import generative_job
+from pillm.generative.splits import load_split
+from pillm.generative.tables import lr_edges, macro, render_gen_tables
 from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
 
-from .paper.test_claims import typed_directions
+from ..paper.test_claims import typed_directions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 CLAIMS = REPO / "paper/claims/generative.yaml"
@@ -61,13 +59,13 @@ DATA_CFG = {**SMOKE["data"], "source": "local", "local_dir": str(DATA)}
 
 
 def job_params(g: dict) -> dict:
-    """What the generative rule passes one job: the section less datasets and classifier."""
-    return {k: v for k, v in g.items() if k not in ("datasets", "classifier")}
+    """What the generative rule passes one job of the generative section ``g``."""
+    return gen_plan.job_params({"generative": g})
 
 
 def classifier_params(g: dict) -> dict:
     """What the gen_classifier rule passes: only the keys the classifier and its floor use."""
-    return {k: g[k] for k in ("classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size")}
+    return gen_plan.classifier_params({"generative": g})
 
 
 def metrics_of(path: Path) -> dict[str, float]:
@@ -136,6 +134,44 @@ def test_arms_run_every_seed_and_ablations_the_first():
     assert ("mnist", "flow_adamw", 1) in jobs and ("mnist", "diff_bucketed_pil", 1) in jobs
     assert ("mnist", "flow_bipil", 0) in jobs and ("mnist", "flow_bipil", 1) not in jobs
     assert lr_grids(g) == [("mnist", "flow"), ("mnist", "diff"), ("mnist", "diff_bucketed")]
+
+
+def test_rules_pass_each_job_its_typed_section():
+    config = {"name": "t", "generative": tiny_cfg()}
+    floor = {"classifier", "seed", "n_eval", "kid_subsets", "kid_subset_size"}
+    assert set(gen_plan.classifier_params(config)) == floor
+    left_out = {"datasets", "classifier"}  # the DAG's list; the classifier job's own input
+    assert set(gen_plan.job_params(config)) == set(config["generative"]) - left_out
+
+
+def test_rule_path_patterns_are_the_files_the_plan_lists():
+    config = {"generative": tiny_cfg()}
+    for ds, setting, seed in gen_plan.generative_jobs(config):
+        outs = gen_plan.job_outputs()
+        run = {k: v.format(dataset=ds, setting=setting, seed=seed) for k, v in outs.items()}
+        assert run["metrics"] in gen_plan.job_files(config, "metrics.json")
+        assert run["grid"] in gen_plan.job_files(config, "samples.png")
+    picks = gen_plan.lr_pick_outputs()
+    for ds, fam in lr_grids(config["generative"]):
+        pick = picks["lr"].format(dataset=ds, family=fam)
+        assert pick in gen_plan.lr_grid_files(config, "lr.json")
+
+
+def test_job_args_name_every_flag_of_the_command_and_the_lr_pick_of_an_adamw_arm():
+    from types import SimpleNamespace as NS
+
+    config = {"generative": tiny_cfg()}
+    out = NS(metrics="r/generative/mnist/flow_adamw/seed0/metrics.json")
+    for setting in ("flow_pil", "flow_adamw"):
+        ins = gen_plan.job_inputs(config, "mnist", setting)
+        ins["lr"] = " ".join(ins["lr"])  # a named input list prints its paths, space-separated
+        w = NS(dataset="mnist", setting=setting, seed="0")
+        args = gen_plan.job_args(config, w, NS(**ins), out)
+        assert ("--lr generative/mnist/lr_flow/lr.json" in args) == (setting == "flow_adamw")
+        bulk = " --mps-bulk" if setting == "flow_pil" else ""  # a PIL fit yields under MPS
+        assert args.endswith(f" --out-dir r/generative/mnist/flow_adamw/seed0{bulk}")
+        params = json.loads(args.split("--params '")[1].split("' --images")[0])
+        assert params == gen_plan.job_params(config)
 
 
 def test_config_errors_name_the_key():
@@ -372,7 +408,7 @@ def test_real_fid_offline_names_the_key(jobs, tmp_path):
 
 
 def test_a_cpu_job_samples_the_solved_net_as_solved(jobs, tmp_path, monkeypatch):
-    """The alignment padding (flow.align_features) is for CUDA's GEMM kernels only: a CPU job
+    """The alignment padding (features.align_features) is for CUDA's GEMM kernels only: a CPU job
     never pads, so its samples keep the CPU results' bits."""
     from pillm.generative import run
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pillm.accel.cuda_graph import GraphedStep
-from pillm.generative.flow import FeatureConfig, RandomFeatureNet, TrainConfig, train_regression
+from pillm.generative.features import FeatureConfig, RandomFeatureNet
+from pillm.generative.train import TrainConfig, train_regression
 
 GPU = pytest.mark.gpu
 
@@ -128,6 +129,7 @@ def test_generative_adamw_graphed_matches_eager():
     torch.testing.assert_close(graphed, eager, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.bench
 def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     """benchmarks/gen_step.py on CPU (both runs eager there): one row per shape and batch, and
     identical loss curves; ``--blas`` is recorded with them, and ``--compile`` adds the step with
@@ -138,7 +140,7 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "gen_step.json"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "benchmarks/gen_step.py", "--tiny", "--device", "cpu", "--steps", "12",
            "--batch", "4", "--batch", "8", "--blas", "cublas", "--compile", "default",
            "--align", "1", "--out", str(out)]  # fmt: skip
@@ -159,6 +161,7 @@ def test_gen_step_benchmark_runs_both_paths_and_writes_rows(tmp_path):
     assert all(r["max_loss_diff"] == 0.0 and not r["graphed"] for r in runs)
 
 
+@pytest.mark.bench
 def test_gemm_align_benchmark_pads_with_zeros_and_changes_no_value(tmp_path):
     """benchmarks/gemm_align.py on CPU: per shape the output layer as built (odd feature count)
     and padded to 4 and 16, the same outputs and gradients (zero features add exact zeros), and
@@ -169,7 +172,7 @@ def test_gemm_align_benchmark_pads_with_zeros_and_changes_no_value(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "gemm_align.json"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "benchmarks/gemm_align.py", "--tiny", "--device", "cpu", "--iters", "2",
            "--batch", "40", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)

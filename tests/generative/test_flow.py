@@ -3,21 +3,23 @@ import math
 import pytest
 import torch
 
-from pillm.generative.flow import (
+from pillm.generative.features import (
     FeatureConfig,
-    FlowConfig,
     RandomFeatureNet,
-    TrainConfig,
     align_features,
+    time_embedding,
+)
+from pillm.generative.flow import (
+    FlowConfig,
     fit_pil_flow,
     flow_heldout_mse,
     integrate_ode,
-    noise_rows,
     sample_flow,
-    time_embedding,
     train_gradient_flow,
 )
+from pillm.generative.noise import noise_rows
 from pillm.generative.sample_quality import frechet_distance, nn1_accuracy
+from pillm.generative.train import TrainConfig
 
 torch.set_num_threads(1)
 
@@ -85,10 +87,10 @@ CUDA = pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("model", ["flow", "bucketed"])
 def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
-    """A trainable net's zero features (flow.ALIGN) change neither the loss curve nor the
+    """A trainable net's zero features (features.ALIGN) change neither the loss curve nor the
     trained weights, their W_out rows stay exactly zero (on CUDA: fused AdamW replayed from a
     CUDA graph) and trainable_params does not count them."""
-    from pillm.generative import flow
+    from pillm.generative import features
     from pillm.generative.diffusion import DiffusionConfig, train_gradient_diffusion
 
     x = mixture(400, 0)
@@ -96,7 +98,7 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
     cfg = TrainConfig(steps=40, batch_size=40, lr=3e-3, warmup=5)
 
     def train(align):
-        monkeypatch.setattr(flow, "ALIGN", align)
+        monkeypatch.setattr(features, "ALIGN", align)
         if model == "flow":
             net, rep = train_gradient_flow(x, feats, cfg, seed=0, device=device)
             return net, rep, net.w_out
@@ -116,8 +118,8 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
     curves = [[loss for _, loss in r.curve] for r in (plain_rep, padded_rep)]
     assert curves[0] == pytest.approx(curves[1], rel=1e-5 if device == "cpu" else 1e-4)
     assert (
-        flow.trainable_params(padded)
-        == flow.trainable_params(plain)
+        features.trainable_params(padded)
+        == features.trainable_params(plain)
         == sum(p.numel() for p in plain.parameters() if p.requires_grad)
     )
 
@@ -126,7 +128,7 @@ def test_alignment_padding_trains_the_unpadded_net(monkeypatch, model, device):
 @pytest.mark.parametrize("model", ["flow", "bucketed"])
 def test_aligned_solved_net_samples_what_the_unpadded_one_does(model, device):
     """align_features pads a solved net's features (and each bucket's map) with zeros to a
-    multiple of flow.ALIGN: the samples are the same up to summation order, a padded net is left
+    multiple of features.ALIGN: the samples are the same up to summation order, a padded net is left
     as it is, and the solve's feature count holds."""
     from pillm.generative.diffusion import DiffusionConfig, fit_pil_diffusion, sample_ddpm
 
@@ -248,7 +250,7 @@ def test_gradient_baseline_trains_the_same_network():
 def test_heldout_curve_is_recorded_on_schedule_with_the_clock_stopped(monkeypatch):
     """A fake clock ticking 1 s per reading; each evaluation advances it 100 s more. The curve's
     seconds and the report's total exclude those 100 s: evaluation is not training time."""
-    import pillm.generative.flow as flow
+    import pillm.generative.train as train
 
     now = [0.0]
 
@@ -262,7 +264,7 @@ def test_heldout_curve_is_recorded_on_schedule_with_the_clock_stopped(monkeypatc
         return float(len(curve_steps))
 
     curve_steps: list[int] = []
-    monkeypatch.setattr(flow.time, "perf_counter", clock)
+    monkeypatch.setattr(train.time, "perf_counter", clock)
     x = mixture(200, 0)
     cfg = TrainConfig(steps=10, batch_size=16, lr=1e-3, warmup=1, log_every=5)
     _, rep = train_gradient_flow(x, FeatureConfig(width=8), cfg, 0, "cpu", evaluate, eval_every=4)

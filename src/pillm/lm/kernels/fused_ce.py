@@ -1,10 +1,16 @@
 """Output layer + cross-entropy as Triton kernels: the (tokens x vocab) logits never reach memory.
 
-``fused_linear_cross_entropy(h, w, y)`` equals ``F.cross_entropy(h @ w.T, y)`` (mean over rows)
-for a small model width (the paper's d = 256, vocabulary 50,304), where the logits, not the
-FLOPs, cost the time: at d = 256 each bf16 logit carries only 512 FLOPs, so writing it, reading
-it for the softmax and again for its gradient costs about as much as computing it. Two
-kernels, each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
+Contract: ``fused_linear_cross_entropy(h, w, y)`` equals ``F.cross_entropy(h @ w.T, y)`` (mean
+over rows, a float32 scalar); gradients reach ``h`` and ``w`` in their own dtypes. The matmuls
+run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax statistics are
+float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16 first, these are
+not). Without Triton (or on a CPU tensor outside the Triton interpreter) the op computes the same
+values with ``linear_ce``.
+
+Why: at a small model width (the paper's d = 256, vocabulary 50,304) the logits, not the FLOPs,
+cost the time: each bf16 logit carries only 512 FLOPs, so writing it, reading it for the softmax
+and again for its gradient costs about as much as computing it. Two kernels
+(``fused_ce_kernels``), each recomputing the logits of its tiles from ``h`` and ``w`` on chip:
 
 - ``softmax_pass`` (FlashAttention's forward with queries ``h`` and keys = values = ``w``): per
   block of ``BM`` rows and one slice of the vocabulary, the logits tile by tile with the sum of
@@ -24,11 +30,9 @@ their gradient through memory several times) and no (tokens x vocab) buffer at a
 
 As ``linear_ce`` does, both gradients are computed in the forward when they are needed (the
 loss is the step's last operation) and the backward only scales them by the incoming gradient.
-The matmuls run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax
-statistics are float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16
-first, these are not). ``pillm::fused_linear_ce`` is a ``torch.library`` custom op, so ``torch.compile`` treats
-it as one opaque call and CUDA-graph capture records its launches. Without Triton (or on a CPU
-tensor outside the Triton interpreter) the op computes the same values with ``linear_ce``.
+``pillm::fused_linear_ce`` is a ``torch.library`` custom op, so ``torch.compile`` treats it as
+one opaque call and CUDA-graph capture records its launches. Its speed against the other output
+layers: ``benchmarks/output_layer_speed.py`` (figures in ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -42,19 +46,19 @@ from dataclasses import dataclass, replace
 import torch
 
 from pillm.accel.kernels import block_width, interpreting, uses_kernels
-from pillm.lm.linear_ce import loss_and_grads
+from pillm.lm.kernels.linear_ce import loss_and_grads
 
 
 @dataclass(frozen=True)
 class Blocks:
     """Tile sizes, warps and pipeline stages of the kernels' three launches (rows x vocabulary;
     the width is one tile). The defaults build for an H100 without register spills (tests
-    compile them)."""
+    compile them); ``benchmarks/output_layer_speed.py --blocks`` times other settings."""
 
     lse_m: int = 128  # the softmax pass without gradients: rows, vocabulary tile, warps
     lse_n: int = 64  # 128 needs 256 KiB of shared memory once Triton specializes the pointers
     lse_warps: int = 8
-    lse_stages: int = 3  # software pipelining of the streamed tiles (3: 13 % faster than 2, H100)
+    lse_stages: int = 3  # software pipelining of the streamed tiles (3 beats 2 on an H100)
     dx_m: int = 128  # the softmax pass with dL/dh
     dx_n: int = 64
     dx_warps: int = 8
@@ -64,7 +68,8 @@ class Blocks:
     dw_warps: int = 8
     dw_stages: int = 3
     waves: int = 1  # slices are added until the programs fill this many waves of the SMs
-    # (1: 2 % faster than 2 at 32,768 rows, 1.5 % at 4,096, H100; 4: slower)
+    # (1 beats 2 and 4 at 4,096 and 32,768 rows on an H100: benchmarks/output_layer_speed.py
+    # --blocks compares settings)
 
     def for_dtype(self, dtype: torch.dtype) -> Blocks:
         """float32 operands take twice the shared memory: tiles of at most 64 (H100: 227 KiB)."""
@@ -118,7 +123,7 @@ def _slices(blocks: int, length: int, tile: int, sms: int, waves: int) -> tuple[
 
 def _kernels(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, with_grad: bool, b: Blocks):
     """(loss, dh, dw) by the kernels; ``h``, ``w`` in the compute dtype, contiguous."""
-    from pillm.lm import fused_ce_kernels as kernels
+    from pillm.lm.kernels import fused_ce_kernels as kernels
 
     n, d = h.shape
     v = w.shape[0]

@@ -22,7 +22,7 @@ from pillm.lm.sensitivity import (
 )
 from pillm.plan import validate
 
-from .conftest import REPO
+from ..conftest import REPO
 
 SCHEMA = yaml.safe_load((REPO / "config/schema.yaml").read_text())
 UNIGRAM = 7.0  # unigram test loss of the synthetic corpus (nats)

@@ -1,26 +1,23 @@
-"""Aggregation, tables, macros and the claim frame of the generative study (figures:
-``generative.figures``; time to equal quality: ``generative.speed``).
+"""The generative study's tables and ``gen_numbers.tex`` macros, from its summaries
+(aggregate.py; figures: figures.py).
 
 Sample-quality metrics are named for what they are: Fréchet distance, KID and 1-NN accuracy in
 the features of the pipeline's own classifier (FD_self, KID_self), not FID. Every arm pair runs
-``generative.seeds``: tables give the mean over seeds with its 95 % t interval, and every
-direction the section states comes from ``paper/claims/generative.yaml`` evaluated on the frame
-``summary/claims/generative.parquet`` written here.
+``generative.seeds``: tables give the mean over seeds with its 95 % t interval; the directions
+the section states come from ``paper/claims/generative.yaml`` evaluated on the claim frame.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
 
-from pillm.generative.speed import speed_rows
-from pillm.paper.claim_frame import write_claim_frame
+from pillm.generative.aggregate import load
 from pillm.paper.latex import MISSING, fmt_num, fmt_sig, macro_name, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.tidy import ci95, concat_parquet, pivot_records, write_parquet
+from pillm.paper.tidy import ci95
 
 DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
 DATASET_MACROS = {"cifar10": "CifarTen"}  # not "CifarOneZero"
@@ -35,94 +32,12 @@ ABLATIONS = {  # ablation -> label; each is compared with the PIL flow's first s
     "projections": "Random projections (Bi-PIL)",
     "time_encoding": "Time encoding",
 }
-# Claim-frame metrics: frame name -> summary column (time: see claim_rows).
-CLAIM_METRICS = {"fd": "fd_self", "kid": "kid_self", "mse": "heldout_mse"}
-SUMMARY_NAMES = (
-    "generative", "generative_curves", "generative_samplers", "generative_classifiers",
-    "generative_lr", "generative_lr_curves", "generative_speed",
-)  # fmt: skip
 
 
 def macro(*parts: str) -> str:
     """``Gen`` + parts in CamelCase, digits spelled out: ('mnist', 'flow_adamw') ->
     'GenMnistFlowAdamw'."""
     return macro_name(*(DATASET_MACROS.get(p, p) for p in parts), prefix="Gen")
-
-
-def arm_name(dataset: str, method: str, family: str) -> str:
-    """The claim frame's arm: ``<dataset>_<method>_<family>``, e.g. mnist_pil_flow."""
-    return f"{dataset}_{method}_{family}"
-
-
-def load(summary_dir: str | Path) -> dict[str, pl.DataFrame]:
-    d = Path(summary_dir)
-    return {n: pl.read_parquet(d / f"{n}.parquet") for n in SUMMARY_NAMES}
-
-
-# ---------------------------------------------------------------------------- aggregation
-
-
-def aggregate_generative(
-    metrics_paths: list[str],
-    curve_paths: list[str],
-    sampler_paths: list[str],
-    classifier_paths: list[str],
-    lr_paths: list[str],
-    lr_curve_paths: list[str],
-    out_dir: str,
-    claims_path: str,
-) -> None:
-    """Generative jobs -> ``generative.parquet`` (one row per dataset x setting x seed, metrics as
-    columns), ``generative_curves`` (λ, AdamW loss and held-out curves), ``generative_samplers``
-    (quality per ODE solver and step count), ``generative_classifiers`` (feature CNN accuracy and
-    the real-vs-real floor), ``generative_lr`` and ``generative_lr_curves`` (each grid's final
-    errors, its pick and its held-out curves), ``generative_speed`` (time to equal quality per
-    pair and seed) and the claim frame at ``claims_path``."""
-    out = Path(out_dir)
-    index = ["variant", "seed", "corpus", "model", "method", "ablation", "level", "family"]
-    index += ["sampler", "data_policy", "device", "device_name", "git_rev"]
-    runs = pivot_records(metrics_paths, index)
-    runs = runs.rename({"variant": "setting", "corpus": "dataset"}).sort(
-        "dataset", "setting", "seed"
-    )
-    write_parquet(runs, out / "generative.parquet")
-    curves = concat_parquet(curve_paths).filter(pl.col("curve") != "none")
-    write_parquet(curves, out / "generative_curves.parquet")
-    samplers = concat_parquet(sampler_paths)
-    write_parquet(samplers.sort("dataset", "setting", "seed", "sampler", "steps"),
-                  out / "generative_samplers.parquet")  # fmt: skip
-    cls = pivot_records(classifier_paths, ["corpus", "device", "device_name"])
-    write_parquet(cls.rename({"corpus": "dataset"}).sort("dataset"),
-                  out / "generative_classifiers.parquet")  # fmt: skip
-    grids = []
-    for path in lr_paths:
-        pick = json.loads(Path(path).read_text())
-        for lr, err in pick["final_heldout"].items():
-            grids.append({"dataset": pick["dataset"], "family": pick["family"], "lr": float(lr),
-                          "final_heldout": err, "picked": float(lr) == pick["lr"],
-                          "edge": pick["edge"], "steps": pick["steps"],
-                          "of_steps": pick["of_steps"]})  # fmt: skip
-    write_parquet(
-        pl.DataFrame(grids).sort("dataset", "family", "lr"), out / "generative_lr.parquet"
-    )
-    write_parquet(concat_parquet(lr_curve_paths), out / "generative_lr_curves.parquet")
-    held = curves.filter(pl.col("curve") == "adamw_heldout")
-    speed = speed_rows(runs.to_dicts(), held.to_dicts() if held.height else [])
-    speed_df = pl.DataFrame(speed) if speed else pl.DataFrame({"dataset": [], "family": []})
-    write_parquet(speed_df, out / "generative_speed.parquet")
-    write_claim_frame(claims_path, seed_rows=claim_rows(runs))
-
-
-def claim_rows(runs: pl.DataFrame) -> list[dict]:
-    """Seed rows of every arm: fd, kid and mse. Times are not claimed: the jobs' clocks share
-    the GPU with other jobs (paper/claims/generative.yaml)."""
-    rows = []
-    for r in runs.filter(pl.col("ablation") == "main").iter_rows(named=True):
-        arm = arm_name(r["dataset"], r["method"], r["family"])
-        for metric, col in CLAIM_METRICS.items():
-            if r.get(col) is not None:
-                rows.append({"arm": arm, "seed": r["seed"], "metric": metric, "value": r[col]})
-    return rows
 
 
 # ------------------------------------------------------------------------------- over seeds
@@ -450,4 +365,4 @@ def render_gen_tables(
         LR_CAPTION, "tab:gen-lr", "lll" + "r" * len(extra), ["Data", "Pair", "Steps", *extra], grid
     )
     render_report(tables, numbers(tabs, mean, params), template_dir, numbers_path,
-                  "pillm.generative.report from the generative summaries", prefix="Gen")  # fmt: skip
+                  "pillm.generative.tables from the generative summaries", prefix="Gen")  # fmt: skip

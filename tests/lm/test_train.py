@@ -7,7 +7,7 @@ import torch
 from pillm.core.runtime import deterministic, kernel_profile, lr_at, tf32
 from pillm.lm.run import run_variant
 
-from .conftest import write_toy_tokens
+from ..conftest import write_toy_tokens
 
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.0}
 TRAIN = {
@@ -155,6 +155,7 @@ def test_run_many_hands_each_runs_gpu_memory_back(monkeypatch):
     assert events == ["run0", "empty_cache", "run1", "empty_cache"]
 
 
+@pytest.mark.bench
 def test_rerun_benchmark_reports_equal_weights_on_cpu(tmp_path):
     """benchmarks/gpu_repeat.py --tiny: two runs of the pipeline's run_variant compared weight by
     weight (on the CPU they are equal; on a GPU the benchmark is what shows whether they are)."""
@@ -163,7 +164,7 @@ def test_rerun_benchmark_reports_equal_weights_on_cpu(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_repeat.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_repeat.py"
     out = tmp_path / "repeat.json"
     subprocess.run([sys.executable, str(script), "--tiny", "--device", "cpu", "--out", str(out)],
                    check=True, capture_output=True, text=True)  # fmt: skip

@@ -18,15 +18,15 @@ import torch
 import torch.nn.functional as F
 
 from pillm.lm.config import TrainConfig
-from pillm.lm.linear_ce import linear_cross_entropy
+from pillm.lm.kernels.linear_ce import linear_cross_entropy
 from pillm.lm.run import run_variant
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.checkpoint import load_checkpoint
 from pillm.models.gpt import GPT, GPTConfig
 
-from .conftest import write_toy_tokens
+from ..conftest import write_toy_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "ffn_mult": 4, "context": 16, "dropout": 0.1}
 TRAIN = {
     "epochs": 1,
@@ -179,6 +179,7 @@ def test_cuda_graphs_need_a_cuda_device():
         TrainStep(model, TrainConfig.from_dict(TRAIN), "cpu", StepOptions(cuda_graphs=True))
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "benchmarks/trainer_throughput.py", "--tiny", "--device", "cpu",
@@ -196,6 +197,7 @@ def test_throughput_benchmark_runs_tiny_on_cpu(tmp_path):
     assert ref["heldout_loss"] < math.log(64)  # it learned the toy language
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
     """--rounds 2: reference and ours twice, each round in a fresh process with the reference
     first; each row's x ref is against its own round's reference, and the median of the
@@ -222,6 +224,7 @@ def test_throughput_benchmark_rounds_alternate_and_report_each_ratio(tmp_path):
     assert bad.returncode != 0 and "--rounds 0" in bad.stderr
 
 
+@pytest.mark.bench
 def test_trainer_seeds_pairs_runs_by_seed_and_reports_the_interval(tmp_path):
     """benchmarks/trainer_seeds.py: per batch, ours - reference per seed with the claims'
     95 % t interval; a run file without exactly one ours run per batch is refused by name."""

@@ -10,7 +10,8 @@ import torch
 
 from pillm.core.runtime import resolve_device
 from pillm.generative.diffusion import EpsModel, linear_beta_schedule, sample_ddpm
-from pillm.generative.flow import FeatureConfig, RandomFeatureNet, sample_flow
+from pillm.generative.features import FeatureConfig, RandomFeatureNet
+from pillm.generative.flow import sample_flow
 from pillm.lora.base import pad_batch, to_device
 
 cuda = pytest.mark.gpu

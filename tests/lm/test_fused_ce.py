@@ -1,5 +1,5 @@
-"""The fused output layer (pillm.lm.fused_ce) against F.cross_entropy(h @ w.T): values and the
-gradients of h and w, in float32 and bf16.
+"""The fused output layer (pillm.lm.kernels.fused_ce) against F.cross_entropy(h @ w.T): values
+and the gradients of h and w, in float32 and bf16.
 
 Three paths: the op's torch path (CPU without the interpreter; always runs), the Triton kernels
 under the Triton interpreter (CPU tensors, a subprocess with TRITON_INTERPRET=1; skipped with a
@@ -26,14 +26,14 @@ except ImportError:  # the tests that need it say so
 
 from pillm.accel.kernels import interpreting, triton_available, uses_kernels
 from pillm.core.config import ConfigError
-from pillm.lm import fused_ce
 from pillm.lm.config import TrainConfig
-from pillm.lm.fused_ce import Blocks, fused_linear_cross_entropy
+from pillm.lm.kernels import fused_ce
+from pillm.lm.kernels.fused_ce import Blocks, fused_linear_cross_entropy
 from pillm.lm.train_step import StepOptions, TrainStep
 from pillm.models.gpt import GPT, GPTConfig
 from tests.triton_interpreter import run_interpreter_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # small tiles so a few rows and columns give several blocks, slices to merge and masked edges
 INTERPRETER_BLOCKS = "lse_m=16,lse_n=32,dx_m=16,dx_n=32,dw_m=16,dw_n=32"
 # largest gradient error over the largest gradient entry (entries are ~1/N: a fixed atol would
@@ -136,7 +136,7 @@ def _interpreter_check() -> None:
             _check(*case, dtype)
     # Without that fallback the bounded pass alone is exact on the usual rows but not on these:
     # so the cases above ran both paths.
-    from pillm.lm import fused_ce_kernels
+    from pillm.lm.kernels import fused_ce_kernels
 
     fused_ce_kernels.FLOOR = 0.0
     for n, v, d in cases[:2]:
@@ -148,7 +148,7 @@ def _interpreter_check() -> None:
 
 
 def test_triton_kernels_match_cross_entropy_in_the_interpreter():
-    run_interpreter_check("tests.test_fused_ce", PILLM_FUSED_CE_BLOCKS=INTERPRETER_BLOCKS)
+    run_interpreter_check("tests.lm.test_fused_ce", PILLM_FUSED_CE_BLOCKS=INTERPRETER_BLOCKS)
 
 
 def _compile_for_hopper(kernel, dtype: str, constexprs: dict, warps: int, stages: int):
@@ -177,7 +177,7 @@ def test_kernels_compile_for_an_h100(tmp_path):
     for minutes: not here.)"""
     if not triton_available():
         pytest.skip("Triton is not installed: the kernels cannot be compiled here")
-    from pillm.lm import fused_ce_kernels
+    from pillm.lm.kernels import fused_ce_kernels
 
     b, dtype, precision = fused_ce.BLOCKS.for_dtype(torch.bfloat16), "bf16", None
     for masked in (False, True):
@@ -283,6 +283,7 @@ def test_output_layer_keys_are_checked():
     assert StepOptions.from_config(cfg, "cpu") == StepOptions()  # CPU: the eager step
 
 
+@pytest.mark.bench
 def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
     """trainer_throughput.py: every trainer at each --batch; --ours output_layer=...; a bad
     combination stops before training, naming the keys."""
@@ -306,6 +307,7 @@ def test_throughput_benchmark_takes_batches_and_output_layers(tmp_path):
     assert proc.returncode != 0 and "train.ce_chunk" in proc.stderr
 
 
+@pytest.mark.bench
 def test_head_bound_gap_reports_each_run(tmp_path):
     """head_bound_gap.py: per run folder the gap between the rows' logit bound and their largest
     logit (never negative: the bound is Cauchy-Schwarz's) and the share of blocks that would
@@ -329,6 +331,7 @@ def test_head_bound_gap_reports_each_run(tmp_path):
     assert int(n) == 256 and 0.0 <= float(p0) <= float(top) < 98.0 and falling == "0.0%"
 
 
+@pytest.mark.bench
 def test_head_bound_gap_follows_training(tmp_path):
     """head_bound_gap.py --train-steps: the paper config's training (a small model here) with the
     gaps of every k-th step's training rows, read from the final hidden states."""

@@ -1,0 +1,79 @@
+"""The probe plan: the paths and parameters its rules take, without Snakemake."""
+
+import json
+from types import SimpleNamespace
+
+from pillm.probe import figures, plan
+
+CONFIG = {
+    "name": "toy",
+    "lm": {"seeds": [0, 1]},
+    "probe": {
+        "models": ["pillm", "minilm"],
+        "hub_models": {},
+        "corpora": ["wikitext2", "ptb"],
+        "swap_corpora": [],
+        "seq_len": 64,
+        "bilinear_rank": 16,
+        "low_rank_factor": 8,
+        "holdout_every": 5,
+        "rows": {"exclude_special": True},
+        "outlier_features": 4,
+        "bootstrap_resamples": 200,
+    },
+}
+
+
+def _files(**named):
+    """A Snakemake input or output stand-in: named entries as attributes, their names by keys()."""
+    return SimpleNamespace(keys=lambda: list(named), **named)
+
+
+def test_job_files_are_model_major_then_corpus():
+    assert plan.job_files(CONFIG, "metrics.json") == [
+        "probe/pillm-s0/wikitext2/metrics.json",
+        "probe/pillm-s0/ptb/metrics.json",
+        "probe/pillm-s1/wikitext2/metrics.json",
+        "probe/pillm-s1/ptb/metrics.json",
+        "probe/minilm/wikitext2/metrics.json",
+        "probe/minilm/ptb/metrics.json",
+    ]
+    inputs = plan.aggregate_inputs(CONFIG)
+    assert list(inputs) == ["blocks", "gradients", "metrics"]
+    assert inputs["gradients"][0] == "probe/pillm-s0/wikitext2/gradient.parquet"
+    assert plan.job_outputs()["blocks"] == "probe/{model}/{corpus}/blocks.parquet"
+
+
+def test_job_args_name_the_checkpoint_only_for_own_models():
+    args = plan.job_args(CONFIG)
+    out = _files(blocks="r/probe/m/ptb/blocks.parquet")
+    corpus = ["r/data/ptb/test.txt", "r/data/ptb/valid.txt", "r/data/ptb/meta.json"]
+    pretrained = args(SimpleNamespace(model="minilm", corpus="ptb"), _files(corpus=corpus), out)
+    head, params, tail = pretrained.split("'")
+    assert head == "--model minilm --corpus ptb --corpus-dir r/data/ptb --params "
+    assert json.loads(params) == plan.job_params(CONFIG) and tail == " --out-dir r/probe/m/ptb"
+    own = _files(checkpoint="c/model.pt", tokenizer="t/tokenizer.json", corpus=corpus)
+    flags = args(SimpleNamespace(model="pillm-s0", corpus="ptb"), own, out)
+    assert "' --checkpoint c/model.pt --tokenizer t/tokenizer.json --out-dir " in flags
+    assert flags.startswith("--model pillm-s0 ")  # the GPU memory test reads the model here
+    assert plan.job_inputs()["corpus"][0] == "data/{corpus}/test.txt"
+
+
+def test_params_forward_what_each_command_reads():
+    assert "models" not in plan.job_params(CONFIG)
+    assert plan.job_params(CONFIG)["seq_len"] == 64
+    assert plan.aggregate_params(CONFIG) == {"main_corpus": "wikitext2", "bootstrap_resamples": 200}
+    tables = plan.table_params(CONFIG)
+    assert tables["name"] == "toy" and tables["main_corpus"] == "wikitext2"
+    assert "seq_len" not in tables and tables["rows"] == {"exclude_special": True}
+    swapped = {**CONFIG, "probe": {**CONFIG["probe"], "swap_corpora": ["ptb"]}}
+    assert plan.main_corpus(swapped) == "ptb"
+
+
+def test_generated_files_are_the_ones_the_commands_write():
+    """The figure rule's outputs are the files probe_figures writes (one list, FIGURES)."""
+    assert figures.FIGURES is plan.FIGURES
+    assert plan.figure_files("png")[0] == "paper/generated/figures/probe_r2_depth.png"
+    assert len(plan.figure_files("pdf")) == len(plan.FIGURES) == 6
+    assert plan.table_files()[-1] == "paper/generated/tables/probe_cost.tex"
+    assert plan.NUMBERS == "paper/generated/probe_numbers.tex"
