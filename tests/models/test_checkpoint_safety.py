@@ -98,3 +98,21 @@ def test_checkpoint_round_trip_is_bit_identical(tmp_path):
     meta = load_tensor_file(tmp_path / "m.pt", "pillm.gpt").meta
     assert meta["model_args"] == model.cfg.to_dict() and meta["config"]["lr"] == 3e-3
     assert zipfile.is_zipfile(tmp_path / "m.pt")  # torch's own container, readable by torch.load
+
+
+def test_the_sample_quality_classifier_is_a_tensor_file_too(tmp_path):
+    """classifier.pt (the generative wing's feature classifier): same round trip, same refusal."""
+    from pillm.generative.classifier import KIND, load_classifier
+    from pillm.generative.sample_quality import FeatureCNN
+
+    torch.manual_seed(0)
+    model = FeatureCNN((1, 28, 28), feat_dim=8).eval()
+    path = tmp_path / "classifier.pt"
+    save_tensor_file(path, KIND, model.state_dict(), {"shape": [1, 28, 28], "cfg": {"feat_dim": 8}})
+    x = torch.rand(3, 784) * 2 - 1
+    assert torch.equal(load_classifier(str(path), "cpu")(x), model(x))
+    marker = tmp_path / "pwned"
+    torch.save({"state": Payload(marker), "shape": (1, 28, 28), "cfg": {"feat_dim": 8}}, path)
+    with pytest.raises(TensorFileError, match=str(path)):
+        load_classifier(str(path), "cpu")
+    assert not marker.exists()
