@@ -10,9 +10,7 @@ from typing import Any
 
 from pillm.core.config import ConfigError
 from pillm.data.sst2 import GLUE_SIZES
-
-# The longest input MiniLM takes (its max_position_embeddings).
-MINILM_POSITIONS = 512
+from pillm.models.registry import PYPI_POSITIONS
 
 
 def check(config: dict[str, Any]) -> None:
@@ -33,10 +31,10 @@ def check(config: dict[str, Any]) -> None:
             f"lora.max_len = {lora['max_len']} exceeds the pillm base model's context "
             f"(model.context = {context}): lower lora.max_len, or drop pillm from lora.models"
         )
-    if "minilm" in lora["models"] and lora["max_len"] > MINILM_POSITIONS:
+    if "minilm" in lora["models"] and lora["max_len"] > PYPI_POSITIONS["minilm"]:
         raise ConfigError(
-            f"lora.max_len = {lora['max_len']} exceeds MiniLM's {MINILM_POSITIONS} positions: "
-            "lower lora.max_len"
+            f"lora.max_len = {lora['max_len']} exceeds MiniLM's {PYPI_POSITIONS['minilm']} "
+            "positions: lower lora.max_len"
         )
     if lora["lr_extend"] and "lora" in lora["methods"] and len(set(lora["lrs"])) < 2:
         raise ConfigError(

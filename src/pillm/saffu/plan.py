@@ -10,8 +10,8 @@ import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
+from pillm.core.selection import check_extendable
 from pillm.saffu.data import fraction_tag
-from pillm.saffu.grids import check_grid
 
 
 def check(config: dict[str, Any]) -> None:
@@ -19,8 +19,8 @@ def check(config: dict[str, Any]) -> None:
     and every grid that is extended past an edge has a ratio."""
     saffu_settings(config)
     saffu = config["saffu"]
-    check_grid(saffu["alphas"], saffu["alpha_extend"], "saffu.alphas", "saffu.alpha_extend")
-    check_grid(saffu["lrs"], saffu["lr_extend"], "saffu.lrs", "saffu.lr_extend")
+    check_extendable(saffu["alphas"], saffu["alpha_extend"], "saffu.alphas", "saffu.alpha_extend")
+    check_extendable(saffu["lrs"], saffu["lr_extend"], "saffu.lrs", "saffu.lr_extend")
 
 
 def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
