@@ -20,7 +20,7 @@ from pillm.core.records import write_text
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claim_text import claim_macros, claims_table
 from pillm.paper.claims import Result, evaluate, load_claims
-from pillm.paper.latex import tex_escape
+from pillm.paper.latex import check_tex, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.tidy import write_parquet
 
@@ -115,7 +115,7 @@ def claims_job(
     lines = flips(prev["claims"] if prev else None, new)
     for ln in lines:
         print(ln)
-    write_text(flips_tex_path, flips_tex(lines, prev is not None))
+    write_text(flips_tex_path, check_tex(flips_tex(lines, prev is not None), flips_tex_path))
     write_text(flips_txt_path, "".join(ln + "\n" for ln in lines) or "no claim flipped\n")
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": params["name"],
              "claims": new}  # fmt: skip
