@@ -34,6 +34,11 @@ BAD = [
     ),
     ("model.n_head", 3, r"model\.d_model = 64 is not divisible by model\.n_head = 3"),
     ("model.context", 10_000_000, r"model\.context = 10000000 does not fit in the wikitext2"),
+    (
+        "probe",
+        {**SMOKE["probe"], "models": ["gpt2"], "seq_len": 1_000_000},
+        r"probe\.seq_len = 1000000: two windows do not fit in the wikitext2 test split",
+    ),
     ("lm.seeds", [0, 0], r"lm\.seeds: \[0, 0\] has non-unique elements"),
     ("pil.lambdas", [], r"pil\.lambdas: \[\] is too short"),
     ("pil.lambdas", [-1.0, 1.0], r"pil\.lambdas\.0: -1\.0 is less than the minimum of 0"),
