@@ -35,7 +35,7 @@ STUDY_SECTIONS = {
     "generative": ["generative"],
     "lora": ["lora"],
     "saffu": ["saffu"],
-    "scaling": [],
+    "scaling": ["scaling"],
 }
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (\w+) -->\n).*?(<!-- END GENERATED -->)", re.S)
 
