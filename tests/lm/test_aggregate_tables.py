@@ -224,16 +224,18 @@ def test_lm_report_renders_through_the_contract(tmp_path):
     runs.write_parquet(summary / "runs.parquet")
     samples = {"variant": ["baseline"], "seed": [0], "prompt": ["The"], "continuation": ["cat"]}
     pl.DataFrame(samples).write_parquet(summary / "samples.parquet")
+    pl.DataFrame({"layer": [None]}).write_parquet(summary / "solves.parquet")  # nothing solved
     meta = {"policy": "local:wikitext2:raw v1", "tokenizer": "GPT-2 BPE", "vocab_size": 50257,
             "tokens": {"train": 10, "valid": 2, "test": 3}, "unigram_test_loss": 6.0}  # fmt: skip
     (tmp_path / "tokens.json").write_text(json.dumps(meta))
     params = {"name": "toy", "variants": ["baseline"], "seeds": [0, 1, 2],
               "model": {"n_layer": 2, "d_model": 64, "n_head": 2, "context": 32},
-              "train": {"epochs": 1, "batch_size": 8, "lr": 1e-3}}  # fmt: skip
+              "train": {"epochs": 1, "batch_size": 8, "lr": 1e-3}, "trained_margin": 0.1}  # fmt: skip
     tables = tmp_path / "tables"
     render_tables(str(summary), str(tmp_path / "tokens.json"), params, str(TEMPLATES),
                   str(tables), str(tmp_path / "numbers.tex"))  # fmt: skip
-    assert sorted(p.stem for p in tables.glob("*.tex")) == sorted(LM_TABLES)
+    assert sorted(p.stem for p in tables.glob("*.tex")) == sorted([*LM_TABLES, "lm_solves"])
+    assert "No variant of this build solves" in (tables / "lm_solves.tex").read_text()
     main = (tables / "lm_main.tex").read_text()
     # 95 % t interval of (100, 110, 120): t(0.975, 2) * 10 / sqrt(3) = 24.84
     assert main.startswith(r"\begin{table}[t]") and "110.0 $\\pm$ 24.8" in main
@@ -246,6 +248,9 @@ def test_lm_report_renders_through_the_contract(tmp_path):
     assert r"\newcommand{\PPLBaseline}{110.0 $\pm$ 24.8}" in numbers
     assert r"\newcommand{\BaselinePPLStd}{10.0}" in numbers  # ...Std macros keep the std
     assert r"\newcommand{\PilEdgeSelections}{0}" in numbers  # no solving variant: none
+    assert r"\newcommand{\KneserNeyPPL}{--}" in numbers  # no n-gram summary in this build
+    assert r"\newcommand{\LambadaOovShare}{--}" in numbers
+    assert r"\newcommand{\TrainedMargin}{0.10}" in numbers
 
 
 def test_fmt_num_signs_and_separators():

@@ -3,9 +3,6 @@
 from pillm.lm import plan as lm_plan
 from pillm.lm.variants import VARIANTS
 
-LM_VARIANTS = config["lm"]["variants"]
-SEEDS = config["lm"]["seeds"]
-
 
 wildcard_constraints:
     variant="|".join(VARIANTS),
@@ -69,7 +66,7 @@ rule aggregate:
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json({"variants": LM_VARIANTS, "seeds": SEEDS}),
+        cfg=as_json(lm_plan.aggregate_params(config)),
         out_dir=subpath(output.runs, parent=True),
     shell:
         "python -m pillm aggregate --metrics {input.metrics} --curves {input.curves}"
@@ -93,6 +90,7 @@ LM_TABLE_FILES = {
             "lm_strategies",
             "lm_targets",
             "lm_samples",
+            "lm_solves",
         )
     ],
 }

@@ -39,9 +39,9 @@ COMMANDS: tuple[Command, ...] = (
         "aggregate", "pillm.lm.aggregate:aggregate",
         "collect run records into summary parquet files",
         (many("--metrics"), many("--curves"), many("--solves"), many("--samples"),
-         js(help="{variants, seeds} (JSON)"), OUT_DIR),
+         js(help="{variants, seeds, trained_margin} (JSON)"), OUT_DIR),
         ("metrics", "curves", "solves", "samples", section("variants"), section("seeds"),
-         "out_dir"),
+         section("trained_margin"), "out_dir"),
     ),
     Command(
         "tables", "pillm.lm.report:render_tables",

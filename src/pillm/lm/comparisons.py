@@ -24,6 +24,7 @@ from pillm.paper.tidy import ci95, loss_share
 TARGET_VARIANTS = ["attn_then_pil", "attn_then_tp", "attn_then_distill", "attn_then_fgrad"]
 STRATEGY_VARIANTS = [
     "pil_then_attn",
+    "pil_random_out_attn",
     "frozen_ffn_attn",
     "attn_then_pil",
     "attn_then_tp",
@@ -113,15 +114,24 @@ class LMReport:
     def mean(self, variant: str, metric: str) -> float:
         return self.m[variant][metric]["mean"]
 
-    def main_rows(self) -> list[list[str]]:
-        rows = []
+    def solved_cell(self, v: str) -> str:
+        """Solved parameters (M): the nonzero entries of the solved output maps; a solve whose
+        map is exactly 0 (the residual target) says so."""
+        solved = self.mean(v, "params_solved")
+        maps = self.m[v].get("params_out_maps")
+        if solved == 0 and maps and maps["mean"] and not VARIANTS[v].random_out:
+            return "0 (target 0)"
+        return fmt_num(solved / 1e6, 2)
+
+    def main_rows(self) -> list[list[str] | str]:
+        rows: list[list[str] | str] = []
         for v in self.variants:
             r = self.m[v]
             rows.append(
                 [
                     VARIANTS[v].label,
                     fmt_num(self.mean(v, "params_trainable") / 1e6, 2),
-                    fmt_num(self.mean(v, "params_solved") / 1e6, 2),
+                    self.solved_cell(v),
                     self.pm(v, "grad_time_s", 1),
                     self.pm(v, "solve_time_s", 2),
                     self.pm(v, "test_ppl", 1),
@@ -131,6 +141,9 @@ class LMReport:
                     f"{r['test_ppl']['n']}/{r['test_ppl']['n_expected']}",
                 ]
             )
+        if kn := self.kn_figures():
+            rows += ["midrule", [kn["label"], *[MISSING] * 4, kn["ppl"], MISSING, kn["bpb"],
+                                 MISSING, MISSING]]  # fmt: skip
         return rows
 
     def share(self, variant: str) -> tuple[float, float | None]:
@@ -166,24 +179,31 @@ class LMReport:
                 )
         return rows
 
-    def kneser_ney_rows(self) -> list[list[str]]:
+    def kn_figures(self) -> dict[str, str]:
         """The SAFFU study's interpolated Kneser-Ney model on the full train split and the same
-        test tokens (``summary/kneser_ney.parquet``), when this build has it: deterministic, so
-        its ratio and share use the baseline's seed mean."""
+        test tokens (``summary/kneser_ney.parquet``), formatted, when this build has it (else
+        {}): its label, test PPL, BPB and order, and against the baseline (deterministic, so the
+        baseline's seed mean) the perplexity ratio and loss share in percent."""
         kn = self.kn
         if not kn or "test_ppl" not in kn or not self.has("baseline"):
-            return []
+            return {}
         ppl, loss = kn["test_ppl"], kn["test_loss"]["mean"]
         order = kn["order"]["mean"] if "order" in kn else None
         share = loss_share(self.unigram, loss, self.mean("baseline", "test_loss"))
-        return [
-            [
-                f"Kneser-Ney {fmt_num(order, 0)}-gram (train counts)",
-                fmt_pm(ppl["mean"], ppl.get("ci95"), 1),
-                fmt_num(100 * self.mean("baseline", "test_ppl") / ppl["mean"], 1),
-                fmt_num(100 * share, 1),
-            ]
-        ]
+        bpb = kn.get("test_bpb")
+        return {
+            "label": f"Kneser-Ney {fmt_num(order, 0)}-gram (train counts)",
+            "order": fmt_num(order, 0),
+            "ppl": fmt_pm(ppl["mean"], ppl.get("ci95"), 1),
+            "bpb": MISSING if bpb is None else fmt_num(bpb["mean"], 3),
+            "ratio": fmt_num(100 * self.mean("baseline", "test_ppl") / ppl["mean"], 1),
+            "share": fmt_num(100 * share, 1),
+        }
+
+    def kneser_ney_rows(self) -> list[list[str]]:
+        """The contribution table's n-gram row (``kn_figures``), when this build has it."""
+        kn = self.kn_figures()
+        return [[kn["label"], kn["ppl"], kn["ratio"], kn["share"]]] if kn else []
 
     def feature_rows(self) -> list[list[str]]:
         rows = []

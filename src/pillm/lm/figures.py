@@ -33,6 +33,8 @@ def training_curves(curves_path: str, pdf: str, png: str) -> None:
 def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
     """Held-out MSE of each layer's ridge solve along the λ grid (first seed), per variant."""
     df = pl.read_parquet(solves_path)
+    if "random_out" in df.columns:  # the random-output control repeats PIL-then-attn's solves
+        df = df.filter(~pl.col("random_out"))
     df = df.filter(pl.col("seed") == df["seed"].min())
     df = df.with_columns(
         (pl.col("val_mse") / pl.col("val_mse").min().over("variant", "layer")).alias("rel_mse")

@@ -41,6 +41,12 @@ def numbers(
         "TokenizerName": tex_escape(tokens_meta["tokenizer"]),
         "VocabSize": fmt_num(tokens_meta["vocab_size"], 0),
         "TrainTokens": fmt_num(tokens_meta["tokens"]["train"], 0),
+        # how data-starved the study is: train-split tokens per parameter of the baseline
+        "TokensPerParam": fmt_num(tokens_meta["tokens"]["train"] / b["params_total"]["mean"], 3),
+        "TokensPerNonEmbParam": fmt_num(
+            tokens_meta["tokens"]["train"] / b["params_non_embedding"]["mean"], 3
+        ),
+        "TrainedMargin": fmt_num(params["trained_margin"], 2),
         "ValidTokens": fmt_num(tokens_meta["tokens"]["valid"], 0),
         "TestTokens": fmt_num(tokens_meta["tokens"]["test"], 0),
         "ModelLayers": str(model["n_layer"]),
@@ -122,6 +128,45 @@ def grid_edge_numbers(rep: LMReport) -> dict[str, str]:
     return totals
 
 
+def kneser_ney_numbers(rep: LMReport) -> dict[str, str]:
+    """The Kneser-Ney n-gram row (SAFFU study, same train split and test tokens): its order,
+    test PPL and BPB, and against the baseline the PPL ratio PPL_base/PPL_KN and loss share in
+    percent (``LMReport.kn_figures``); '--' in a build without it."""
+    kn = rep.kn_figures()
+    keys = {"order": "Order", "ppl": "PPL", "bpb": "BPB", "ratio": "Ratio", "share": "Share"}
+    return {f"KneserNey{name}": kn.get(key, MISSING) for key, name in keys.items()}
+
+
+def lambada_numbers(rep: LMReport) -> dict[str, str]:
+    """LAMBADA's passages (``LambadaCount``), the percent of them whose target holds a token that
+    never occurs in the train split (``LambadaOovShare``) and how many remain
+    (``LambadaSeenCount``): properties of the data, the same in every run."""
+    out = dict.fromkeys(("LambadaCount", "LambadaOovShare", "LambadaSeenCount"), MISSING)
+    for v in rep.variants:
+        m = rep.m.get(v, {})
+        if "lambada_oov_share" in m:
+            out["LambadaCount"] = fmt_num(m["lambada_n"]["mean"], 0)
+            out["LambadaOovShare"] = fmt_num(100 * m["lambada_oov_share"]["mean"], 1)
+            out["LambadaSeenCount"] = fmt_num(m["lambada_n_seen"]["mean"], 0)
+            break
+    return out
+
+
+def trained_numbers(rep: LMReport) -> dict[str, str]:
+    """Over every gradient-trained run of the build's variants (``trained`` records, written by
+    ``pillm.lm.aggregate``): how many (``GradientRuns``), how many did not train
+    (``UntrainedRuns``) and the smallest training-loss drop in nats (``MinTrainLossDrop``)."""
+    flags = per_seed(rep.runs, "trained")
+    drops = per_seed(rep.runs, "train_loss_drop")
+    values = [x for v in rep.variants for x in flags.get(v, {}).values()]
+    fell = [x for v in rep.variants for x in drops.get(v, {}).values()]
+    return {
+        "GradientRuns": str(len(values)),
+        "UntrainedRuns": str(sum(1 for x in values if x != 1)),
+        "MinTrainLossDrop": fmt_num(min(fell), 2) if fell else MISSING,
+    }
+
+
 def lm_numbers(rep: LMReport) -> dict[str, str]:
     """Macros for every variant (PPL, accuracy, LAMBADA, times) and the headline comparisons."""
     out: dict[str, str] = {}
@@ -130,10 +175,14 @@ def lm_numbers(rep: LMReport) -> dict[str, str]:
         out[f"PPL{name}"] = rep.pm(v, "test_ppl", 1)
         out[f"Acc{name}"] = rep.pm(v, "test_acc", 1, 100)
         out[f"Lambada{name}"] = rep.pm(v, "lambada_acc", 1, 100)
+        out[f"LambadaSeen{name}"] = rep.pm(v, "lambada_acc_seen", 1, 100)
         out[f"Solve{name}"] = rep.pm(v, "solve_time_s", 2)
         out[f"Grad{name}"] = rep.pm(v, "grad_time_s", 1)
     out["UnigramPPL"] = fmt_num(math.exp(rep.unigram), 1)
     out |= grid_edge_numbers(rep)
+    out |= kneser_ney_numbers(rep)
+    out |= lambada_numbers(rep)
+    out |= trained_numbers(rep)
     for name in ("ParamsAttnOnlyMatched", "LayersAttnOnlyMatched", "ParamsGapAttnOnlyMatched"):
         out[name] = MISSING  # defined in every build; set below when both runs exist
     if rep.has("baseline", "attn_only_matched"):

@@ -25,12 +25,12 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-from pillm.core.ridge import GramStats, RidgeFit, solve_relative, spectrum
+from pillm.core.ridge import GramStats, RidgeFit, heldout_sse, solve_relative, spectrum
 from pillm.core.runtime import deterministic, sync
 from pillm.core.selection import GridPick, search_grid
 from pillm.lm.config import PILConfig
@@ -132,10 +132,21 @@ def gram_for_layer(model, layer, target, tokens, cfg: PILConfig, device) -> Gram
     return stats
 
 
+def heldout_r2(weight: torch.Tensor, heldout: GramStats) -> tuple[float, float]:
+    """Held-out R² of a solved map, 1 - SSE/SST over every output (SST around the held-out
+    column means), and the target's held-out mean square Σy²/(n k). R² is NaN where the target
+    is constant (the residual target is exactly 0: nothing to explain)."""
+    sse = float(heldout_sse(weight, heldout).sum())
+    sst = float((heldout.yty - heldout.y_sum**2 / heldout.n).clamp_min(0.0).sum())
+    mean_square = float(heldout.yty.sum()) / (heldout.n * heldout.hty.shape[1])
+    return (1 - sse / sst if sst > 0 else float("nan")), mean_square
+
+
 def solve_layer(
     model, layer, target, train_tokens, valid_tokens, cfg: PILConfig, device
-) -> tuple[RidgeFit, GridPick]:
-    """Stream the Gram of one layer on train and held-out rows, pick λ, install W_out."""
+) -> tuple[RidgeFit, GridPick, tuple[float, float]]:
+    """Stream the Gram of one layer on train and held-out rows, pick λ, install W_out; return
+    the fit, the λ selection and (held-out R², target mean square) of the installed map."""
     sync(device)
     t0 = time.perf_counter()
     tr = gram_for_layer(model, layer, target, train_tokens, cfg, device)
@@ -156,16 +167,18 @@ def solve_layer(
     sync(device)
     fit.gram_seconds = gram_seconds
     fit.solve_seconds = time.perf_counter() - t0 - gram_seconds
-    return fit, lam
+    return fit, lam, heldout_r2(weight, va)
 
 
 @dataclass
 class LayerSolves:
-    """Per layer, bottom-up: the ridge fit, its λ selection and (fgrad only) its step selection."""
+    """Per layer, bottom-up: the ridge fit, its λ selection, (fgrad only) its step selection,
+    and the solved map's held-out R² and target mean square (``heldout_r2``)."""
 
     fits: list[RidgeFit]
     lambdas: list[GridPick]
     steps: list[GridPick | None]
+    r2: list[tuple[float, float]] = field(default_factory=list)
 
     def selections(self) -> list[GridPick]:
         return [*self.lambdas, *(s for s in self.steps if s is not None)]
@@ -187,9 +200,10 @@ def solve_all_layers(
     """
     out = LayerSolves([], [], [])
     for layer in range(model.cfg.n_layer):
-        fit, lam = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
+        fit, lam, r2 = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
         out.fits.append(fit)
         out.lambdas.append(lam)
+        out.r2.append(r2)
         out.steps.append(step_search(layer) if step_search is not None else None)
     return out
 
@@ -229,6 +243,28 @@ def functional_gradient_step_search(
         return chosen
 
     return search
+
+
+# Seeds of the random output maps (``randomize_outputs``): apart from the feature seeds
+# 10,000 seed + layer of models.gpt.attach_pil, whatever the layer count below 5,000.
+RANDOM_OUT_SEED = 5_000
+
+
+@torch.no_grad()
+def randomize_outputs(model: GPT, seed: int) -> list[float]:
+    """Replace every PIL FFN's solved W_out by a seeded standard Gaussian rescaled to the solved
+    map's Frobenius norm (seed 10,000 seed + RANDOM_OUT_SEED + layer); return those norms.
+
+    The control of a solve: the same random features, the same output scale, no fit."""
+    norms = []
+    for layer, block in enumerate(model.blocks):
+        w = block.mlp.w_out
+        g = torch.Generator().manual_seed(10_000 * seed + RANDOM_OUT_SEED + layer)
+        r = torch.randn(w.shape, generator=g, dtype=torch.float64)
+        norm = float(torch.linalg.norm(w.double()))
+        w.copy_((r * (norm / float(torch.linalg.norm(r)))).to(w.dtype))
+        norms.append(norm)
+    return norms
 
 
 def frozen_copy(model: GPT) -> GPT:

@@ -199,12 +199,12 @@ def run_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def extras_inputs(config: dict[str, Any]) -> dict[str, list[str] | str]:
-    """The lm_extras job of a variant reads its runs (metrics and checkpoints) and the
-    tokenizer."""
+    """The lm_extras job of a variant reads its runs (metrics and checkpoints), the tokenizer
+    and the train split (which LAMBADA targets it never contains)."""
     return {
         "metrics": variant_files(config, "metrics.json"),
         "checkpoints": variant_files(config, "model.pt"),
-        "tokens": f"{tokens_dir(config)}/tokenizer.json",
+        "tokens": [f"{tokens_dir(config)}/{f}" for f in ("tokenizer.json", "train.npy")],
     }
 
 
@@ -238,27 +238,40 @@ def summary_files() -> dict[str, str]:
 
 
 def tables_inputs(config: dict[str, Any]) -> dict[str, str]:
-    """What the tables read: summaries, the SAFFU study's Kneser-Ney summary (the contribution
-    table's n-gram row) and the tokens' meta.json."""
+    """What the tables read: summaries, the SAFFU study's Kneser-Ney summary (the n-gram row of
+    the main and contribution tables) and the tokens' meta.json."""
     summary = summary_files()
     return {
         "runs": summary["runs"],
         "lm": summary["lm"],
         "samples": summary["samples"],
+        "solves": summary["solves"],
         "kn": "summary/kneser_ney.parquet",
         "tokens_meta": f"{tokens_dir(config)}/meta.json",
     }
 
 
+def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
+    """``aggregate --params``: lm.variants, lm.seeds and lm.trained_margin (the training-loss
+    drop, in nats, that makes a gradient-trained run count as trained)."""
+    lm = config["lm"]
+    return {
+        "variants": lm["variants"],
+        "seeds": lm["seeds"],
+        "trained_margin": lm["trained_margin"],
+    }
+
+
 def tables_params(config: dict[str, Any]) -> dict[str, Any]:
-    """``tables --params``: the config's name, model and train sections, lm.variants and
-    lm.seeds."""
+    """``tables --params``: the config's name, model and train sections, lm.variants, lm.seeds
+    and lm.trained_margin."""
     return {
         "name": config["name"],
         "model": config["model"],
         "train": config["train"],
         "variants": config["lm"]["variants"],
         "seeds": config["lm"]["seeds"],
+        "trained_margin": config["lm"]["trained_margin"],
     }
 
 

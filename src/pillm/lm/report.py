@@ -15,8 +15,9 @@ import polars as pl
 
 from pillm.lm.comparisons import LMReport
 from pillm.lm.macros import describe_policy, lm_numbers, numbers
+from pillm.lm.solve_table import solve_tables
 from pillm.lm.variants import VARIANTS
-from pillm.paper.latex import tex_escape
+from pillm.paper.latex import MISSING, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
 
@@ -82,15 +83,30 @@ def seeds_phrase(n_seeds: int) -> str:
     return f"mean $\\pm$ half-width of the 95\\,\\% $t$ interval over {n_seeds} seeds"
 
 
-def lm_captions(tokenizer: str, policy: str, n_seeds: int) -> dict[str, str]:
+def lm_captions(
+    tokenizer: str, policy: str, n_seeds: int, train_tokens: str, oov_share: str, kn: bool
+) -> dict[str, str]:
+    """Every LM table's caption; ``train_tokens``, ``oov_share`` (percent of LAMBADA passages
+    whose target holds a token absent from the train split) formatted; ``kn``: the main table
+    has the Kneser-Ney row."""
     seeds = seeds_phrase(n_seeds)
+    oov = (f"; {oov_share}\\,\\% of its passages have a target token that never occurs in the "
+           "train split (no model here saw it as a target)"
+           if oov_share != MISSING else "")  # fmt: skip
+    kn_row = (" Last row: an interpolated Kneser-Ney $n$-gram model counted on the same train "
+              "split (the SAFFU study's baseline; deterministic, no accuracy)."
+              if kn else "")  # fmt: skip
     return {
-        "lm_main": f"All LM variants on WikiText-2 ({tokenizer}; {policy}); {seeds}. Trainable: "
-        "parameters updated by gradient (including the run a variant starts from); Solved: output "
-        "weights set by ridge regression. Grad./Solve: wall time of the gradient phases and of the "
-        "closed-form solves. LAMBADA: last-word accuracy. $n$: runs present / expected. "
-        "Controls: a frozen random-init FFN with attention trained, attention-only with its depth "
-        "set so its parameter count is closest to the baseline's, and an FFN without activation.",
+        "lm_main": f"All LM variants on WikiText-2 ({tokenizer}; {policy}; {train_tokens} "
+        f"training tokens); {seeds}. Trainable: parameters updated by gradient (including the run "
+        "a variant starts from); Solved: nonzero entries of the output maps set by ridge "
+        "regression (a map solved for a zero target is exactly zero). Grad./Solve: wall time of "
+        f"the gradient phases and of the closed-form solves. LAMBADA: last-word accuracy{oov}. "
+        "$n$: runs present / expected. "
+        "Controls: a frozen random-init FFN with attention trained, the PIL features of "
+        "PIL$\\to$Attn with random output maps of the solved maps' norms, attention-only with its "
+        "depth set so its parameter count is closest to the baseline's, and an FFN without "
+        f"activation.{kn_row}",
         "lm_contribution": "Contribution analysis. The seed outline's measure is the perplexity "
         "ratio; the loss share is $(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L})/"
         "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$ with an add-one unigram model "
@@ -139,16 +155,21 @@ def render_tables(
     summary = pl.read_parquet(summary_dir / "lm.parquet")
     runs = pl.read_parquet(summary_dir / "runs.parquet")
     samples = pl.read_parquet(summary_dir / "samples.parquet")
+    solves = pl.read_parquet(summary_dir / "solves.parquet")
     tokens_meta = json.loads(Path(tokens_meta_path).read_text())
     rep = LMReport(summary, runs, params["variants"], tokens_meta["unigram_test_loss"])
     kn_path = summary_dir / "kneser_ney.parquet"  # the SAFFU study's n-gram row, if built
     if kn_path.is_file():
         rep.kn = {r["metric"]: r for r in pl.read_parquet(kn_path).iter_rows(named=True)}
     n_seeds = len(params["seeds"])
+    macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
     captions = lm_captions(
         tex_escape(tokens_meta["tokenizer"]),
         tex_escape(describe_policy(tokens_meta["policy"])),
         n_seeds,
+        macros["TrainTokens"],
+        macros["LambadaOovShare"],
+        bool(rep.kn_figures()),
     )
     rows = {
         "lm_main": rep.main_rows(),
@@ -164,14 +185,16 @@ def render_tables(
         )
         for name, (label, colspec, header) in LM_TABLES.items()
     }
-    macros = {**numbers(summary, runs, tokens_meta, params), **lm_numbers(rep)}
+    tables[Path(tables_dir) / "lm_solves.tex"] = solve_tables(
+        solves, params["variants"], seeds_phrase(n_seeds)
+    )
     render_report(
         tables, macros, template_dir, numbers_path, "pillm.lm.report from results/<name>/summary"
     )
 
 
 def lm_table(
-    caption: str, label: str, colspec: str, header: list[str], rows: list[list[str]]
+    caption: str, label: str, colspec: str, header: list[str], rows: list[list[str] | str]
 ) -> Table:
     """An LM table: top of the page, small type, nothing shown where a table has no rows."""
     return Table(caption, label, colspec, header, rows, "t", "small", "4pt", empty=None)

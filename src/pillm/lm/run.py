@@ -1,8 +1,10 @@
 """One LM run of any variant: gradient training, closed-form FFN solves, or a solve then training.
 
 Writes the run folder: ``model.pt``, ``curve.parquet`` (gradient steps; empty for pure solves),
-``solve.parquet`` (per layer and λ: held-out MSE, the chosen λ, κ, solver), and ``metrics.json``
-last, so a killed run never leaves a folder that looks finished.
+``solve.parquet`` (per layer and λ: held-out MSE, the chosen λ, κ, solver; per layer the chosen
+map's held-out R², the target's held-out mean square, and the installed W_out's Frobenius norm
+and nonzero entries), and ``metrics.json`` last, so a killed run never leaves a folder that looks
+finished.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 
@@ -41,6 +44,7 @@ from pillm.lm.pil import (
     frozen_copy,
     functional_gradient_step_search,
     make_distill_target,
+    randomize_outputs,
     solve_all_layers,
     target_functional_gradient,
     target_propagation,
@@ -54,7 +58,8 @@ from pillm.models.gpt import GPT, GPTConfig, attach_pil, freeze_ffns, matched_de
 CURVE_COLUMNS = ("step", "tokens", "lr", "train_loss", "val_loss")
 _previous_end = 0.0  # process_seconds() when this process finished its previous run (0: none)
 # fit() metrics a run records; compiled / cuda_graphs say which step path ran (train_step.py)
-GRAD_RECORDS = ("tokens_per_s", "train_steps", "compiled", "cuda_graphs", "warmup_time_s")
+GRAD_RECORDS = ("tokens_per_s", "train_steps", "compiled", "cuda_graphs", "warmup_time_s",
+                "train_loss_first", "train_loss_final")  # fmt: skip
 
 
 def _dep_metrics(run_dir: str) -> dict[str, float]:
@@ -121,6 +126,12 @@ def solve_ffns(
     )
 
 
+def output_maps(model: GPT) -> list[tuple[float, int]]:
+    """Per layer with a PIL FFN: the Frobenius norm and the nonzero entries of its W_out."""
+    maps = [b.mlp.w_out for b in model.blocks if hasattr(b.mlp, "w_out")]
+    return [(float(torch.linalg.norm(w.double())), int(torch.count_nonzero(w))) for w in maps]
+
+
 def grid_metrics(prefix: str, pick: GridPick) -> dict[str, float]:
     """A selection's edge record as metrics: first pick on an edge, points added, final on edge."""
     return {
@@ -159,7 +170,10 @@ def run_variant(
         if cfg.pil is None:
             raise ConfigError(f"variant {name} solves FFNs: --params needs its 'pil' section")
         solves = solve_ffns(name, seed, model, arrays, cfg.pil, deps, device)
+        if v.random_out:
+            randomize_outputs(model, seed)
         extra = {"pil_features": v.features, "pil_seed": seed}
+    out_maps = output_maps(model)  # as installed: after an fgrad step or the randomisation
     if v.trains:
         grad, curve = fit(model, arrays, meta, cfg.train, seed, device)
         grad_time += grad["grad_time_s"]
@@ -169,7 +183,7 @@ def run_variant(
     fits = solves.fits
     solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
     metrics = {
-        **lm_metrics(model, arrays, meta, cfg.train.eval_batch_size, device),
+        **lm_metrics(model, arrays, meta, cfg.train.eval_batch_size, device, not v.random_out),
         "params_trainable": trainable,
         "grad_time_s": grad_time,
         "solve_time_s": solve_time,
@@ -219,8 +233,15 @@ def run_variant(
             "edge_hit": lam.edge_hit,
             "extensions": lam.extensions,
             "on_edge": lam.on_edge,
+            "heldout_r2": r2,
+            "target_ms": target_ms,
+            "w_out_fro": out_maps[layer][0],
+            "w_out_nonzero": out_maps[layer][1],
+            "random_out": v.random_out,
         }
-        for layer, (f, lam) in enumerate(zip(fits, solves.lambdas, strict=True))
+        for layer, (f, lam, (r2, target_ms)) in enumerate(
+            zip(fits, solves.lambdas, solves.r2, strict=True)
+        )
         for lr, mse in f.curve.items()
     ]
     write_rows_parquet(out / "solve.parquet", sweep or [{"layer": None}], identity)
@@ -267,6 +288,15 @@ def run_many(
 
 
 # ---- LAMBADA and generation samples of finished runs (the lm_extras rule) --------------------
+def unseen_targets(tok: Tokenizer, passages: list[str], train_tokens: np.ndarray) -> list[bool]:
+    """Per passage: whether its target (the last word, encoded as LAMBADA scoring encodes it,
+    ``" " + word``) holds a token that never occurs in the train split. A model trained on that
+    split never saw such a token as a target (its logit was only ever pushed down), so those
+    passages measure the split's coverage, not the model."""
+    known = set(np.unique(train_tokens).tolist())
+    return [not known.issuperset(tok.encode(" " + p.rpartition(" ")[2]).ids) for p in passages]
+
+
 def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], device: str) -> None:
     """Write ``extras.json`` (tidy LAMBADA rows) and ``samples.json`` next to each run's metrics.
 
@@ -278,7 +308,9 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     cfg = ExtrasParams.from_dict(params)
     lam, data, smp = cfg.lambada, cfg.data, cfg.samples
     passages = load_lambada(data.source, data.local_dir, lam.max_examples, data.revisions)
-    lambada = None  # encoded and on the device once, for the first run's context
+    unseen = unseen_targets(tok, passages, np.load(Path(tokens_dir) / "train.npy"))
+    seen = [p for p, u in zip(passages, unseen, strict=True) if not u]
+    lambada = lambada_seen = None  # encoded and on the device once, for the first run's context
     for run_dir in run_dirs:
         run = Path(run_dir)
         records = json.loads((run / "metrics.json").read_text())
@@ -288,7 +320,21 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
         model = load_checkpoint(run / "model.pt", device)
         if lambada is None or lambada.context != model.cfg.context:
             lambada = LambadaSet.build(tok, passages, model.cfg.context, lam.batch_size, device)
+            lambada_seen = (
+                LambadaSet.build(tok, seen, model.cfg.context, lam.batch_size, device)
+                if seen
+                else None
+            )
         metrics = score_lambada(model, lambada)
+        # beside it: the share of passages no model of this train split can get right, and the
+        # accuracy on the others
+        metrics["lambada_oov_share"] = sum(unseen) / len(unseen)
+        metrics["lambada_n_seen"] = float(len(seen))
+        metrics["lambada_acc_seen"] = (
+            score_lambada(model, lambada_seen)["lambada_acc"]
+            if lambada_seen is not None
+            else float("nan")
+        )
         samples = generate_samples(
             model, tok, list(smp.prompts), smp.max_new_tokens, seed=identity["seed"], device=device
         )

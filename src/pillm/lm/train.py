@@ -103,19 +103,39 @@ def fit(
             if t_start is not None
             else float("nan"),
             **step_fn.path(),  # compiled / cuda_graphs: 1 where that path ran (CUDA only)
+            **loss_fall([row["train_loss"] for row in curve]),
         }
         return metrics, curve
 
 
-def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str) -> dict:
-    """Test and held-out metrics plus parameter counts of a finished model."""
+def loss_fall(losses: list[float]) -> dict[str, float]:
+    """Where a run's training loss started and ended: the first step's (the model as it entered
+    training, before any update) and the mean over the last tenth of the steps (at least one; a
+    single batch's loss is noisy). The aggregation calls a run trained when the second lies
+    ``lm.trained_margin`` nats or more below the first (``pillm.lm.aggregate``)."""
+    k = max(1, len(losses) // 10)
+    return {"train_loss_first": losses[0], "train_loss_final": sum(losses[-k:]) / k}
+
+
+def lm_metrics(
+    model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str, solved: bool = True
+) -> dict:
+    """Test and held-out metrics plus parameter counts of a finished model.
+
+    The PIL output maps (``w_out`` buffers) count as solved parameters by their nonzero entries
+    (a map solved for the residual target is exactly 0: it adds nothing), ``params_out_maps``
+    by their size; ``solved=False`` (random output maps, the control of a solve) counts them
+    as fixed random parameters instead."""
     amp = torch.bfloat16 if device.startswith("cuda") else None
     T = model.cfg.context
     val = evaluate_lm(model, arrays["valid"], T, eval_batch_size, meta["bytes"]["valid"], amp)
     test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp)
-    solved = sum(b.numel() for n, b in model.named_buffers() if n.endswith("w_out"))
+    out_maps = [b for n, b in model.named_buffers() if n.endswith("w_out")]
+    size = sum(b.numel() for b in out_maps)
     fixed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("w_in", "b_in")))
     fixed += sum(p.numel() for p in model.parameters() if not p.requires_grad)  # frozen FFNs
+    nonzero = sum(int(torch.count_nonzero(b)) for b in out_maps) if solved else 0
+    fixed += 0 if solved else size
     return {
         "test_loss": test["loss"],
         "test_ppl": test["ppl"],
@@ -123,9 +143,10 @@ def lm_metrics(model: GPT, arrays: dict, meta: dict, eval_batch_size: int, devic
         "test_bpb": test["bpb"],
         "val_loss": val["loss"],
         "val_ppl": val["ppl"],
-        "params_total": model.num_params() + solved,
-        "params_non_embedding": model.num_params(non_embedding=True) + solved,
-        "params_solved": solved,
+        "params_total": model.num_params() + size,
+        "params_non_embedding": model.num_params(non_embedding=True) + size,
+        "params_solved": nonzero,
+        "params_out_maps": size,
         "params_fixed_random": fixed,
         "model_layers": model.cfg.n_layer,
         "peak_memory_mb": peak_memory_mb(device),

@@ -21,6 +21,9 @@ class Variant:
     train_after_solve: bool = False  # gradient phase after the solve, solved FFNs frozen
     ffn_activation: str = "gelu"  # "linear": the FFN without activation (an affine map)
     freeze_ffn: bool = False  # FFNs stay at their random init (no solve, no gradient)
+    # after the solve, each layer's W_out becomes a seeded Gaussian of the solved map's Frobenius
+    # norm (lm/pil.py randomize_outputs): the solve's features and scale, not its fit
+    random_out: bool = False
     match_params: str | None = None  # depth set in code so the parameter count matches this one
 
     @property
@@ -43,6 +46,15 @@ VARIANTS: dict[str, Variant] = {
     # Controls (issue #14): a frozen random-init FFN with no solve (for pil_then_attn),
     # attention-only matched in parameters to the baseline (more layers), a linear FFN.
     "frozen_ffn_attn": Variant("Frozen random FFN + Attn", freeze_ffn=True),
+    # pil_then_attn with its solved output maps replaced by random ones of the same norm: the same
+    # random features (width, projections, seeds), so the pair isolates the solve
+    "pil_random_out_attn": Variant(
+        "PIL$\\to$Attn, random $W_{\\mathrm{out}}$",
+        use_ffn=False,
+        target="tp",
+        train_after_solve=True,
+        random_out=True,
+    ),
     "attn_only_matched": Variant(
         "Attention only, param.-matched", use_ffn=False, match_params="baseline"
     ),
