@@ -174,7 +174,7 @@ def test_every_generated_table_is_input_through_fitwidetables():
 def test_the_estimate_knows_a_wide_table_from_a_narrow_one():
     # the generative main table (its header and row labels, numbers of a paper build): ten
     # columns, the last ones off the page unless scaled
-    from pillm.generative.report import FAMILY_NAMES, METHOD_NAMES, TABLES
+    from pillm.generative.tables import FAMILY_NAMES, METHOD_NAMES, TABLES
 
     _, colspec, header, _ = TABLES["gen_main"]
     row = ["CIFAR-10", FAMILY_NAMES["diff_bucketed"], METHOD_NAMES["adamw"] + ", lr 0.003",
