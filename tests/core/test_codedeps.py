@@ -74,8 +74,14 @@ def test_every_command_target_is_defined_in_its_module():
 def test_every_rule_stamps_the_code_of_the_command_it_runs():
     ran_by_rules = set()
     for smk in sorted((REPO / "workflow/rules").glob("*.smk")):
-        for block in re.split(r"(?m)^rule ", smk.read_text())[1:]:
-            ran = re.findall(r"python -m pillm ([a-z0-9-]+)", block)
+        text = smk.read_text()
+        # a rules file may name a job's shell once (NAME = gpu_shell("python -m pillm ..."))
+        named = dict(re.findall(r'(?m)^([A-Z_]+) = \w+\(\s*"python -m pillm ([a-z0-9-]+)', text))
+        for block in re.split(r"(?m)^rule ", text)[1:]:
+            shell = block.split("shell:", 1)[-1].split()[0] if "shell:" in block else ""
+            ran = re.findall(r"python -m pillm ([a-z0-9-]+)", block) or (
+                [named[shell]] if shell in named else []
+            )
             if not ran:
                 continue
             ran_by_rules.add(ran[0])

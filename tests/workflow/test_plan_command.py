@@ -181,11 +181,9 @@ def test_missing_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no latexmk
     cfg = smoke()
-    cfg["data"] = dict(cfg["data"], source="local", local_dir="nowhere")
     cfg["device"] = "cuda"
     text = "\n".join(estimate.missing(cfg, REPO, "cpu"))
-    assert "data mirror" in text and "data.source" in text
-    assert "latexmk" in text and "device: cuda" in text
+    assert "latexmk" in text and "pdf: auto" in text and "device: cuda" in text
 
 
 def test_parse_log_times_jobs_by_rule():

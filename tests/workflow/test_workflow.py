@@ -62,9 +62,15 @@ def rule_commands(workdir: Path) -> dict[str, str]:
     """rule -> the pillm command its shell runs."""
     found = {}
     for smk in (workdir / "workflow/rules").glob("*.smk"):
-        for block in re.split(r"(?m)^rule ", smk.read_text())[1:]:
+        text = smk.read_text()
+        # a rules file may name a job's shell once (NAME = gpu_shell("python -m pillm ..."))
+        named = dict(re.findall(r'(?m)^([A-Z_]+) = \w+\(\s*"python -m pillm ([a-z0-9-]+)', text))
+        for block in re.split(r"(?m)^rule ", text)[1:]:
+            shell = block.split("shell:", 1)[-1].split()[0] if "shell:" in block else ""
             if m := re.search(r"python -m pillm ([a-z0-9-]+)", block):
                 found[block.split(":")[0]] = m.group(1)
+            elif shell in named:
+                found[block.split(":")[0]] = named[shell]
     return found
 
 
@@ -313,6 +319,8 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "lora_tables",
         "lora_figures",
         "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
+        "scaling_report",  # it reads the LM study's train section (the schedule of its points)
+        "scaling_figures",
         "all",
     } | PDF_RULES
     out = snakemake(workdir, "-n", *changed).stdout
@@ -336,6 +344,8 @@ def test_template_change_reruns_only_the_tables_rules_and_paper(workdir):
         "claims",
         "provenance",
         "timing_macros",  # every rule that renders lists the three shared templates
+        "scaling_report",
+        "scaling_figures",
         "results_page",
         "all",
     } | PDF_RULES
