@@ -19,14 +19,16 @@ def check(config: dict[str, Any]) -> None:
 
 
 # ---- Generative settings ---------------------------------------------------------------------
-# One *setting* per fitted model. The arms come in pairs of one network: the PIL fit (closed-form
-# output layer) and the same network with every weight trained by AdamW at a learning rate picked
-# from generative.gradient.lr_grid on held-out images: flow matching, diffusion with one ε weight
-# set shared over t, and (on ablation_datasets, generative.ablations.bucketed) diffusion with one
+# One *setting* per fitted model. The arms come in families of one network: the PIL fit (closed-
+# form output layer), the same network with every weight trained by AdamW (its rate picked from
+# generative.gradient.lr_grid on held-out images) and AdamW on the output layer alone over the
+# PIL fit's own features and pairs (adamw_out.py): flow matching, diffusion with one ε weight set
+# shared over t, and (on ablation_datasets, generative.ablations.bucketed) diffusion with one
 # weight set per bucket of t. Every arm runs every seed of generative.seeds; the PIL ablations
 # (width, Bi-PIL, time encoding) run the first seed only.
 
-FAMILIES = ("flow", "diff", "diff_bucketed")  # the AdamW families, one learning-rate grid each
+FAMILIES = ("flow", "diff", "diff_bucketed")  # the arm families, one full-network lr grid each
+METHODS = ("pil", "adamw", "adamw_out")  # the arms of each family
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Setting:
 
     name: str
     model: str  # "flow" | "diffusion"
-    method: str  # "pil" | "adamw"
+    method: str  # one of METHODS
     ablation: str  # "main" (an arm), "width", "projections", "time_encoding"
     level: str
     features: dict  # overrides of generative.features
@@ -48,19 +50,17 @@ class Setting:
 
     @property
     def is_arm(self) -> bool:
-        """An arm of a PIL-vs-AdamW pair: runs every seed (ablations run the first)."""
+        """An arm of a family (PIL and its AdamW opponents): runs every seed (ablations run the
+        first)."""
         return self.ablation == "main"
 
 
-def _arm_pair(family: str, model: str, n_buckets: int) -> list[Setting]:
-    return [
-        Setting(f"{family}_{m}", model, m, "main", m, {}, n_buckets, family)
-        for m in ("pil", "adamw")
-    ]
+def _arms(family: str, model: str, n_buckets: int) -> list[Setting]:
+    return [Setting(f"{family}_{m}", model, m, "main", m, {}, n_buckets, family) for m in METHODS]
 
 
 def families(cfg: dict, dataset: str) -> list[str]:
-    """The arm pairs configured on ``dataset`` (the ``generative`` section)."""
+    """The arm families configured on ``dataset`` (the ``generative`` section)."""
     bucketed = cfg["ablations"]["bucketed"] and dataset in cfg["ablation_datasets"]
     return ["flow", "diff", *(["diff_bucketed"] if bucketed else [])]
 
@@ -73,7 +73,7 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
         "diff": ("diffusion", 1),
         "diff_bucketed": ("diffusion", d["n_buckets"]),
     }
-    out = [s for fam in families(cfg, dataset) for s in _arm_pair(fam, *models[fam])]
+    out = [s for fam in families(cfg, dataset) for s in _arms(fam, *models[fam])]
     if dataset in cfg["ablation_datasets"]:
         a = cfg["ablations"]
         for w in a["width"]:
@@ -102,12 +102,31 @@ def pil_fit_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
     paper config's twenty fits would declare 160 GB where their peaks sum to 55 GB, and wait
     for declared memory that lies idle.
     """
+    p, d = _shape(cfg, dataset, setting)
+    return 1024 + round(10 * 8 * (p * p + p * d) / 2**20)
+
+
+def _shape(cfg: dict, dataset: str, setting: Setting) -> tuple[int, int]:
+    """(features p, pixels D) of ``setting``'s output map on ``dataset``."""
     from pillm.data.image_specs import IMAGE_DATASETS
 
     d = IMAGE_DATASETS[dataset].pixels
     f = setting.feature_options(cfg)
-    p = f["n_proj"] * f["width"] + (d if f["direct_link"] else 0) + 1
-    return 1024 + round(10 * 8 * (p * p + p * d) / 2**20)
+    return f["n_proj"] * f["width"] + (d if f["direct_link"] else 0) + 1, d
+
+
+TRAIN_IMAGES = {"mnist": 60_000, "cifar10": 50_000}  # train split sizes (generative.n_train: 0)
+
+
+def adamw_out_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
+    """GPU memory (MiB) an output-layer AdamW fit declares (``generative`` section): 1.25 times
+    the bytes of its cached float32 rows (N·K pairs of p features, D targets) and of five (K, p,
+    D) maps (weights, gradient, two AdamW moments, the kept copy), plus a PIL fit's 1 GiB."""
+    p, d = _shape(cfg, dataset, setting)
+    n_fit = round((cfg["n_train"] or TRAIN_IMAGES[dataset]) * (1 - cfg["heldout_fraction"]))
+    per_image = cfg["flow" if setting.model == "flow" else "diffusion"]["pairs_per_image"]
+    floats = setting.n_buckets * (per_image * n_fit * (p + d) + 5 * p * d)
+    return 1024 + round(1.25 * 4 * floats / 2**20)
 
 
 def all_settings(cfg: dict) -> dict[str, list[str]]:
@@ -158,6 +177,12 @@ def check_generative(cfg: dict) -> None:
             f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
             f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
         )
+    out = cfg["adamw_out"]
+    if out["lr_extend"] and len(set(out["lr_grid"])) < 2:
+        raise ValueError(
+            "generative.adamw_out.lr_extend extends the grid by its ratio, which needs two "
+            "distinct rates in generative.adamw_out.lr_grid; add one or set lr_extend: 0"
+        )
     if cfg["ablations"]["bucketed"] and d["n_buckets"] < 2:
         raise ValueError(
             "generative.ablations.bucketed needs generative.diffusion.n_buckets >= 2 (with one "
@@ -183,8 +208,9 @@ IMAGES = "generative/{dataset}/images.npz"  # gen-images' output, every job's in
 RUN = "generative/{dataset}/{setting}/seed{seed}"  # one fit's run folder
 GRID = "generative/{dataset}/lr_{family}"  # one learning-rate grid's folder
 LR_RUN = GRID + "/runs/lr{lr}.json"  # one rate of a grid
-TABLES = ("main", "speed", "lr", "ablations", "samplers", "cost")  # generated tables/gen_<name>.tex
-FIGURES = ("samples", "lambda", "samplers", "budget")  # generated figures/gen_<name>.pdf, .png
+# generated tables/gen_<name>.tex and figures/gen_<name>.pdf, .png
+TABLES = ("main", "speed", "lr", "ablations", "samplers", "cost", "adamw_out")
+FIGURES = ("samples", "lambda", "samplers", "budget", "adamw_out")
 
 
 def classifier_files() -> dict[str, str]:
@@ -282,22 +308,28 @@ def is_adamw(config: dict[str, Any], dataset: str, setting: str) -> bool:
 
 
 def is_bulk(config: dict[str, Any], dataset: str, setting: str) -> bool:
-    """A PIL fit: its kernels are large and fill the GPU, so under MPS it yields to the AdamW
-    arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
+    """A PIL or output-layer AdamW fit: their kernels (Gram products, the feature cache and its
+    held-out passes) are large and fill the GPU, so under MPS they yield to the full-network
+    AdamW arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
     return not is_adamw(config, dataset, setting)
 
 
 def gpu_need(config: dict[str, Any], dataset: str, setting: str) -> str | int:
-    """What a fit's gpu_mem_mb reserves (workflow/rules/common.smk gpu_mem): an AdamW arm the
-    ``generative_adamw`` figure of config/resources.yaml, a PIL fit MiB by its features."""
+    """What a fit's gpu_mem_mb reserves (workflow/rules/common.smk gpu_mem): a full-network
+    AdamW arm the ``generative_adamw`` figure of config/resources.yaml, a PIL fit MiB by its
+    features, an output-layer AdamW fit MiB by its cached rows."""
     g = config["generative"]
     s = settings(g, dataset)[setting]
+    if s.method == "adamw_out":
+        return adamw_out_memory_mb(g, dataset, s)
     return "generative_adamw" if s.method == "adamw" else pil_fit_memory_mb(g, dataset, s)
 
 
 def priority_class(config: dict[str, Any], dataset: str, setting: str) -> str:
-    """A fit's start-priority class (config/resources.yaml)."""
-    return "generative_adamw" if is_adamw(config, dataset, setting) else "generative_pil"
+    """A fit's start-priority class (config/resources.yaml): the gradient arms before the PIL
+    fits."""
+    gradient = settings(config["generative"], dataset)[setting].method != "pil"
+    return "generative_adamw" if gradient else "generative_pil"
 
 
 # ---- What each rule passes its job: the config it depends on ---------------------------------
