@@ -127,12 +127,12 @@ def summary(calls: list[tuple[list[Job], float]]) -> list[str]:
                  ("done", "failed", "interrupted", "running")}  # fmt: skip
         most, mean = concurrency(jobs, span)
         out.append(
-            f"call {i}: {span:.0f} s, {len(jobs)} jobs started: {count['done']} done, "
+            f"log {i}: {span:.0f} s, {len(jobs)} jobs started: {count['done']} done, "
             f"{count['failed']} failed, {count['interrupted']} interrupted, "
             f"{count['running']} still running; at most {most} at once, {mean:.1f} on average"
         )
     total = sum(span for _, span in calls)
-    out.append(f"all calls: {total:.0f} s")
+    out.append(f"all logs: {total:.0f} s")
     return out
 
 

@@ -63,6 +63,7 @@ def main() -> None:
     import torch
 
     from pillm.core.runtime import resolve_device
+    from pillm.core.tensor_files import load_tensor_file
     from pillm.lm.run import run_variant
 
     if args.deterministic:
@@ -90,8 +91,7 @@ def main() -> None:
                 m = run_variant(variant, args.seed, params, tokens, {}, str(out), device)
             messages |= {str(w.message).split("\n")[0][:200] for w in caught
                          if "determinis" in str(w.message)}  # fmt: skip
-            state = torch.load(out / "model.pt", map_location="cpu", weights_only=False)
-            state = state["state_dict"]
+            state = load_tensor_file(out / "model.pt", "pillm.gpt").tensors
             row = {"variant": variant, "repeat": r, "test_loss": m["test_loss"],
                    "tokens_per_s": m["tokens_per_s"], "grad_time_s": m["grad_time_s"]}  # fmt: skip
             if first is None:

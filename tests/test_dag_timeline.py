@@ -55,7 +55,7 @@ def test_jobs_their_spans_and_fates(tmp_path):
     out = subprocess.run([sys.executable, "benchmarks/dag_timeline.py", str(log), "--tsv",
                           str(tsv)], cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
     assert out.stdout.splitlines()[0] == (
-        "call 1: 100 s, 3 jobs started: 1 done, 1 failed, 1 interrupted, 0 still running; "
+        "log 1: 100 s, 3 jobs started: 1 done, 1 failed, 1 interrupted, 0 still running; "
         "at most 3 at once, 1.6 on average"  # (40 + 90 + 30) / 100
     )
     rows = [r.split("\t") for r in tsv.read_text().splitlines()[1:]]

@@ -2,7 +2,8 @@
 
 import sys
 
-from pillm.cli import main
+from pillm.cli import main, stop_on_signals
 
 if __name__ == "__main__":
+    stop_on_signals()
     sys.exit(main())

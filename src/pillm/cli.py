@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -80,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
                 "--threads", type=int, default=0, help="CPU threads for torch (0: default)"
             )
     return p
+
+
+def stop_on_signals() -> None:
+    """SIGTERM (a scheduler or Snakemake stopping the job) raises SystemExit(143), as SIGINT
+    raises KeyboardInterrupt: the job unwinds, so every open ``atomic_path`` removes its
+    temporary file and nothing half-written is left that looks finished."""
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from pillm.core.config import ConfigError
+from pillm.core.records import write_text
 
 MARKER = ".owner.json"
 
@@ -57,4 +58,4 @@ def claim(results: str, config: str) -> None:
     """Record ``config`` as the owner of ``results`` (at the start of a run, not a dry run)."""
     check(results, config)
     Path(results).mkdir(parents=True, exist_ok=True)
-    Path(results, MARKER).write_text(json.dumps({"config": config}) + "\n")
+    write_text(Path(results, MARKER), json.dumps({"config": config}) + "\n")

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from pillm.core.runtime import deterministic, kernel_profile, lr_at, tf32
+from pillm.core.tensor_files import load_tensor_file
 from pillm.lm.run import run_variant
 
 from ..conftest import write_toy_tokens
@@ -98,7 +99,7 @@ def test_training_reruns_bitwise_on_cuda(tokens_dir, tmp_path):
     states = []
     for run in ("a", "b"):
         run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / run), "cuda")
-        states.append(torch.load(tmp_path / run / "model.pt", weights_only=False)["state_dict"])
+        states.append(load_tensor_file(tmp_path / run / "model.pt", "pillm.gpt").tensors)
     assert all(torch.equal(v, states[1][k]) for k, v in states[0].items())
 
 

@@ -29,9 +29,12 @@ from pillm.lora.methods import (
     FitResult,
     bucketed_epoch,
     centred_one_hot,
+    chance_loss,
     choose_lr,
     fit_closed_form,
     fit_lora,
+    patience_from,
+    trained,
 )
 from pillm.lora.plan import lora_model_names
 from pillm.lora.report import LoraReport, aggregate_lora, fmt_sci, render_lora_tables
@@ -290,18 +293,63 @@ def test_early_stop_waits_patience_evaluations_after_the_best():
     assert stop.best == 0.6 and stop.best_step == 2  # an equal score is no improvement
 
 
+def test_patience_counts_only_after_the_warm_up_and_the_minimum_budget():
+    stop = EarlyStop(patience=2, start=20)
+    # the best comes early; evaluations up to step 20 never count, so the stop waits for two
+    # evaluations after it
+    for step, score in [(5, 0.7), (10, 0.6), (15, 0.6), (20, 0.6), (25, 0.6)]:
+        stop.update(step, score)
+        assert not stop.done
+    stop.update(30, 0.65)
+    assert stop.done and stop.best_step == 5
+    assert patience_from(replace(LORA, max_steps=1500, min_steps=600)) == 600
+    assert patience_from(replace(LORA, max_steps=1500, min_steps=0)) == 150  # the warm-up
+
+
 def test_lora_stops_early_and_ends_on_the_best_evaluation():
     base = _gpt_base()
     data = _sentences(96, 3)
     ids = base.tokenize(data.sentences, 8)
     dev = (ids[64:], data.labels[64:])
-    cfg = replace(LORA, max_steps=400, eval_every=2, patience=2)
+    cfg = replace(LORA, max_steps=400, eval_every=2, patience=2, min_steps=60)
     res = fit_lora(base, (ids[:64], data.labels[:64]), dev, cfg, 3e-2, 0, "cpu")
     steps = [c["step"] for c in res.curve]
     best = res.metrics["best_step"]
-    assert res.metrics["steps_run"] == steps[-1] == best + 2 * cfg.eval_every < 400
+    stop = max(best, cfg.min_steps) + 2 * cfg.eval_every  # patience after the minimum budget
+    assert res.metrics["steps_run"] == steps[-1] == stop < 400
+    assert res.metrics["patience_from"] == 60
+    assert res.metrics["train_loss_first"] == res.curve[0]["train_loss"]
+    assert res.metrics["train_loss_last"] == res.curve[-1]["train_loss"]
     assert float((res.predict(dev[0]) == dev[1]).mean()) == res.metrics["best_dev_accuracy"]
     assert max(c["dev_accuracy"] for c in res.curve) == res.metrics["best_dev_accuracy"]
+
+
+def test_chance_loss_is_the_entropy_of_the_fit_labels():
+    assert chance_loss(np.array([0, 1, 1, 0])) == pytest.approx(np.log(2))
+    assert chance_loss(np.array([1, 1, 1, 0])) == pytest.approx(
+        -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
+    )
+    assert chance_loss(np.array([1, 1])) == 0.0
+    assert trained(0.60, np.log(2), 0.05) and not trained(0.678, np.log(2), 0.05)
+    assert not trained(float("nan"), np.log(2), 0.05)
+
+
+def test_lora_record_says_whether_it_trained():
+    """A learnable rule: the kept weights' training loss falls well below chance (trained);
+    a learning rate too small to move the head leaves it at chance (not trained)."""
+    base = _gpt_base()
+    data = _sentences(160, 11)
+    fit, dev = data.take(np.arange(128)), data.take(np.arange(128, 160))
+    cfg = replace(LORA, max_steps=80, eval_every=8, patience=99, lrs=[3e-2], lr_extend=0)
+    job = run_fits(base, "lora", fit, dev, _sentences(40, 12), cfg, 0, "cpu")
+    m = job.metrics
+    assert m["chance_loss"] == pytest.approx(chance_loss(fit.labels))
+    assert m["train_loss_at_best"] <= m["chance_loss"] - cfg.trained_margin and m["trained"] == 1.0
+    assert m["train_loss_first"] > m["train_loss_last"] and m["trained_margin"] == 0.05
+    frozen = run_fits(base, "lora", fit, dev, _sentences(40, 12), replace(cfg, lrs=[1e-7]), 0,
+                      "cpu")  # fmt: skip
+    assert frozen.metrics["trained"] == 0.0
+    assert frozen.metrics["train_loss_at_best"] > frozen.metrics["chance_loss"] - 0.05
 
 
 def test_lr_is_chosen_on_dev_and_validation_labels_change_no_choice():
@@ -327,7 +375,8 @@ def test_an_edge_pick_extends_the_rate_grid(monkeypatch):
         acc = min(0.9, 0.5 + 4 * lr)
         curve = [{"step": 5, "fit_seconds": 1.0, "dev_accuracy": acc, "train_loss": 0.6}]
         metrics = {"lr": lr, "best_step": 5.0, "steps_run": 5.0, "warmup_steps": 1.0,
-                   "best_dev_accuracy": acc, "run_seconds": 1.0}  # fmt: skip
+                   "best_dev_accuracy": acc, "run_seconds": 1.0, "patience_from": 1.0,
+                   "train_loss_first": 0.7, "train_loss_last": 0.6}  # fmt: skip
         return FitResult({"w": torch.zeros(1)}, lambda ids: np.zeros(len(ids), np.int64), 1.0,
                          metrics, [] if stop_at else curve)  # fmt: skip
 
@@ -418,7 +467,8 @@ def _write_job(root, model, method, acc, fit_s, dev_acc, **extra):
 
 def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     lora_extra = {"lr": 1e-3, "lr_at_grid_edge": 0.0, "stopped_early": 1.0, "best_step": 10.0,
-                  "train_loss_at_best": 0.5, "tune": 9.0}  # fmt: skip
+                  "train_loss_at_best": 0.5, "tune": 9.0, "trained": 1.0, "chance_loss": 0.69,
+                  "patience_from": 600.0}  # fmt: skip
     paths = [
         _write_job(tmp_path, "pillm-s0", "pil_lora", 0.8, 0.5, 0.60),
         _write_job(tmp_path, "pillm-s0", "lora", 0.82, 2.5, 0.62, **lora_extra),
@@ -437,6 +487,8 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert acc.select("a", "seed").rows() == [("pillm_lora", 0), ("pillm_pil_lora", 0),
                                               ("pillm_pil_lora", 1)]  # fmt: skip
     assert acc["value"].to_list() == pytest.approx([82.0, 80.0, 70.0])
+    flags = frame.filter(pl.col("metric") == "trained")  # the opponent's training record
+    assert flags.select("a", "seed", "value").rows() == [("pillm_lora", 0, 1.0)]
     params = {"name": "t", "seeds": [0, 1], **LORA_CFG}
     rep = LoraReport(summary, pl.read_parquet(tmp_path / "lora_curves.parquet"), params)
     # LoRA's chosen run passes the head's 0.60 dev accuracy at its 2.5 s evaluation (the faint
@@ -456,6 +508,8 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert macros["LoraLrGrid"] == "$10^{-3}$, $10^{-2}$" and macros["LoraNSeeds"] == "2"
     assert macros["LoraMiniLMLoraAcc"] == "--"  # every macro defined, absent groups too
     assert macros["LoraNJobs"] == "3" and macros["LoraNExpected"] == "4"
+    assert macros["LoraPillmTrained"] == "1/1" and macros["LoraPillmChanceLoss"] == "0.690"
+    assert macros["LoraPatienceFrom"] == "600" and macros["LoraMiniLMTrained"] == "--"
     render_lora_tables(str(tmp_path), params, str(REPO / "paper/templates"), str(tmp_path / "t.tex"),
                        str(tmp_path / "n.tex"))  # fmt: skip
     table = (tmp_path / "t.tex").read_text()

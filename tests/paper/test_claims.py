@@ -267,7 +267,8 @@ def test_job_outputs_and_flip_between_builds(tmp_path, capsys):
                  "ClaimGroupG"):  # fmt: skip
         assert f"\\newcommand{{\\{name}}}" in numbers
     table = (first / "claims.tex").read_text()
-    assert "tab:claim-checks" in table and "ffn\\_vs\\_attn" in table
+    assert "tab:claim-checks" in table and "ffn\\_\\discretionary{}{}{}vs" in table
+    assert "$p_\\text{Holm}$" in table
 
     _, same = job(tmp_path, holds, "two")
     assert same == "no claim flipped\n"
@@ -280,6 +281,157 @@ def test_job_outputs_and_flip_between_builds(tmp_path, capsys):
     assert "ffn\\_vs\\_attn flipped" in (third / "flips.tex").read_text()
     history = (tmp_path / "history" / "claims.jsonl").read_text().splitlines()
     assert len(history) == 3  # append-only: one entry per build
+
+
+# ---- multiple comparisons, exact zeros, gradient opponents -----------------------------------
+
+
+def test_holm_and_benjamini_hochberg_on_a_known_p_vector():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> monotone
+    assert cl.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # BH: times 4/1, 4/2, 4/3, 4/4 = 0.02, 0.02, 0.04, 0.04, monotone from the largest down
+    assert cl.benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert cl.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert cl.holm([]) == [] and cl.benjamini_hochberg([0.2]) == [0.2]
+
+
+def test_p_value_is_the_paired_t_test_and_tost_for_equivalence():
+    from scipy import stats
+
+    a, b = [228.0, 230.0, 226.5, 231.0], [229.0, 232.5, 227.0, 231.5]
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    assert cl.p_value(d, "direction") == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    lower = stats.ttest_1samp(d, -1.0, alternative="greater").pvalue
+    upper = stats.ttest_1samp(d, 1.0, alternative="less").pvalue
+    assert cl.p_value(d, "equivalence", 1.0) == pytest.approx(max(lower, upper))
+    assert cl.p_value([1.0], "direction") is None  # one seed: no test
+    assert cl.p_value([0.0, 0.0], "direction") == 1.0 and cl.p_value([2.0, 2.0], "share_sum") == 0.0
+
+
+def test_exact_zero_difference_is_identical_by_construction_not_agreement(tmp_path):
+    same = [228.0, 230.0, 226.5, 229.0, 231.0]
+    res = evaluate(tmp_path, {("ffn_only", "test_ppl"): same, ("attn_only", "test_ppl"): same})
+    r = res["ffn_vs_attn"]
+    assert r.verdict == cl.IDENTICAL == "identical by construction" and r.identical
+    assert r.n == 5 and r.diff == 0.0 and r.agree == 0  # no seed "agrees" with a zero
+    assert text.fmt_agree(r) == "--" and "5/5" not in r.sentence
+    assert r.sentence == (
+        "FFN-only and attention-only are identical by construction: the paired difference in "
+        "test perplexity is exactly 0 at each of the 5 seeds"
+    )
+    assert r.p_holm is None and not cl.in_family(r)  # not a test: outside the family
+    # one seed differing by a hair is a measurement again, with its agreement count
+    close = evaluate(tmp_path, {("ffn_only", "test_ppl"): same,
+                                ("attn_only", "test_ppl"): [*same[:4], 231.0 + 1e-9]})["ffn_vs_attn"]  # fmt: skip
+    assert close.verdict == cl.INDISTINGUISHABLE and close.agree == 1
+
+
+def test_family_adjustment_is_reported_beside_the_unadjusted_verdicts(tmp_path):
+    values = {  # ffn_vs_attn holds clearly; acc holds narrowly (p ~ 0.03); same is noise
+        ("ffn_only", "test_ppl"): [228.0, 230.0, 226.5],
+        ("attn_only", "test_ppl"): [260.0, 262.5, 257.0],
+        ("ffn_only", "test_acc"): [0.300, 0.310, 0.305],
+        ("attn_only", "test_acc"): [0.290, 0.292, 0.296],
+        ("refit", "test_ppl"): [98.0, 103.0, 100.0],
+        ("refit_single8d", "test_ppl"): [100.1, 100.0, 100.0],
+    }
+    res = evaluate(tmp_path, values)
+    acc, ppl = res["acc"], res["ffn_vs_attn"]
+    assert acc.verdict == ppl.verdict == cl.HOLDS
+    family = [r for r in res.values() if cl.in_family(r)]
+    assert {r.id for r in family} == {"ffn_vs_attn", "acc", "same"}  # the others did not run
+    ps = [r.p_value for r in family]
+    assert [r.p_holm for r in family] == pytest.approx(cl.holm(ps))
+    assert [r.p_bh for r in family] == pytest.approx(cl.benjamini_hochberg(ps))
+    assert 0.01 < acc.p_value < 0.05 and acc.p_holm >= 0.05 and not acc.holds_holm
+    assert ppl.holds_holm and ppl.holds_bh
+    macros = text.claim_macros(list(res.values()), {"lm": dict(SPEC, study="lm")})
+    assert (macros["ClaimNFamily"], macros["ClaimNHold"], macros["ClaimNHoldHolm"]) == (
+        "3",
+        "2",
+        "1",
+    )
+    assert macros["ClaimAccPHolm"] == text.fmt_p(acc.p_holm) and macros["ClaimAccP"] != "--"
+    table = text.claims_table(list(res.values()), {"lm": dict(SPEC, study="lm")})
+    row = next(r for r in table.rows if r[0].startswith("acc"))
+    assert row[6:9] == [text.fmt_p(acc.p_value), text.fmt_p(acc.p_holm), "holds"]
+
+
+OPPONENT_SPEC = {
+    "metrics": {"accuracy": {"noun": "accuracy", "better": "higher", "digits": 1}},
+    "names": {"m_lora": "tuned LoRA", "m_head": "the head", "m_ridge": "the readout"},
+    "opponents": ["m_lora"],
+    "claims": [
+        {"id": "lora_vs_head", "metric": "accuracy", "arms": ["m_lora", "m_head"],
+         "test": "direction", "group": "g"},
+        {"id": "head_vs_lora", "metric": "accuracy", "arms": ["m_head", "m_lora"],
+         "test": "direction"},
+        {"id": "ridge_vs_head", "metric": "accuracy", "arms": ["m_ridge", "m_head"],
+         "test": "direction", "group": "g"},
+    ],
+    "groups": {"g": {"what": "methods"}},
+}  # fmt: skip
+
+
+def opponent_frame(trained: list[float | None]) -> pl.DataFrame:
+    rows = [{"arm": arm, "metric": "accuracy", "seed": s, "value": v}
+            for arm, vals in (("m_lora", [81.0, 82.0, 80.5]), ("m_head", [70.0, 71.0, 69.5]),
+                              ("m_ridge", [75.0, 76.5, 74.0]))
+            for s, v in enumerate(vals)]  # fmt: skip
+    rows += [{"arm": "m_lora", "metric": "trained", "seed": s, "value": t}
+             for s, t in enumerate(trained) if t is not None]  # fmt: skip
+    return claim_frame(rows)
+
+
+def evaluate_opponent(tmp_path, trained, spec=OPPONENT_SPEC) -> dict[str, cl.Result]:
+    path = tmp_path / "lora.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    claims, specs = cl.load_claims([path])
+    return {r.id: r for r in cl.evaluate(claims, specs, {"lora": opponent_frame(trained)})}
+
+
+def test_claim_against_an_opponent_that_did_not_train_is_not_evaluated(tmp_path):
+    res = evaluate_opponent(tmp_path, [1.0, 0.0, 0.0])
+    for cid in ("lora_vs_head", "head_vs_lora"):  # the opponent on either side
+        r = res[cid]
+        assert r.verdict == cl.OPPONENT_UNTRAINED == "opponent did not train"
+        assert r.opponents == "m_lora" and r.untrained == "m_lora: seeds 1, 2"
+        assert r.diff is not None and r.p_holm is None  # recorded, not tested
+        assert (
+            "is not evaluated" in r.sentence
+            and "tuned LoRA did not train at seeds 1, 2 (" in r.sentence
+        )
+        assert not re.search(r"\b(lower|higher)\b", r.sentence)
+    assert res["ridge_vs_head"].verdict == cl.HOLDS and res["ridge_vs_head"].opponents == ""
+    spec = dict(OPPONENT_SPEC, study="lora")
+    group = text.group_sentence("g", list(res.values()), spec)
+    assert group.startswith("1 of the 1 methods reach a higher accuracy")  # LoRA not counted
+    macros = text.claim_macros(list(res.values()), {"lora": spec})
+    assert macros["ClaimNUntrained"] == "2" and macros["ClaimNFamily"] == "1"
+    table = text.claims_table(list(res.values()), {"lora": spec})
+    assert table.rows[0][-1] == "opponent did not train"
+    trained = evaluate_opponent(tmp_path, [1.0, 1.0, 1.0])
+    assert trained["lora_vs_head"].verdict == cl.HOLDS and trained["lora_vs_head"].untrained == ""
+
+
+def test_opponent_without_a_trained_record_names_the_fix(tmp_path):
+    with pytest.raises(
+        cl.ClaimsError, match=r"opponent m_lora has no 'trained' record at seeds \[2\]"
+    ):
+        evaluate_opponent(tmp_path, [1.0, 1.0, None])
+    with pytest.raises(cl.ClaimsError, match=r"opponents \['m_typo'\] are arms of no claim"):
+        evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents=["m_lora", "m_typo"]))
+    with pytest.raises(cl.ClaimsError, match="opponents must be a list"):
+        evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents="m_lora"))
+
+
+def test_declared_opponents_are_gradient_arms_whose_frames_record_training():
+    """Every claims file's opponents are arms its claims name; the lora study lists LoRA."""
+    claims, specs = cl.load_claims(sorted((ROOT / "paper" / "claims").glob("*.yaml")))
+    assert set(specs["lora"]["opponents"]) == {"minilm_lora", "pillm_lora"}
+    for c in claims:
+        assert set(c.opponents) <= {c.a, c.b}
 
 
 # ---- the paper's prose: direction words only through claim macros ---------------------------

@@ -330,6 +330,9 @@ def test_cli_prints_writes_html_and_refuses_a_bad_build(tmp_path, capsys):
     assert "<tr class='noise'>" in out.read_text()
     assert main(["diff", str(a), str(tmp_path / "nope")]) == 2
     assert "neither a folder nor REV:PATH" in capsys.readouterr().err
+    out = tmp_path / "written"  # a revision that git would read as an option
+    assert main(["diff", str(a), "--", f"--output={out}:results"]) == 2
+    assert "neither a folder nor REV:PATH" in capsys.readouterr().err and not out.exists()
 
 
 def test_table_cells_read_what_latex_writes():

@@ -48,3 +48,9 @@ def test_render_report_writes_html_beside_tex(tmp_path):
 def test_latex_text_escapes_html():
     assert latex_text("a<b & c") == "a&lt;b &amp; c"
     assert latex_text(r"\emph{x}") == "<i>x</i>"
+
+
+def test_stacked_headers_and_manuscript_macros():
+    assert latex_text(r"\shortstack{$\Rlin$ mean\\{}[min, max]}") == "R²_lin mean<br>[min, max]"
+    assert latex_text(r"\shortstack{Lin.\ swap\\{}best}") == "Lin. swap<br>best"
+    assert latex_text(r"\pillm{} baseline, $\epsilon$") == "pillm baseline, ε"

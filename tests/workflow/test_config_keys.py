@@ -35,8 +35,9 @@ OWNER = {
     "generative": "generative",
     "lora": "lora",
     "saffu": "saffu",
+    "scaling": "lm",
 }
-RULES = {"lm": ["lm.smk", "sensitivity.smk"], "data": ["data.smk"], "centre": ["common.smk"]}
+RULES = {"lm": ["lm.smk", "sensitivity.smk", "scaling.smk"], "data": ["data.smk"], "centre": ["common.smk"]}
 # the model a wing builds reads its shape keys (``model.*``) in pillm.models
 EXTRA = {"lm": ["models"]}
 

@@ -258,14 +258,35 @@ def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     assert compile_unpacked(str(tar), str(tmp_path)).read_bytes().startswith(b"%PDF")
 
 
+def pdf_info_string(pdf: bytes, key: str) -> str:
+    """A string of the PDF's info dictionary as hyperref writes it (UTF-16, octal escapes)."""
+    raw = re.search(rb"/" + key.encode() + rb"\s*\(((?:\\.|[^\\)])*)\)", pdf).group(1)
+    text = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), raw)
+    text = re.sub(rb"\\(.)", rb"\1", text)
+    return text.decode("utf-16") if text.startswith(b"\xfe\xff") else text.decode("latin-1")
+
+
+@NEEDS_TEX
+def test_pdf_has_title_and_author_and_the_tarball_plain_modes(workdir):
+    pdf = (workdir / "results/smoke/paper/main.pdf").read_bytes()
+    assert pdf_info_string(pdf, "Title").startswith("How Much Do Feed-Forward Blocks Contribute")
+    assert pdf_info_string(pdf, "Author") == "The pillm authors"
+    with tarfile.open(workdir / "results/smoke/paper/arxiv.tar.gz") as t:
+        modes = {m.mode for m in t.getmembers() if m.isfile()}
+    assert modes == {0o644}
+
+
 def test_html_report_has_tables_and_figures(workdir):
     snakemake(workdir, *SMOKE, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
     assert "lm_main.tex" in html and "training_curves.png" in html
-    # Every table also as an HTML table with its caption (pillm.paper.html via report_tables).
+    # Every table also as an HTML table with its caption (pillm.paper.html), on the results
+    # page (pillm.paper.results_page), which the report carries as its Overview.
     page = (workdir / GEN / "tables/lm_main.html").read_text()
     assert "<caption>" in page and "<th>" in page
-    assert "lm_main.html" in html
+    landing = (workdir / "results/smoke/report/index.html").read_text()
+    assert 'id="tab:main"' in landing and 'id="claims-table"' in landing
+    assert "index.html" in html
 
 
 def test_config_change_reruns_training_and_downstream_only(workdir):
@@ -280,7 +301,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "tables",
         "claims",  # every LM claim reads the runs
         "provenance",  # the first page counts the runs behind the paper
-        "report_tables",  # the HTML copies of the tables
+        "results_page",  # the claims, tables and figures on one page
         "figure_curves",
         "figure_lambda",
         "figure_width",
@@ -316,7 +337,7 @@ def test_template_change_reruns_only_the_tables_rules_and_paper(workdir):
         "claims",
         "provenance",
         "timing_macros",  # every rule that renders lists the three shared templates
-        "report_tables",
+        "results_page",
         "all",
     } | PDF_RULES
 

@@ -135,11 +135,14 @@ def res(path):
 
 
 def in_results(paths):
-    """A wing plan's relative paths (a path, a list, or a dict of lists) under the results tree."""
+    """A wing plan's relative paths (a path, a list, or a dict of lists) under the results tree,
+    each checked to stay inside it (plan.check_outputs)."""
     if isinstance(paths, str):
+        plan.check_outputs([res(paths)], RESULTS)
         return res(paths)
     if isinstance(paths, dict):
         return {k: in_results(v) for k, v in paths.items()}
+    plan.check_outputs([res(p) for p in paths], RESULTS)
     return [res(p) for p in paths]
 
 
@@ -266,4 +269,6 @@ BUILD_PDF = plan.builds_pdf(config)
 
 def all_targets():
     pdf = [res("paper/main.pdf"), res("paper/arxiv.tar.gz")] if BUILD_PDF else []
-    return [*wing_files("paper"), *pdf, res("report/tables")]
+    targets = [*wing_files("paper"), *pdf, res("report/index.html")]
+    plan.check_outputs(targets, RESULTS)  # every one inside results/<name>/
+    return targets

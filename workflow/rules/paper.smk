@@ -1,5 +1,7 @@
-# Paper: the claims over every study, the provenance page, the PDF, the arXiv tarball, the HTML tables.
+# Paper: the claims over every study, the provenance page, the PDF, the arXiv tarball, the results
+# page (report/index.html).
 from pillm.core.records import git_revision  # provenance rule: the build's revision
+from pillm.paper import results_page  # the results page's sections and captions
 from pillm.paper.commands import claims_args
 
 # The studies that declare claims: one paper/claims/<study>.yaml each (pillm.paper.claims).
@@ -139,26 +141,33 @@ rule arxiv:
         "python -m pillm arxiv --build-dir {params.build_dir} --out {output} > {log} 2>&1"
 
 
-rule report_tables:
-    # Every table of the paper as HTML (written by render_report beside its .tex) for
-    # `snakemake --report`: one page per table, with its caption.
+# The landing page of a build (pillm.paper.results_page): the claims first, then a section per
+# wing (every wing but this file's, in registration order) with its tables (.tex; the .html
+# beside each is read) and figures (the .png beside each .pdf), under the captions of
+# workflow/report/captions/<wing>.yaml.
+PAGE = results_page.page_sections(WINGS)
+
+
+rule results_page:
     input:
-        wing_files("tables"),
+        claims=rules.claims.output.parquet,
+        flips=rules.claims.output.flips_txt,
+        tables=[f for s in PAGE.values() for f in s["tables"]],
+        figures=[f for s in PAGE.values() for f in s["figures"]],
+        captions=[source(f"{results_page.CAPTIONS_DIR}/{w}.yaml") for w in PAGE],
+        code=code("results-page"),
     output:
-        report(
-            directory(res("report/tables")),
-            patterns=["{name}.html"],
-            caption="../report/tables.rst",
-            category="Tables",
-        ),
+        report(res("report/index.html"), "../report/results.rst", category="Overview"),
     log:
-        logfile("report_tables"),
+        logfile("results_page"),
     conda:
         "../envs/pillm.yaml"
     params:
-        tables=lambda w, input: parent(input[0]),  # generated/tables/
+        page=as_json({"name": config["name"], "sections": results_page.stems(PAGE)}),
     shell:
-        "mkdir -p {output} && cp {params.tables:q}/*.html {output}/ > {log} 2>&1"
+        "python -m pillm results-page --claims {input.claims} --flips {input.flips}"
+        " --tables {input.tables} --figures {input.figures} --captions {input.captions}"
+        " --params {params.page:q} --out {output} > {log} 2>&1"
 
 
 # Aggregation, tables, figures, claims, the PDF: seconds each, never queued on a cluster.
@@ -166,4 +175,4 @@ localrules:
     claims,
     pdf,
     arxiv,
-    report_tables,
+    results_page,

@@ -22,7 +22,13 @@ from typing import Any
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only on success.
+
+    The temporary file is flushed to disk before the rename, so a write error the file system
+    reports late (a full disk on NFS, an I/O error) fails here, and a crash after the rename
+    leaves the whole file. Any error, or SIGTERM/SIGINT in a ``python -m pillm`` job (``pillm.cli``
+    turns them into exceptions), removes the temporary file and leaves ``path`` as it was:
+    absent, or the previous complete version."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -30,9 +36,21 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        _fsync(tmp_path)
         os.replace(tmp_path, path)
+        with contextlib.suppress(OSError):  # the entry's durability: not every file system can
+            _fsync(path.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

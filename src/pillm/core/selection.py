@@ -31,6 +31,17 @@ def grid_ratio(grid: Sequence[float]) -> float:
     return (pos[-1] / pos[0]) ** (1 / (len(pos) - 1))
 
 
+def check_extendable(grid: Sequence[float], extend: int, key: str, extend_key: str) -> None:
+    """ConfigError, before any job, for a grid that is extended past an edge (``extend`` > 0)
+    without two distinct positive values: their ratio is the step (``grid_ratio``)."""
+    if extend and len({x for x in grid if x > 0}) < 2:
+        raise ConfigError(
+            f"{key} = {list(grid)}: extending it past an edge ({extend_key} = {extend}) needs "
+            f"two distinct positive values (their ratio is the step); add one, or set "
+            f"{extend_key}: 0"
+        )
+
+
 def edge_side(grid: Sequence[float], pick: float, scores: dict[float, float] | None = None) -> int:
     """+1: the pick is the largest value; -1: the smallest positive one, or 0 (then smaller
     positive values are worth trying); 0: interior. A 0 in the grid ("no step") is the bound of

@@ -61,6 +61,36 @@ def check_data_config(data: Mapping[str, Any]) -> Path:
     return folder
 
 
+def split_bytes(data: Mapping[str, Any], corpus: str) -> dict[str, int] | None:
+    """Bytes of ``corpus``'s train/valid/test splits as a build will cut them, where that is
+    known before any job: from the mirror in the data folder (``data.source`` local or auto).
+    None otherwise (the hub's splits, a mirror not built yet, a file missing).
+
+    Both tokenizers are byte-level BPE, so a split has at most as many tokens as bytes: a
+    window longer than a split's bytes (``model.context``, ``probe.seq_len``) cannot fit in it.
+    """
+    from pillm.data.sources import CORPORA, split_tail
+
+    cfg = DataConfig.from_dict(dict(data), "data")
+    folder = data_dir(cfg.local_dir)
+    if cfg.source == "hub" or not (folder / HOLDS_MIRROR).is_file():
+        return None
+    files = {}
+    for key, rel in CORPORA[corpus].local_files.items():
+        path = folder / rel
+        if not path.is_file():
+            return None
+        files[key] = path.read_bytes().decode("utf-8", errors="replace")
+    if "all" in files:  # as sources.load_local cuts a single file
+        body, test = split_tail(files["all"], 0.05)
+        train, valid = split_tail(body, 0.05 / 0.95)
+    else:
+        train, valid = split_tail(files["validation"], cfg.heldout_fraction)
+        test = files["test"]
+    texts = {"train": train, "valid": valid, "test": test}
+    return {split: len(text.encode("utf-8")) for split, text in texts.items()}
+
+
 def _size(keys: Iterable[str]) -> str:
     mb = sum(HUB_DATASETS[k].mb for k in keys)
     return f"about {mb:.0f} MB" if mb >= 10 else f"about {mb:.1f} MB"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pillm.core.records import atomic_path, write_json, write_text
+from pillm.data.reading import read_text
 from pillm.data.revisions import Revisions
 from pillm.data.sources import SPLITS, load_corpus
 from pillm.data.tokenizer import build_tokenizer, encode
@@ -48,7 +49,7 @@ def tokenize_corpus(
     and, for GPT-2 BPE, the hub revision its files came from)."""
     corpus_dir, out = Path(corpus_dir), Path(out_dir)
     meta = json.loads((corpus_dir / "meta.json").read_text())
-    texts = {s: (corpus_dir / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS}
+    texts = {s: read_text(corpus_dir / f"{s}.txt") for s in SPLITS}
     t0 = time.perf_counter()
     tok, origin = build_tokenizer(
         kind, vocab_size, texts["train"], source, local_dir, revisions, with_origin=True

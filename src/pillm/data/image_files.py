@@ -37,6 +37,7 @@ import numpy as np
 from pillm.core.records import atomic_path
 from pillm.data.files import DataError, hub_call, read_checksums, verify_file
 from pillm.data.image_specs import IMAGE_DATASETS, ImageSpec
+from pillm.data.reading import FIX, read_parquet
 from pillm.data.revisions import Revisions, hub_source, local_record
 from pillm.data.sources import resolve_source
 
@@ -132,19 +133,20 @@ def read_images_local(
     workers: int = 1,
 ) -> RawImages:
     """Read ``<local_dir>/<name>/<split>.parquet`` after verifying it against SHA256SUMS."""
-    import pyarrow.parquet as pq
-
     spec = image_spec(name)
     _check_split_limit(split, limit)
     local_dir = Path(local_dir)
     rel = f"{spec.local_dir}/{split}.parquet"
     digest = verify_file(local_dir, rel, read_checksums(local_dir))
-    table = pq.read_table(local_dir / rel, columns=[spec.image_column, "label"])
+    table = read_parquet(local_dir / rel, [spec.image_column, "label"])
     rows = subset_rows(table.num_rows, limit, subset_seed)
     meta = {"source": "local", "dataset": name, "split": split, "file": rel, "sha256": digest}
     meta.update(limit=limit, subset_seed=subset_seed, n_split=table.num_rows)
     meta.update(_origin(local_record(local_dir, name)))
-    return _build(table, spec, rows, meta, workers)
+    try:
+        return _build(table, spec, rows, meta, workers)
+    except (DataError, OSError, ValueError, TypeError, KeyError) as err:  # PIL: OSError
+        raise DataError(f"{local_dir / rel}: {err}; {FIX}") from None
 
 
 def _origin(record: dict) -> dict:

@@ -13,6 +13,7 @@ class ImageSpec:
     local_dir: str  # folder inside the mirror holding {train,test}.parquet (hub: HUB_DATASETS)
     image_column: str
     shape: tuple[int, int, int]
+    rows: tuple[int, int]  # images in the train and test splits (mirror and hub alike)
     classes: int = 10
 
     @property
@@ -22,6 +23,6 @@ class ImageSpec:
 
 
 IMAGE_DATASETS: dict[str, ImageSpec] = {
-    "mnist": ImageSpec("mnist", "image", (1, 28, 28)),
-    "cifar10": ImageSpec("cifar10", "img", (3, 32, 32)),
+    "mnist": ImageSpec("mnist", "image", (1, 28, 28), (60_000, 10_000)),
+    "cifar10": ImageSpec("cifar10", "img", (3, 32, 32), (50_000, 10_000)),
 }

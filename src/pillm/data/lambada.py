@@ -13,7 +13,6 @@ absent.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from pillm.data.files import hub_call, read_checksums, verify_file
+from pillm.data.reading import read_jsonl
 from pillm.data.revisions import Revisions, hub_source
 from pillm.data.sources import resolve_source
 
@@ -44,8 +44,7 @@ def load_lambada(
     if source == "local":
         root = Path(local_dir)
         verify_file(root, LAMBADA_REL, read_checksums(root))
-        with open(root / LAMBADA_REL, encoding="utf-8") as fh:
-            passages = [json.loads(line)["text"] for line in fh if line.strip()]
+        passages = read_jsonl(root / LAMBADA_REL, "text")
     else:
         hub = hub_source("lambada", revisions)
         import datasets  # lazy: slow to import and unused on the local path

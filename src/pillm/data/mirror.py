@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pillm.core.records import atomic_path, write_json
 from pillm.data.files import MIRROR_FILES, DataError, hub_call, sha256_file
+from pillm.data.reading import read_parquet, read_text
 from pillm.data.revisions import HubSource, Revisions, hub_source
 
 LOCK = ".mirror.lock"
@@ -31,9 +32,7 @@ def content_digest(path: Path) -> str:
     """Digest of a parquet file's rows, independent of its container bytes: sha256 over
     ``sha256(image bytes)<TAB>label`` lines in file order (the image column is the non-label one).
     """
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
+    table = read_parquet(path)
     col = next(c for c in table.column_names if c != "label")
     h = hashlib.sha256()
     images, labels = table.column(col).to_pylist(), table.column("label").to_pylist()
@@ -53,7 +52,7 @@ def _content_group(root: Path, rel: str) -> str:
     group = [r for r in group if r.split("/")[0] == rel.split("/")[0]]
     rows = []
     for r in group:
-        rows += [x for x in (root / r).read_text(encoding="utf-8").split("\n")[1:] if x]
+        rows += [x for x in read_text(root / r, allow_empty=True).split("\n")[1:] if x]
     return hashlib.sha256("".join(r + "\n" for r in sorted(rows)).encode()).hexdigest()
 
 

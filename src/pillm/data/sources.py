@@ -37,6 +37,7 @@ from pillm.data.files import (
     read_checksums,
     verify_file,
 )
+from pillm.data.reading import read_text
 from pillm.data.revisions import Revisions, hub_source, local_record, mirror_json
 
 SPLITS = ("train", "valid", "test")
@@ -81,9 +82,7 @@ def load_local(
     local_dir = Path(local_dir)
     checksums = read_checksums(local_dir)
     digests = {rel: verify_file(local_dir, rel, checksums) for rel in spec.local_files.values()}
-    files = {
-        k: (local_dir / rel).read_text(encoding="utf-8") for k, rel in spec.local_files.items()
-    }
+    files = {k: read_text(local_dir / rel) for k, rel in spec.local_files.items()}
     if "all" in files:  # a single file: contiguous 90/5/5 split by lines
         body, test = split_tail(files["all"], 0.05)
         train, valid = split_tail(body, 0.05 / 0.95)

@@ -12,12 +12,14 @@ choice.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pillm.data.files import DataError, hub_call, read_checksums, verify_file
+from pillm.data.reading import read_text
 from pillm.data.revisions import Revisions, hub_source, local_record
 from pillm.data.sources import resolve_source
 
@@ -40,14 +42,20 @@ class Split:
 
 
 def read_tsv(path: Path) -> Split:
-    """A GLUE tsv with a ``sentence`` and a ``label`` column (quotes are literal text)."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or not {"sentence", "label"} <= set(rows[0]):
+    """A GLUE tsv with a ``sentence`` and a ``label`` column (quotes are literal text);
+    DataError naming the file (and line) when it is not UTF-8 or lacks them."""
+    text = read_text(path, allow_empty=True)  # a hub-built mirror's dev.tsv: the header alone
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    if not {"sentence", "label"} <= set(reader.fieldnames or ()):
         raise DataError(f"{path}: expected tab-separated columns 'sentence' and 'label'")
-    return Split(
-        [r["sentence"].strip() for r in rows], np.array([int(r["label"]) for r in rows], np.int64)
-    )
+    sentences, labels = [], []
+    for line, row in enumerate(reader, start=2):  # line 1: the header
+        try:
+            labels.append(int(row["label"]))
+        except (TypeError, ValueError):
+            raise DataError(f"{path}: line {line} has no integer label") from None
+        sentences.append(row["sentence"].strip())
+    return Split(sentences, np.array(labels, np.int64))
 
 
 def load_local(local_dir: str | Path) -> tuple[dict[str, Split], dict]:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import torch
 
-from pillm.core.records import atomic_path, provenance, tidy_records, write_json
+from pillm.core.records import provenance, tidy_records, write_json
 from pillm.core.runtime import resolve_device
+from pillm.core.tensor_files import load_tensor_file, save_tensor_file
 from pillm.generative.config import ClassifierJobConfig
 from pillm.generative.sample_quality import (
     FeatureCNN,
@@ -21,6 +22,8 @@ from pillm.generative.sample_quality import (
     train_feature_classifier,
 )
 from pillm.generative.splits import load_split, run_identity
+
+KIND = "pillm.feature_cnn"  # what classifier.pt holds (pillm.core.tensor_files)
 
 
 def classifier_job(dataset: str, cfg: dict, images: str, device: str, out_dir: str) -> None:
@@ -50,8 +53,8 @@ def classifier_job(dataset: str, cfg: dict, images: str, device: str, out_dir: s
     q = quality(model, features(model, test.x, device), floor_x, gen.kid_subsets,
                 gen.kid_subset_size, gen.seed, device)  # fmt: skip
     out = Path(out_dir)
-    with atomic_path(out / "classifier.pt") as tmp:
-        torch.save({"state": model.state_dict(), "shape": train.shape, "cfg": asdict(c)}, tmp)
+    save_tensor_file(out / "classifier.pt", KIND, model.state_dict(),
+                     {"shape": list(train.shape), "cfg": asdict(c)})  # fmt: skip
     metrics = {"test_accuracy": acc, "train_seconds": seconds, **q}
     identity = run_identity(
         dataset, "classifier", gen.seed, f"{len(train)} train images, {len(test)} test"
@@ -60,10 +63,11 @@ def classifier_job(dataset: str, cfg: dict, images: str, device: str, out_dir: s
 
 
 def load_classifier(path: str, device: str) -> FeatureCNN:
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    c = ckpt["cfg"]
-    model = FeatureCNN(tuple(ckpt["shape"]), feat_dim=c["feat_dim"])
-    model.load_state_dict(ckpt["state"])
+    """The feature classifier of ``classifier.pt`` (a tensor file: never executed; anything
+    else is refused with a message naming the file)."""
+    ckpt = load_tensor_file(path, KIND)
+    model = FeatureCNN(tuple(ckpt.meta["shape"]), feat_dim=ckpt.meta["cfg"]["feat_dim"])
+    model.load_state_dict(ckpt.tensors)
     return model.to(device).eval()
 
 

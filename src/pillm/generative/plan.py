@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import PurePath
 from typing import Any
 
-from pillm.core.config import Section
+from pillm.core.config import ConfigError, Section
+from pillm.data.image_specs import IMAGE_DATASETS
 from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
 
 
@@ -161,19 +162,20 @@ def lr_grid_runs(cfg: dict, dataset: str, family: str) -> list[str]:
 def check_generative(cfg: dict) -> None:
     """Config errors that the schema cannot express, named by key (dataset names, activations
     and encodings are schema enums)."""
+    check_sizes(cfg)
     if cfg["features"]["width"] < 2 and cfg["ablations"]["bipil"]:
-        raise ValueError(
+        raise ConfigError(
             "generative.features.width must be >= 2 for the Bi-PIL ablation "
             "(two projections of width/2); raise it or set generative.ablations.bipil: false"
         )
     d = cfg["diffusion"]
     if not d["beta_start"] <= d["beta_end"] < d["timesteps"] / 1000:
-        raise ValueError(
+        raise ConfigError(
             "generative.diffusion: need beta_start <= beta_end < timesteps/1000 (the betas are "
             f"scaled by 1000/timesteps); got {d['beta_start']}, {d['beta_end']}, {d['timesteps']}"
         )
     if d["n_buckets"] > d["timesteps"]:
-        raise ValueError(
+        raise ConfigError(
             f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
             f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
         )
@@ -184,10 +186,27 @@ def check_generative(cfg: dict) -> None:
             "distinct rates in generative.adamw_out.lr_grid; add one or set lr_extend: 0"
         )
     if cfg["ablations"]["bucketed"] and d["n_buckets"] < 2:
-        raise ValueError(
+        raise ConfigError(
             "generative.ablations.bucketed needs generative.diffusion.n_buckets >= 2 (with one "
             "bucket the bucketed pair is the shared-weight pair); raise it or set bucketed: false"
         )
+
+
+def check_sizes(cfg: dict) -> None:
+    """Subsets no larger than the splits they are drawn from, for every configured dataset:
+    n_train and classifier.n_train of the train split, n_eval of the test split."""
+    for ds in sorted({*cfg["datasets"], *cfg["ablation_datasets"]}):
+        train, test = IMAGE_DATASETS[ds].rows
+        for key, n, split, rows in (
+            ("n_train", cfg["n_train"], "train", train),
+            ("classifier.n_train", cfg["classifier"]["n_train"], "train", train),
+            ("n_eval", cfg["n_eval"], "test", test),
+        ):
+            if n > rows:
+                raise ConfigError(
+                    f"generative.{key} = {n:,} exceeds the {rows:,} images of {ds}'s {split} "
+                    f"split: lower it" + (" (0 takes the whole split)" if split == "train" else "")
+                )
 
 
 def generative_jobs(config: dict[str, Any]) -> list[tuple[str, str, int]]:

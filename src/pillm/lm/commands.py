@@ -70,3 +70,47 @@ COMMANDS: tuple[Command, ...] = (
         ("metrics", "tokens_meta", "params", "templates", "out_dir", "table", "numbers"),
     ),
 )  # fmt: skip
+
+# The scaling study (lm/scaling*.py, workflow/rules/scaling.smk): width, depth and data axes.
+TOKENS = many("--tokens", "a tokens folder's splits and meta.json (their folder is read)")
+COMMANDS = COMMANDS + (
+    Command(
+        "scaling-tokens", "pillm.lm.scaling_run:subset_tokens",
+        "a scaling point's token splits: a train fraction, evaluation splits capped or whole",
+        (TOKENS, js(help="{fraction, eval_tokens} (JSON)"), many("--out", "the splits written")),
+        ("tokens", "params", "out"),
+    ),
+    Command(
+        "scaling-point", "pillm.lm.scaling_run:run_point",
+        "every run of one scaling point in one process: rate search per family, then all seeds",
+        (js(help="pillm.lm.scaling.point_params (JSON)"), TOKENS, req("--runs"), req("--curves"),
+         req("--lr", "the rate search's record; the run folders go beside it")),
+        ("params", "tokens", "runs", "curves", "lr", "device"),
+        device=True, threads=True,
+    ),
+    Command(
+        "scaling-cost", "pillm.lm.scaling_cost:measure_cost",
+        "the PIL solve against FFN-only AdamW, timed at every scaling width on one device",
+        (js(help="pillm.lm.scaling.cost_params (JSON)"), TOKENS, req("--out")),
+        ("params", "tokens", "out", "device"),
+        device=True, threads=True,
+    ),
+    Command(
+        "scaling-report", "pillm.lm.scaling_report:scaling_report",
+        "scaling summaries, claim frame, tables and Scal macros",
+        (many("--lrs", "every point's lr.json (runs.parquet, curves.parquet beside it)"),
+         many("--tokens-metas"), req("--cost"), js(help="pillm.lm.scaling.report_params (JSON)"),
+         many("--templates", "the shared templates (their folder is read)"),
+         req("--summary", "the run summary; the other summaries go beside it"),
+         req("--claims"), many("--tables"), NUMBERS),
+        ("lrs", "tokens_metas", "cost", "params", "templates", "summary", "claims", "tables",
+         "numbers"),
+    ),
+    Command(
+        "scaling-figures", "pillm.lm.scaling_figures:scaling_figures",
+        "width, depth and data figures of the scaling study",
+        (req("--summary", "scaling-report's run summary (the others beside it)"), req("--main"),
+         many("--pdfs"), many("--pngs")),
+        ("summary", "main", "pdfs", "pngs"),
+    ),
+)  # fmt: skip

@@ -111,3 +111,56 @@ class ExtrasParams(Section):
     lambada: LambadaConfig
     samples: SamplesConfig
     data: DataConfig
+
+
+# ---- The scaling study (lm/scaling.py, lm/scaling_run.py, lm/scaling_report.py) -------------
+
+
+@dataclass(frozen=True)
+class ScalingPointParams(Section):
+    """What ``scaling-point`` receives as ``--params`` (``pillm.lm.scaling.point_params``)."""
+
+    corpus: str
+    point: str  # pillm.lm.scaling.Point.name
+    runs: dict  # variant -> its run-lm params (LMParams) at the point, rate set by the job
+    seeds: tuple[int, ...]  # the first picks each family's rate
+    lrs: tuple[float, ...]
+    lr_extend: int
+    families: dict  # family -> its variants; the first picks the family's rate
+
+
+@dataclass(frozen=True)
+class ScalingTokensParams(Section):
+    """What ``scaling-tokens`` receives: the train fraction kept and the evaluation cap."""
+
+    fraction: float
+    eval_tokens: int  # 0: whole validation and test splits
+
+
+@dataclass(frozen=True)
+class ScalingCostParams(Section):
+    """What ``scaling-cost`` receives: the LM sections at the base depth, the widths timed."""
+
+    model: ModelConfig
+    train: TrainConfig
+    pil: PILConfig
+    widths: tuple[int, ...]
+    head_dim: int
+    repeats: int
+
+
+@dataclass(frozen=True)
+class ScalingReportParams(Section):
+    """What ``scaling-report`` receives (``pillm.lm.scaling.report_params``)."""
+
+    main: str  # the corpus that runs every axis
+    axes: dict  # corpus -> axis -> point names, smallest first
+    variants: dict  # corpus -> its variants
+    seeds: tuple[int, ...]
+    families: dict
+    epochs: int  # of every scaling run
+    lrs: tuple[float, ...]  # the rate grid before any extension
+    margin: float  # share slope: flat within +- this (fraction) per doubling
+    resamples: int  # bootstrap resamples of the slope
+    overfit_tol: float  # nats the final validation loss may sit above the curve's minimum
+    name: str

@@ -9,6 +9,8 @@ import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
+from pillm.core.selection import check_extendable
+from pillm.data.check import split_bytes
 from pillm.lm.variants import VARIANTS, dependencies
 
 
@@ -19,9 +21,46 @@ def patch_schema(schema: dict[str, Any]) -> None:
 
 
 def check(config: dict[str, Any]) -> None:
-    """What the schema cannot say about ``lm`` and ``sensitivity``."""
+    """What the schema cannot say about ``model``, ``lm``, ``pil`` and ``sensitivity``."""
+    check_model(config)
     check_variant_dependencies(config)
+    check_solve_grids(config)
     sensitivity_points(config)
+
+
+def check_model(config: dict[str, Any]) -> None:
+    """Heads split ``model.d_model`` evenly; a window of ``model.context`` tokens fits in every
+    split of the corpus (where the split sizes are known before a job: pillm.data.split_bytes)."""
+    d, h, context = (config["model"][k] for k in ("d_model", "n_head", "context"))
+    if d % h:
+        fits = [n for n in range(h, 0, -1) if d % n == 0][0]
+        raise ConfigError(
+            f"model.d_model = {d} is not divisible by model.n_head = {h} (each head takes "
+            f"d_model / n_head dimensions): set model.n_head to a divisor of {d} (e.g. {fits}) "
+            f"or model.d_model to a multiple of {h} (e.g. {h * max(1, round(d / h))})"
+        )
+    corpus = config["data"]["corpus"]
+    sizes = split_bytes(config["data"], corpus) or {}
+    for split, n_bytes in sizes.items():
+        if n_bytes < context + 1:
+            raise ConfigError(
+                f"model.context = {context} does not fit in the {corpus} {split} split: it holds "
+                f"{n_bytes:,} bytes, so at most that many tokens, and a window needs context + 1; "
+                "lower model.context"
+            )
+
+
+def check_solve_grids(config: dict[str, Any]) -> None:
+    """A solve grid that is extended past an edge (``pil.grid_extend``) has a ratio: two
+    distinct positive values in ``pil.lambdas``, and in ``pil.fgrad_steps`` where a listed
+    variant takes functional-gradient steps."""
+    pil, listed = config["pil"], [VARIANTS[v] for v in config["lm"]["variants"]]
+    if any(v.solves for v in listed):
+        check_extendable(pil["lambdas"], pil["grid_extend"], "pil.lambdas", "pil.grid_extend")
+    if any(v.target == "fgrad" for v in listed):
+        check_extendable(
+            pil["fgrad_steps"], pil["grid_extend"], "pil.fgrad_steps", "pil.grid_extend"
+        )
 
 
 def check_variant_dependencies(config: dict[str, Any]) -> None:

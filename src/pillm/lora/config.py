@@ -31,3 +31,5 @@ class LoraConfig(Section):
     train_batch_size: int
     weight_decay: float
     adapter_etas: tuple[float, ...]
+    min_steps: int = 0  # early stopping counts patience only after max(warm-up, min_steps)
+    trained_margin: float = 0.05  # trained: training loss this many nats below chance

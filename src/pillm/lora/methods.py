@@ -167,24 +167,47 @@ def warmup_steps(steps: int) -> int:
     return max(1, steps // 10)
 
 
+def patience_from(cfg: LoraConfig) -> int:
+    """The step after which evaluations count towards early stopping: the end of the warm-up
+    or ``cfg.min_steps``, whichever is later (a run is never judged while its rate still rises
+    or before its minimum budget)."""
+    return max(warmup_steps(cfg.max_steps), cfg.min_steps)
+
+
 class EarlyStop:
     """Best dev accuracy so far (strictly greater counts as better) and how many evaluations
-    have passed since; ``done`` once ``patience`` evaluations in a row brought no improvement."""
+    after step ``start`` have passed without improvement; ``done`` once ``patience`` such
+    evaluations in a row brought none. An evaluation up to ``start`` can be the best, but
+    never counts towards patience."""
 
-    def __init__(self, patience: int):
-        self.patience, self.best, self.best_step, self.since = patience, -math.inf, 0, 0
+    def __init__(self, patience: int, start: int = 0):
+        self.patience, self.start = patience, start
+        self.best, self.best_step, self.since = -math.inf, 0, 0
 
     def update(self, step: int, score: float) -> bool:
         """Record an evaluation; True when it is the new best."""
         if score > self.best:
             self.best, self.best_step, self.since = score, step, 0
             return True
-        self.since += 1
+        if step > self.start:
+            self.since += 1
         return False
 
     @property
     def done(self) -> bool:
         return self.since >= self.patience
+
+
+def chance_loss(labels: np.ndarray) -> float:
+    """Cross-entropy (nats) of predicting every sentence by the class frequencies of ``labels``:
+    the training loss of a classifier that learned nothing from its input (ln 2 when balanced)."""
+    freq = np.bincount(labels, minlength=N_CLASSES) / max(1, len(labels))
+    return float(-sum(f * math.log(f) for f in freq if f > 0))
+
+
+def trained(train_loss: float, chance: float, margin: float) -> bool:
+    """Did a gradient fit learn: its training loss at least ``margin`` nats below ``chance``."""
+    return math.isfinite(train_loss) and train_loss <= chance - margin
 
 
 def fit_lora(
@@ -198,7 +221,8 @@ def fit_lora(
     Without ``stop_at`` (model selection): every ``cfg.eval_every`` steps the dev accuracy is
     measured (clock stopped; scoring draws no random number and changes no weight) and the
     trainable weights of the best evaluation are kept; training stops after ``cfg.patience``
-    evaluations without improvement or at ``cfg.max_steps``, and the fit ends holding the best
+    evaluations without improvement, counted only after ``patience_from`` (the warm-up and
+    ``cfg.min_steps``), or at ``cfg.max_steps``, and the fit ends holding the best
     evaluation's weights. ``curve``: step, training seconds, dev accuracy and the mean training
     loss since the previous evaluation. With ``target``, training also stops at the first
     evaluation whose dev accuracy reaches it (the speed benchmark; the pipeline never passes one).
@@ -241,7 +265,7 @@ def fit_lora(
     def snapshot() -> dict[str, Tensor]:
         return {n: p.detach().clone() for n, p in named}
 
-    stop = EarlyStop(cfg.patience)
+    stop = EarlyStop(cfg.patience, patience_from(cfg))
     best: dict[str, Tensor] = {}
     curve: list[dict[str, float]] = []
     elapsed, best_seconds, losses, step = 0.0, 0.0, [], 0
@@ -286,11 +310,15 @@ def fit_lora(
         sync(device)
         elapsed += time.perf_counter() - t0
         weights, fit_seconds = snapshot(), elapsed
+    windows = [c["train_loss"] for c in curve]  # mean training loss between evaluations
     metrics = {
         "lr": lr, "steps_run": float(step), "best_step": float(stop.best_step if stop_at is None
         else step), "best_dev_accuracy": stop.best if stop_at is None else math.nan,
         "run_seconds": elapsed, "warmup_steps": float(warmup),
+        "patience_from": float(patience_from(cfg)),
         "final_loss": float(loss.item()) if step else math.nan,
+        "train_loss_first": windows[0] if windows else math.nan,
+        "train_loss_last": windows[-1] if windows else math.nan,
     }  # fmt: skip
     return FitResult(weights, predict, fit_seconds, metrics, curve)
 

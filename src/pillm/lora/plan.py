@@ -9,10 +9,39 @@ import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
+from pillm.data.sst2 import GLUE_SIZES
+from pillm.models.registry import PYPI_POSITIONS
 
 
 def check(config: dict[str, Any]) -> None:
+    """What the schema cannot say: pillm's seeds are lm seeds, the subsets fit in GLUE train,
+    inputs fit each base model, and a grid that is extended has a ratio."""
     lora_model_names(config)
+    lora = config["lora"]
+    rows = GLUE_SIZES["train"]  # every source has them (pillm.data.sst2.load_sst2 checks)
+    if lora["n_dev"] >= rows or lora["n_train"] + lora["n_dev"] > rows:
+        raise ConfigError(
+            f"lora.n_train + lora.n_dev = {lora['n_train']} + {lora['n_dev']} exceeds the "
+            f"{rows:,} rows of SST-2's GLUE train split they are drawn from: lower lora.n_train "
+            "(0 takes every row not in the dev split) or lora.n_dev"
+        )
+    context = config["model"]["context"]
+    if "pillm" in lora["models"] and lora["max_len"] > context:
+        raise ConfigError(
+            f"lora.max_len = {lora['max_len']} exceeds the pillm base model's context "
+            f"(model.context = {context}): lower lora.max_len, or drop pillm from lora.models"
+        )
+    if "minilm" in lora["models"] and lora["max_len"] > PYPI_POSITIONS["minilm"]:
+        raise ConfigError(
+            f"lora.max_len = {lora['max_len']} exceeds MiniLM's {PYPI_POSITIONS['minilm']} "
+            "positions: lower lora.max_len"
+        )
+    if lora["lr_extend"] and "lora" in lora["methods"] and len(set(lora["lrs"])) < 2:
+        raise ConfigError(
+            f"lora.lrs = {lora['lrs']}: extending it past an edge (lora.lr_extend = "
+            f"{lora['lr_extend']}) needs two distinct rates (their ratio is the step); add "
+            "one, or set lora.lr_extend: 0"
+        )
 
 
 def lora_model_names(config: dict[str, Any]) -> list[str]:

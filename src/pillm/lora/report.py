@@ -24,6 +24,7 @@ from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std, tex_es
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
+from pillm.paper.verdicts import TRAINED_METRIC
 
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order
 METHODS = {  # method -> (table label, macro infix), display order
@@ -47,13 +48,19 @@ def arm(group: str, method: str) -> str:
 
 
 def claim_rows(jobs: pl.DataFrame) -> list[dict]:
-    """Seed rows of the claim frame: every finished job's accuracies, in percent."""
+    """Seed rows of the claim frame: every finished job's accuracies, in percent, and for the
+    gradient opponent (LoRA) whether it trained (metric ``trained``, 1 or 0; the claims file
+    lists its arms under ``opponents:``)."""
     rows = []
     for r in jobs.iter_rows(named=True):
+        if r.get("seed") is None:
+            continue
+        key = {"arm": arm(r["model_group"], r["method"]), "seed": int(r["seed"])}
         for metric, col in CLAIM_METRICS.items():
-            if finite(r.get(col)) and r.get("seed") is not None:
-                rows.append({"arm": arm(r["model_group"], r["method"]), "seed": int(r["seed"]),
-                             "metric": metric, "value": 100 * r[col]})  # fmt: skip
+            if finite(r.get(col)):
+                rows.append({**key, "metric": metric, "value": 100 * r[col]})
+        if finite(r.get(TRAINED_METRIC)):
+            rows.append({**key, "metric": TRAINED_METRIC, "value": float(r[TRAINED_METRIC])})
     return rows
 
 
@@ -226,6 +233,9 @@ class LoraReport:
             "LoraBatch": str(p["batch_size"]),
             "LoraEvalEvery": fmt_int(p["eval_every"]),
             "LoraPatience": str(p["patience"]),
+            "LoraMinSteps": fmt_int(p.get("min_steps", 0)),
+            "LoraPatienceFrom": fmt_int(self._first("patience_from")),
+            "LoraTrainedMargin": fmt_num(p.get("trained_margin", 0.05), 2),
             "LoraSeeds": ", ".join(map(str, seeds)),
             "LoraNSeeds": str(len(seeds)),
             "LoraLambdaGrid": fmt_grid(p["lambdas"]),
@@ -286,6 +296,10 @@ class LoraReport:
             macros[f"Lora{gi}StoppedEarly"] = self.count(g, "lora", "stopped_early")
             macros[f"Lora{gi}BestStep"] = self.pm(g, "lora", "best_step", 0)
             macros[f"Lora{gi}TrainLoss"] = self.pm(g, "lora", "train_loss_at_best", 3)
+            macros[f"Lora{gi}TrainLossFirst"] = self.pm(g, "lora", "train_loss_first", 3)
+            macros[f"Lora{gi}ChanceLoss"] = self.pm(g, "lora", "chance_loss", 3)
+            macros[f"Lora{gi}StepsRun"] = self.pm(g, "lora", "steps_run", 0)
+            macros[f"Lora{gi}Trained"] = self.count(g, "lora", TRAINED_METRIC)
         return macros
 
     def _first(self, col: str) -> float | None:

@@ -28,7 +28,15 @@ from pillm.data.sst2 import Split
 from pillm.lora.adapter import fit_adapter
 from pillm.lora.base import BaseModel, load_base
 from pillm.lora.config import LoraConfig
-from pillm.lora.methods import METHODS, FitResult, choose_lr, fit_closed_form, fit_lora
+from pillm.lora.methods import (
+    METHODS,
+    FitResult,
+    chance_loss,
+    choose_lr,
+    fit_closed_form,
+    fit_lora,
+    trained,
+)
 
 # ---------------------------------------------------------------- determinism
 
@@ -93,7 +101,9 @@ def run_fits(
     LoRA: one early-stopped run per learning rate of ``cfg.lrs``, the grid extended past an
     edge pick by ``cfg.lr_extend`` rates per side (``pillm.core.selection.search_grid``; the selection's
     training time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed
-    rerun of that rate for the chosen run's best step count, which must reproduce its weights."""
+    rerun of that rate for the chosen run's best step count, which must reproduce its weights.
+    Its record says whether it trained (``trained``: the mean training loss before the kept
+    evaluation at least ``cfg.trained_margin`` below ``chance_loss`` of the fit labels)."""
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
     t0 = time.perf_counter()
@@ -126,9 +136,17 @@ def run_fits(
         best = next(c for c in first.curve if c["step"] == first.metrics["best_step"])
         curve = [{**c, "lr": lr, "chosen": float(lr == grid.value)}
                  for lr, r in runs.items() for c in r.curve]  # fmt: skip
+        chance = chance_loss(fit.labels)
         metrics = {
-            **{key: first.metrics[key] for key in ("lr", "best_step", "steps_run", "warmup_steps")},
-            "train_loss_at_best": best["train_loss"], "n_lrs": float(len(runs)),
+            **{key: first.metrics[key] for key in ("lr", "best_step", "steps_run", "warmup_steps",
+                                                   "patience_from", "train_loss_first",
+                                                   "train_loss_last")},
+            "train_loss_at_best": best["train_loss"], "chance_loss": chance,
+            "trained_margin": cfg.trained_margin,
+            # the gradient opponent learned: its kept weights' training loss fell below chance
+            # by the declared margin (paper/claims/lora.yaml: opponents)
+            "trained": float(trained(best["train_loss"], chance, cfg.trained_margin)),
+            "n_lrs": float(len(runs)),
             "lr_at_grid_edge": float(grid.edge_hit), "lr_extensions": float(grid.extensions),
             "lr_on_edge": float(grid.on_edge),
             "tune_seconds": sum(r.metrics["run_seconds"] for r in runs.values()),

@@ -154,15 +154,22 @@ def load_pypi(name: str) -> ProbeModel:
 
 
 def load_hub(name: str, hub_id: str) -> ProbeModel:
-    """From the local Hugging Face cache if there, else the hub (failing fast when offline)."""
+    """From the local Hugging Face cache if there, else the hub (failing fast when offline).
+
+    ``hub_id`` is ``org/name`` or ``org/name@<commit>``: with a commit, that revision is loaded
+    (pinned); without, the repository's current one. The hub's own code is never run
+    (``trust_remote_code`` stays off) and weights load as tensors only (transformers'
+    safetensors or ``weights_only`` loading)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pillm.data.files import hub_offline
 
+    repo, _, revision = hub_id.partition("@")
+
     def load(local_only: bool) -> tuple:
-        kw = dict(local_files_only=local_only)
-        tok = AutoTokenizer.from_pretrained(hub_id, **kw)
-        return tok, AutoModelForCausalLM.from_pretrained(hub_id, dtype=torch.float32, **kw)
+        kw = dict(local_files_only=local_only, revision=revision or None, trust_remote_code=False)
+        tok = AutoTokenizer.from_pretrained(repo, **kw)
+        return tok, AutoModelForCausalLM.from_pretrained(repo, dtype=torch.float32, **kw)
 
     try:
         tok, model = load(local_only=True)

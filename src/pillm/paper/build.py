@@ -44,11 +44,26 @@ def stage_sources(paper_dir: Path, build_dir: Path) -> None:
             raise FileNotFoundError(f"paper source {src} is missing")
 
 
+# TeX never runs programs here: \write18 is off whatever the TeX installation's default
+# (TeX Live's restricted list allows a few programs).
+NO_SHELL = "-no-shell-escape"
+
+
+def check_generated(build_dir: Path) -> None:
+    """Every generated ``.tex`` under ``build_dir/generated`` passes ``check_tex``: a string
+    that reached one unescaped stops the build before TeX reads it, naming the file."""
+    from pillm.paper.latex import check_tex
+
+    for path in sorted((build_dir / "generated").rglob("*.tex")):
+        check_tex(path.read_text(encoding="utf-8"), path)
+
+
 def latexmk(build_dir: Path, log_path: Path | None = None) -> None:
     require_tex()
     cmd = [
         "latexmk",
         "-pdf",
+        NO_SHELL,
         "-interaction=nonstopmode",
         "-halt-on-error",
         "-file-line-error",
@@ -65,6 +80,7 @@ def latexmk(build_dir: Path, log_path: Path | None = None) -> None:
 def build_pdf(paper_dir: str, build_dir: str, out_pdf: str) -> None:
     paper, build = Path(paper_dir), Path(build_dir)
     stage_sources(paper, build)
+    check_generated(build)
     latexmk(build)
     with atomic_path(out_pdf) as tmp:
         shutil.copy2(build / "main.pdf", tmp)
@@ -84,18 +100,26 @@ def pack_arxiv(build_dir: str, out_tar: str) -> None:
 
 
 def _drop_aux(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    return None if info.name.endswith((".aux", ".log", ".png")) else info
+    """Build leftovers out; every member readable by anyone who unpacks it (files 0644,
+    folders 0755), whatever modes the build tree has (atomic writes leave files 0600)."""
+    if info.name.endswith((".aux", ".log", ".png")):
+        return None
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
 
 
 def compile_unpacked(tar_path: str, work_dir: str) -> Path:
-    """Unpack an arXiv tarball and compile it with pdflatex alone, as arXiv does; return the PDF."""
+    """Unpack an arXiv tarball and compile it with pdflatex alone, as arXiv does; return the PDF.
+    The archive is unpacked with tarfile's ``data`` filter (no links or paths out of
+    ``work_dir``, no device files, no set-uid bits) and its generated files checked."""
     require_tex()
     work = Path(work_dir)
     with tarfile.open(tar_path) as tar:
         tar.extractall(work, filter="data")
+    check_generated(work)
     for _ in range(2):
         proc = subprocess.run(
-            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
+            ["pdflatex", NO_SHELL, "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
             cwd=work,
             capture_output=True,
             text=True,
@@ -203,20 +227,21 @@ def timing_macros(record: dict) -> dict[str, str]:
     m = {
         "TimingDevice": tex_escape(record["device_name"]),
         "TimingTorch": tex_escape(record["torch"]),
-        "TimingDate": record["created_utc"][:10],
-        "TimingRepeats": str(record["repeats"]),
+        "TimingDate": tex_escape(record["created_utc"][:10]),
+        "TimingRepeats": str(int(record["repeats"])),
         "TimingSolveS": fmt_sig(s["median"]),
         "TimingSolveRange": fmt_range(s["min"], s["max"], digits),
         "TimingGradS": fmt_sig(g["median"]),
         "TimingGradRange": fmt_range(g["min"], g["max"], digits),
         "TimingRatio": fmt_sig(record["adamw_over_solve_median"], 2),
         "TimingShape": (
-            f"{sh['n_layer']} layers, $d={sh['d_model']}$, context {sh['context']}, "
-            + f"{sh['train_tokens']:,} ".replace(",", "{,}")
+            f"{int(sh['n_layer'])} layers, $d={int(sh['d_model'])}$, context "
+            + f"{int(sh['context'])}, "
+            + f"{int(sh['train_tokens']):,} ".replace(",", "{,}")
             + ("uniform random " if record.get("tokens") == "synthetic uniform" else "")
             + "train tokens"
         ),
-        "TimingEpochs": str(tr["epochs"]),
+        "TimingEpochs": str(int(tr["epochs"])),
         "TimingNote": "This record is a tiny test shape, not the paper's."
         if record["tiny"]
         else "",

@@ -6,6 +6,7 @@ the last entry, in its log, a ``.tex`` paragraph and a plain text file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -17,9 +18,9 @@ import polars as pl
 
 from pillm.core.records import write_text
 from pillm.paper.claim_frame import read_claim_frame
-from pillm.paper.claim_text import claim_macros, claims_table
+from pillm.paper.claim_text import claim_macros, claims_table, family_macros
 from pillm.paper.claims import Result, evaluate, load_claims
-from pillm.paper.latex import tex_escape
+from pillm.paper.latex import check_tex, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.tidy import write_parquet
 
@@ -31,10 +32,14 @@ def snapshot(results: list[Result]) -> dict[str, dict[str, Any]]:
 
 
 def last_entry(history: Path) -> dict[str, Any] | None:
+    """The last whole entry of the claims history (a line cut by a crash is passed over)."""
     if not history.exists():
         return None
-    lines = [ln for ln in history.read_text().splitlines() if ln.strip()]
-    return json.loads(lines[-1]) if lines else None
+    for line in reversed(history.read_text().splitlines()):
+        with contextlib.suppress(json.JSONDecodeError):
+            if line.strip():
+                return json.loads(line)
+    return None
 
 
 def _fmt_plain_ci(ci: list[float | None]) -> str:
@@ -100,7 +105,13 @@ def claims_job(
     unigram = json.loads(Path(tokens_meta).read_text()).get("unigram_test_loss")
     results = evaluate(declared, specs, by_study, unigram)
     for r in results:
-        print(f"claim {r.id}: {r.verdict} (n={r.n}, diff={r.diff}, ci=[{r.ci_lo}, {r.ci_hi}])")
+        print(f"claim {r.id}: {r.verdict} (n={r.n}, diff={r.diff}, ci=[{r.ci_lo}, {r.ci_hi}], "
+              f"p={r.p_value}, p_holm={r.p_holm})" + (f" untrained: {r.untrained}" if r.untrained
+                                                      else ""))  # fmt: skip
+    family = family_macros(results)
+    print(f"{family['ClaimNHold']} of {family['ClaimNFamily']} tested claims hold; "
+          f"{family['ClaimNHoldHolm']} after Holm, {family['ClaimNHoldBH']} after "
+          f"Benjamini-Hochberg (alpha {family['ClaimAlpha']})")  # fmt: skip
     write_parquet(pl.DataFrame([asdict(r) for r in results], infer_schema_length=None), out)
     render_report({table: claims_table(results, specs)}, claim_macros(results, specs), templates,
                   numbers, "pillm.paper.claim_report from paper/claims/", prefix="Claim")  # fmt: skip
@@ -110,10 +121,11 @@ def claims_job(
     lines = flips(prev["claims"] if prev else None, new)
     for ln in lines:
         print(ln)
-    write_text(flips_tex_path, flips_tex(lines, prev is not None))
+    write_text(flips_tex_path, check_tex(flips_tex(lines, prev is not None), flips_tex_path))
     write_text(flips_txt_path, "".join(ln + "\n" for ln in lines) or "no claim flipped\n")
-    hist.parent.mkdir(parents=True, exist_ok=True)
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": params["name"],
              "claims": new}  # fmt: skip
-    with hist.open("a") as f:  # append-only: the record of every build's verdicts
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    # The record of every build's verdicts, one line each: the old lines and the new one written
+    # as a whole, so an interrupted write never leaves a cut line for the next build to read.
+    old = hist.read_text() if hist.exists() else ""
+    write_text(hist, old + json.dumps(entry, sort_keys=True) + "\n")

@@ -1,6 +1,7 @@
 """How a claim reads: its sentence (direction only where the interval allows one), the macros
-a section quotes (``\\Claim<Id>``, ``Diff``, ``CI``, ``Agree``) and the appendix table of every
-claim with its interval. Results come from ``pillm.paper.claims.evaluate``."""
+a section quotes (``\\Claim<Id>``, ``Diff``, ``CI``, ``Agree``, ``P``, ``PHolm``; the family's
+counts before and after the multiple-comparison adjustment) and the appendix table of every
+claim with its interval and adjusted p-value. Results come from ``pillm.paper.claims.evaluate``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 from pillm.paper.latex import MISSING, fmt_num, macro_name, tex_escape
 from pillm.paper.table import Table
 from pillm.paper.verdicts import (
+    ALPHA,
     BOOTSTRAP,
     HOLDS,
+    IDENTICAL,
     NO_SEEDS,
     NOT_EQUIVALENT,
     NOT_RUN,
     ONE_SEED,
+    OPPONENT_UNTRAINED,
     REVERSED,
     ClaimsError,
     Result,
@@ -58,7 +62,15 @@ def fmt_ci(r: Result, spec: Mapping[str, Any]) -> str:
 
 
 def fmt_agree(r: Result) -> str:
-    return f"{r.agree}/{r.n}" if r.n and r.test != "interval" else MISSING
+    """'k/n' seeds whose difference has the mean's sign; none for identical arms (no sign)."""
+    return f"{r.agree}/{r.n}" if r.n and r.test != "interval" and not r.identical else MISSING
+
+
+def fmt_p(p: float | None) -> str:
+    """A p-value: two significant digits, '$<$0.001' below that; '--' where there is none."""
+    if p is None:
+        return MISSING
+    return "$<$0.001" if p < 0.001 else f"{p:.2g}" if p < 0.1 else f"{p:.2f}"
 
 
 def seeds_word(n: int) -> str:
@@ -83,6 +95,20 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
         return f"{a} vs.\\ {b} was not run in this build ({tex_escape(r.missing)} not configured)"
     if r.verdict == NO_SEEDS:
         return f"{a} and {b} share no seed in this build"
+    if r.verdict == OPPONENT_UNTRAINED:
+        who = " and ".join(
+            f"{label(arm, spec)} did not train at {seeds}"
+            for arm, seeds in (part.split(": ") for part in r.untrained.split("; "))
+        )
+        return (
+            f"{a} vs.\\ {b} is not evaluated: {who} (a gradient-trained opponent whose "
+            "training loss did not fall by its declared margin under chance)"
+        )
+    if r.verdict == IDENTICAL:
+        return (
+            f"{a} and {b} are identical by construction: the paired difference in {noun} is "
+            f"exactly 0 at each of the {seeds_word(r.n)}"
+        )
     if r.test == "interval" and r.verdict in (HOLDS, REVERSED):
         higher = (r.diff or 0) > 0
         return (
@@ -119,7 +145,7 @@ def group_sentence(name: str, results: list[Result], spec: Mapping[str, Any]) ->
     members = [r for r in results if r.group == name]
     if len({(r.metric, r.b) for r in members}) > 1:
         raise ClaimsError(f"group '{name}': its claims need one metric and one second arm")
-    ran = [r for r in members if r.verdict != NOT_RUN]
+    ran = [r for r in members if r.verdict not in (NOT_RUN, OPPONENT_UNTRAINED)]
     what = spec["groups"][name]["what"]
     if not ran:
         return f"none of the {what} was run in this build"
@@ -149,11 +175,14 @@ def claim_macros(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
         out[f"{name}CI"] = fmt_ci(r, spec)
         out[f"{name}Agree"] = fmt_agree(r)
         out[f"{name}Verdict"] = r.verdict
+        out[f"{name}P"] = fmt_p(r.p_value)
+        out[f"{name}PHolm"] = fmt_p(r.p_holm)
         if r.test == "share_sum":  # the sum itself, next to its distance from 100 %
             out[f"{name}Sum"] = MISSING if r.diff is None else fmt_num(100 * (1 + r.diff), 1)
     out["ClaimBootstrapMinSeeds"] = str(
         specs.get("lm", {}).get("bootstrap", BOOTSTRAP)["min_seeds"]
     )
+    out |= family_macros(results)
     for spec in specs.values():
         for g in spec.get("groups") or {}:
             members = [r for r in results if r.study == spec["study"]]
@@ -161,16 +190,46 @@ def claim_macros(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
     return out
 
 
+def family_macros(results: list[Result]) -> dict[str, str]:
+    """The multiple-comparison counts over every study's claims: how many were tested (the
+    family), how many hold unadjusted, after Holm and after Benjamini-Hochberg; how many are
+    identical by construction, and how many were not evaluated for an untrained opponent."""
+    family = [r for r in results if r.p_holm is not None]
+    return {
+        "ClaimNAll": str(len(results)),
+        "ClaimNFamily": str(len(family)),
+        "ClaimNHold": str(sum(r.verdict == HOLDS for r in family)),
+        "ClaimNHoldHolm": str(sum(bool(r.holds_holm) for r in family)),
+        "ClaimNHoldBH": str(sum(bool(r.holds_bh) for r in family)),
+        "ClaimNIdentical": str(sum(r.verdict == IDENTICAL for r in results)),
+        "ClaimNUntrained": str(sum(r.verdict == OPPONENT_UNTRAINED for r in results)),
+        "ClaimAlpha": f"{ALPHA:g}",
+    }
+
+
+def breakable(text: str) -> str:
+    """An escaped identifier that may break after each underscore in a narrow column (an empty
+    discretionary, which the HTML tables drop)."""
+    return tex_escape(text).replace("\\_", "\\_\\discretionary{}{}{}")
+
+
+def table_ci(r: Result, spec: Mapping[str, Any]) -> str:
+    """The CI cell: the interval(s); a study's own interval also names how it was made."""
+    ci = fmt_ci(r, spec)
+    return f"{ci}, {tex_escape(r.ci_method)}" if r.test == "interval" and r.ci_method else ci
+
+
 def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) -> Table:
     rows: list[list[str] | str] = [
         [
-            tex_escape(r.id),
+            breakable(r.id),
             f"{label(r.a, specs[r.study])} $-$ {label(r.b, specs[r.study])}",
-            tex_escape(r.metric) + (" (share sum)" if r.test == "share_sum" else ""),
+            breakable(r.metric) + (" (share sum)" if r.test == "share_sum" else ""),
             fmt_diff(r, specs[r.study]),
-            fmt_ci(r, specs[r.study]),
+            table_ci(r, specs[r.study]),
             fmt_agree(r),
-            r.ci_method or MISSING,
+            fmt_p(r.p_value),
+            fmt_p(r.p_holm),
             r.verdict,
         ]
         for r in results
@@ -180,13 +239,47 @@ def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
         "difference (first arm minus second, the same seed in both; for the share sum, attention's "
         "plus the FFN's loss share minus 100\\,\\%), its 95\\,\\% t interval (and a percentile "
         "bootstrap from "
-        f"{specs.get('lm', {}).get('bootstrap', BOOTSTRAP)['min_seeds']} seeds), the seeds that agree with the mean's sign and "
-        "the verdict; a claim on an interval the study computed (over blocks or windows) names its "
-        "method in the CI column. A direction is stated in the text only where every interval "
-        "excludes zero.",
+        f"{specs.get('lm', {}).get('bootstrap', BOOTSTRAP)['min_seeds']} seeds), the seeds whose "
+        "non-zero difference agrees with the mean's sign, the p-value of the paired t test "
+        "(equivalence: the two one-sided tests against the margin), that p adjusted by Holm's "
+        "method over every claim tested here, and the verdict of the intervals (unadjusted); a "
+        "claim on an interval the study computed (over blocks or windows) names its method "
+        "after the interval and has no $p$. A direction is stated in the text only where every "
+        "interval excludes zero. Identical by construction: every paired difference is exactly "
+        "0. Opponent did not train: the claim is not evaluated.",
         label="tab:claim-checks",
-        colspec="lllrlrll",
-        header=["Claim", "Arms", "Metric", "Diff.", "95\\,\\% CI", "Agree", "CI", "Verdict"],
+        colspec=COLSPEC,
+        header=[
+            "Claim",
+            "Arms",
+            "Metric",
+            "Diff.",
+            "95\\,\\% CI",
+            "Agree",
+            "$p$",
+            "$p_\\text{Holm}$",
+            "Verdict",
+        ],
         rows=rows,
         placement="p",
     )
+
+
+def _wrap(share: str) -> str:
+    """A left-aligned wrapping column of ``share`` times the line width."""
+    return ">{\\raggedright\\arraybackslash}p{" + share + "\\linewidth}"
+
+
+# Long cells (ids, arm names, intervals, verdicts) wrap in fixed-width columns, so the table's
+# width does not grow with the arm names or the number of intervals.
+COLSPEC = (
+    "@{}"
+    + _wrap("0.15")
+    + _wrap("0.21")
+    + _wrap("0.08")
+    + "r"
+    + _wrap("0.16")
+    + "rrr"
+    + _wrap("0.09")
+    + "@{}"
+)

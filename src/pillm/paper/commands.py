@@ -1,4 +1,5 @@
-"""The paper layer's commands: claims, provenance, timing macros, the PDF, the arXiv tarball, and ``diff`` (by hand)."""
+"""The paper layer's commands: claims, provenance, timing macros, the PDF, the arXiv tarball, the
+results page, and ``diff`` (by hand)."""
 
 import json
 import os
@@ -41,6 +42,18 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "arxiv", "pillm.paper.build:pack_arxiv", "pack the arXiv tarball from a built paper",
         (req("--build-dir"), req("--out")), ("build_dir", "out"),
+    ),
+    Command(
+        "results-page", "pillm.paper.results_page:write_results_page",
+        "report/index.html: claims with verdicts, then each wing's tables and captioned figures",
+        (req("--claims", "summary/claims.parquet"), req("--flips", "summary/claims_flips.txt"),
+         many("--tables", "tables' .tex (the .html beside each is read)"),
+         many("--figures", "figures' .png"),
+         many("--captions", "workflow/report/captions/<wing>.yaml"),
+         js(help="{name, sections: {wing: {tables: [stem], figures: [stem]}}} (JSON)"),
+         req("--out")),
+        ("claims", "flips", "tables", "figures", "captions", "params", "out"),
+        user_errors=("pillm.paper.results_page:ResultsPageError",),
     ),
     # -- by hand
     Command(

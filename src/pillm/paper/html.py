@@ -21,7 +21,9 @@ _SYMBOLS = {
     r"\beta": "β", r"\sigma": "σ", r"\mu": "μ", r"\Delta": "Δ", r"\infty": "∞", r"\cdot": "·",
     r"\%": "%", r"\&": "&", r"\_": "_", r"\#": "#", r"\$": "$", r"\,": " ", r"\;": " ",
     r"\ ": " ", r"\textsuperscript": "", r"\dagger": "†", r"\checkmark": "✓",
-    r"\downarrow": "↓", r"\uparrow": "↑",
+    r"\downarrow": "↓", r"\uparrow": "↑", r"\epsilon": "ε", r"\kappa": "κ",
+    # the manuscript's own macros (paper/main.tex) that tables use
+    r"\Rlin": "R²_lin", r"\PPL": "PPL",
 }  # fmt: skip
 _CMD = re.compile(r"\\([A-Za-z]+)\{([^{}]*)\}")
 
@@ -29,7 +31,9 @@ _CMD = re.compile(r"\\([A-Za-z]+)\{([^{}]*)\}")
 def latex_text(cell: str) -> str:
     """A table cell's LaTeX as HTML: formatting commands to tags, symbols to Unicode, math
     dollars and grouping braces dropped, everything else escaped."""
-    text = str(cell)
+    # a line break inside a cell (\shortstack{a\\{}b}) and empty groups go first, so the
+    # command around them resolves below; \x03 marks the break until the text is escaped
+    text = str(cell).replace("\\\\", "\x03").replace("{}", "")
     for cmd, char in sorted(_SYMBOLS.items(), key=lambda kv: -len(kv[0])):
         text = re.sub(re.escape(cmd) + r"(?![A-Za-z])", lambda _m, c=char: c, text)
     text = text.replace("---", "—").replace("--", "–").replace("~", " ").replace("$", "")
@@ -47,7 +51,7 @@ def latex_text(cell: str) -> str:
 
     while "\x00" in text:
         text = re.sub("\x00([A-Za-z]+)\x01([^\x00\x01\x02]*)\x02", tag, text)
-    return text.replace("\\", "")
+    return text.replace("\\", "").replace("\x03", "<br>")
 
 
 def table_html(table: Table) -> str:

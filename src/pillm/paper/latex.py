@@ -27,7 +27,56 @@ _TEX_ESCAPES = {
 
 
 def tex_escape(text: Any) -> str:
+    """``text`` as LaTeX that prints it literally: every special character escaped, so a string
+    from a result or the config (a generated sample, a model or device name) is text, never a
+    command (``\\input{x}`` prints as typed)."""
     return re.sub(r"[\\&%$#_{}~^]", lambda m: _TEX_ESCAPES[m.group()], str(text))
+
+
+# Control sequences no generated file needs: they read or write files, run programs or
+# redefine TeX. Generated text holding one was not escaped (tex_escape), so the build stops.
+UNSAFE_COMMANDS = frozenset({
+    "input", "include", "includeonly", "InputIfFileExists", "IfFileExists", "openin", "openout",
+    "read", "readline", "write", "immediate", "special", "directlua", "latelua", "catcode",
+    "csname", "def", "edef", "gdef", "xdef", "let", "futurelet", "usepackage", "RequirePackage",
+    "documentclass", "makeatletter", "lstinputlisting", "verbatiminput", "pdfobj", "pdfliteral",
+    "ShellEscape",
+})  # fmt: skip
+UNSAFE_ENVIRONMENTS = frozenset({"filecontents", "filecontents*"})
+
+
+class UnsafeTex(ValueError):
+    """Generated LaTeX holding a control sequence that could read or write files or run a
+    program: a string reached it unescaped."""
+
+
+def unsafe_tex(text: str) -> list[str]:
+    """The control sequences of ``text`` (as TeX reads them: ``\\\\`` is one) that a generated
+    file must not hold, and ``^^`` character codes (another way to write them)."""
+    found = []
+    for m in re.finditer(r"\\([A-Za-z@]+|.)", text, re.S):
+        name = m.group(1)
+        if name in UNSAFE_COMMANDS:
+            found.append("\\" + name)
+        elif name == "begin":
+            env = re.match(r"\s*\{([^}]*)\}", text[m.end() :])
+            if env and env.group(1) in UNSAFE_ENVIRONMENTS:
+                found.append(f"\\begin{{{env.group(1)}}}")
+    if "^^" in text:
+        found.append("^^")
+    return found
+
+
+def check_tex(text: str, where: str | Path) -> str:
+    """``text`` unchanged; UnsafeTex naming ``where`` and the sequences when ``unsafe_tex``
+    finds any."""
+    if bad := unsafe_tex(text):
+        raise UnsafeTex(
+            f"{where}: generated LaTeX holds {', '.join(sorted(set(bad)))}, which no generated "
+            "file needs (it reads or writes files, runs programs or redefines TeX): a string "
+            "from a result or the config reached it without pillm.paper.latex.tex_escape"
+        )
+    return text
 
 
 def make_env(template_dir: str | Path) -> jinja2.Environment:

@@ -6,15 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BOOTSTRAP = {"min_seeds": 5, "resamples": 10000, "seed": 0}  # a file's bootstrap: overrides these
+ALPHA = 0.05  # the level of every interval (95 %) and of the multiple-comparison adjustment
 
 # Verdicts (the ``verdict`` field); the sentence and the table render from these.
 HOLDS = "holds"  # the direction (or equivalence, or non-additivity) the claim declares
 REVERSED = "reversed"  # the interval excludes zero on the other side
 INDISTINGUISHABLE = "indistinguishable"
 NOT_EQUIVALENT = "not equivalent"  # equivalence: the interval leaves the margin
+IDENTICAL = "identical by construction"  # every paired difference is exactly 0
+OPPONENT_UNTRAINED = "opponent did not train"  # a gradient opponent's training loss never fell
 ONE_SEED = "no interval (1 seed)"
 NO_SEEDS = "no common seeds"
 NOT_RUN = "not run"
+
+# The seed-row metric in which a study's frame records, per arm and seed, whether a gradient
+# opponent trained (1) or not (0); a claims file lists its gradient arms under ``opponents:``.
+TRAINED_METRIC = "trained"
 
 
 class ClaimsError(ValueError):
@@ -41,8 +48,16 @@ class Result:
     boot_lo: float | None = None  # percentile bootstrap (n >= bootstrap.min_seeds), else null
     boot_hi: float | None = None
     ci_method: str = ""  # which intervals decided the verdict: "t", "t+bootstrap" or ""
-    agree: int = 0  # seeds whose difference has the mean's sign
+    agree: int = 0  # seeds whose non-zero difference has the mean's sign
+    identical: bool = False  # n >= 2 and every paired difference exactly 0
+    p_value: float | None = None  # paired t test of the claim's hypothesis (equivalence: TOST)
+    p_holm: float | None = None  # Holm-adjusted over the family (None: not in the family)
+    p_bh: float | None = None  # Benjamini-Hochberg-adjusted over the same family
+    holds_holm: bool | None = None  # verdict holds and p_holm < ALPHA (None: not in the family)
+    holds_bh: bool | None = None
     margin: float | None = None
     missing: str = ""  # arms the config does not run
+    opponents: str = ""  # the claim's arms listed under the file's ``opponents:``
+    untrained: str = ""  # '<arm>: seeds 0, 2' where a gradient opponent did not train
     group: str = ""
     sentence: str = ""

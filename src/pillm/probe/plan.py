@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pillm.core.config import ConfigError
-from pillm.models.registry import PYPI_MODELS, own_model_names
+from pillm.data.check import split_bytes
+from pillm.models.registry import PYPI_MODELS, PYPI_POSITIONS, own_model_names
 
 JOB_DIR = "probe/{model}/{corpus}"  # one probe job's folder under the results tree
 JOB_OUTPUTS = {
@@ -29,6 +30,52 @@ FIGURES = ("probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_co
 
 def check(config: dict[str, Any]) -> None:
     check_probe_models(config)
+    check_windows(config)
+
+
+def check_windows(config: dict[str, Any]) -> None:
+    """Windows of ``probe.seq_len`` tokens fit every probed model and, where the split sizes
+    are known before a job (pillm.data.split_bytes), at least two fit in each split read (test:
+    the fit; valid: the swap); the excluded positions lie in a window; the fit batches leave
+    some held out; swaps happen on probed corpora."""
+    probe = config["probe"]
+    seq_len = probe["seq_len"]
+    limits = {"pillm": ("model.context", config["model"]["context"])}
+    limits |= {m: (f"{m}'s positions", n) for m, n in PYPI_POSITIONS.items()}
+    for model in probe["models"]:
+        what, most = limits.get(model, (None, None))
+        if most is not None and seq_len > most:
+            raise ConfigError(
+                f"probe.seq_len = {seq_len} exceeds {model}'s longest input ({what} = {most}): "
+                "lower probe.seq_len"
+            )
+    if bad := [p for p in probe["rows"]["exclude_positions"] if not -seq_len <= p < seq_len]:
+        raise ConfigError(
+            f"probe.rows.exclude_positions: {bad} lie outside windows of probe.seq_len = "
+            f"{seq_len} tokens; use positions in [-{seq_len}, {seq_len})"
+        )
+    batches = -(-probe["fit_windows"] // probe["batch_size"])
+    if batches < probe["holdout_every"]:
+        raise ConfigError(
+            f"probe.fit_windows = {probe['fit_windows']} makes {batches} batch(es) of "
+            f"probe.batch_size = {probe['batch_size']}, but every probe.holdout_every = "
+            f"{probe['holdout_every']}th batch is held out, so none would be: raise "
+            "probe.fit_windows or lower probe.batch_size or probe.holdout_every"
+        )
+    if extra := sorted(set(probe["swap_corpora"]) - set(probe["corpora"])):
+        raise ConfigError(
+            f"probe.swap_corpora: {extra} are not in probe.corpora {probe['corpora']}, so no "
+            "job would swap on them; add them to probe.corpora or remove them"
+        )
+    for corpus in probe["corpora"]:
+        sizes = split_bytes(config["data"], corpus) or {}
+        splits = ("test", "valid") if corpus in probe["swap_corpora"] else ("test",)
+        for split in (s for s in splits if s in sizes and sizes[s] < 2 * seq_len):
+            raise ConfigError(
+                f"probe.seq_len = {seq_len}: two windows do not fit in the {corpus} {split} "
+                f"split ({sizes[split]:,} bytes, so at most that many tokens); lower "
+                "probe.seq_len"
+            )
 
 
 def check_probe_models(config: dict[str, Any]) -> None:

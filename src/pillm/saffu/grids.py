@@ -1,4 +1,4 @@
-"""The grids a SAFFU job searches (smoothing mass, learning rate): their check, a selection as
+"""The grids a SAFFU job searches (smoothing mass, learning rate): a selection as
 tidy metrics, and a chosen rate read back from another job's records."""
 
 from __future__ import annotations
@@ -6,17 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pillm.core.config import ConfigError
 from pillm.core.selection import GridPick
-
-
-def check_grid(grid: Sequence[float], extend: int, key: str, extend_key: str) -> None:
-    """A grid extended past its edge needs two distinct positive values (its ratio)."""
-    if extend and len({x for x in grid if x > 0}) < 2:
-        raise ConfigError(
-            f"{key} = {list(grid)}: extending it past an edge needs two distinct positive values "
-            f"(their ratio is the step); add one, or set {extend_key}: 0"
-        )
 
 
 def grid_metrics(name: str, g: GridPick) -> dict[str, float]:

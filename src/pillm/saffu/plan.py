@@ -10,11 +10,17 @@ import shlex
 from typing import Any
 
 from pillm.core.config import ConfigError
+from pillm.core.selection import check_extendable
 from pillm.saffu.data import fraction_tag
 
 
 def check(config: dict[str, Any]) -> None:
+    """What the schema cannot say: the main setting is one of the settings, names are unique,
+    and every grid that is extended past an edge has a ratio."""
     saffu_settings(config)
+    saffu = config["saffu"]
+    check_extendable(saffu["alphas"], saffu["alpha_extend"], "saffu.alphas", "saffu.alpha_extend")
+    check_extendable(saffu["lrs"], saffu["lr_extend"], "saffu.lrs", "saffu.lr_extend")
 
 
 def saffu_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -19,9 +19,8 @@ from torch import Tensor
 from tqdm import tqdm
 
 from pillm.core.runtime import lr_at, sync
-from pillm.core.selection import GridPick, search_grid
+from pillm.core.selection import GridPick, check_extendable, search_grid
 from pillm.saffu.config import SaffuJobConfig
-from pillm.saffu.grids import check_grid
 from pillm.saffu.model import SaffuLM, heldout_loss
 from pillm.saffu.optim import adamw_for
 
@@ -132,7 +131,7 @@ def tune_lr(
                 fit.weight = None
         return runs[best], best, scores
 
-    check_grid(job.lrs, job.lr_extend, "saffu.lrs", "saffu.lr_extend")
+    check_extendable(job.lrs, job.lr_extend, "saffu.lrs", "saffu.lr_extend")
     fit, chosen = search_grid(
         job.lrs, job.lr_extend, pick, "saffu.lrs", extend_key="saffu.lr_extend"
     )

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from pillm.core.runtime import sync
-from pillm.core.selection import GridPick, search_grid
+from pillm.core.selection import GridPick, check_extendable, search_grid
 from pillm.models.evaluate import bits_per_byte, perplexity
 from pillm.saffu.config import SaffuJobConfig, SaffuSetting
-from pillm.saffu.grids import check_grid, grid_metrics
+from pillm.saffu.grids import grid_metrics
 from pillm.saffu.model import (
     SaffuLM,
     context_features,
@@ -42,7 +42,7 @@ def select_alpha(
         best = min(grid, key=lambda a: scores[a])
         return None, best, {a: scores[a] for a in grid}
 
-    check_grid(job.alphas, job.alpha_extend, "saffu.alphas", "saffu.alpha_extend")
+    check_extendable(job.alphas, job.alpha_extend, "saffu.alphas", "saffu.alpha_extend")
     _, chosen = search_grid(
         job.alphas, job.alpha_extend, pick, "saffu.alphas", extend_key="saffu.alpha_extend"
     )

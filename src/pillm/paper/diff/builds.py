@@ -79,7 +79,7 @@ def open_build(spec: str, repo: str | Path = ".") -> Build:
     if Path(spec).is_dir():
         return FolderBuild(Path(spec))
     rev, sep, path = spec.partition(":")
-    if not sep or not rev:
+    if not sep or not rev or rev.startswith("-"):  # a leading '-' would be a git option
         raise DiffInputError(
             f"{spec!r} is neither a folder nor REV:PATH; give a results folder such as "
             "results/smoke or a git revision and its path (HEAD:tests/data/paper_build_summary)"

@@ -1,0 +1,123 @@
+"""The closed-form solve's cost against width (``scaling-cost``): at every width of the scaling
+study, on one device in one job, the PIL solve of every FFN layer against AdamW training of the
+same FFNs.
+
+* Solve: every FFN layer of an attention-only model at that width (Bi-PIL features, width 8d,
+  target propagation: the ``pil_then_attn`` solve) solved bottom-up over the train split,
+  λ picked on the held-out split (``pillm.lm.pil.solve_all_layers``); split into Gram streaming
+  (O(n p²) for n tokens and p = 8d features) and the decomposition and λ search (O(p³)).
+* AdamW: the baseline at that width with only its FFN parameters trainable, trained by the LM
+  trainer (``pillm.lm.train.fit``) for the configured epochs; the time is the steady-state step
+  time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
+
+Each width is warmed up first (a solve on a slice, a short AdamW run), then measured
+``repeats`` times; the record keeps the median. Other jobs may share the GPU during a build:
+the two sides of a width are measured back to back, so their ratio is the robust figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from pillm.core.records import provenance, write_json
+from pillm.lm.config import ScalingCostParams
+from pillm.lm.scaling import train_at
+
+WARM_STEPS = 20  # AdamW steps of the untimed warm-up run (compile, CUDA-graph capture)
+
+
+def _time_solve(model_cfg, vocab: int, arrays: dict, pil, device: str) -> dict[str, float]:
+    import torch
+
+    from pillm.core.runtime import sync
+    from pillm.lm.pil import solve_all_layers, target_propagation
+    from pillm.models.gpt import GPT, GPTConfig, attach_pil
+
+    cfg = GPTConfig(vocab_size=vocab, **asdict(model_cfg), use_ffn=False)
+    model = GPT(cfg).to(device).eval()
+    attach_pil(model, "bi", seed=0)
+    sync(device)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = solve_all_layers(
+            model, target_propagation, arrays["train"], arrays["valid"], pil, device
+        )
+    sync(device)
+    total = time.perf_counter() - t0
+    gram = sum(f.gram_seconds for f in out.fits)
+    return {
+        "solve_s": total,
+        "gram_s": gram,
+        "decompose_s": total - gram,
+        "features": float(out.fits[0].n_features),
+    }
+
+
+def _time_adamw(model_cfg, vocab, arrays, meta, train, seed: int, device: str) -> dict[str, float]:
+    from pillm.core.runtime import seed_everything
+    from pillm.lm.train import fit
+    from pillm.models.gpt import GPT, GPTConfig
+
+    seed_everything(seed)
+    model = GPT(GPTConfig(vocab_size=vocab, **asdict(model_cfg))).to(device)
+    for name, p in model.named_parameters():
+        p.requires_grad_(".mlp." in name)
+    m, _ = fit(model, arrays, meta, train, seed, device)
+    return {
+        "adamw_s": m["train_tokens"] / m["tokens_per_s"],
+        "adamw_wall_s": m["grad_time_s"],
+        "steps": float(m["train_steps"]),
+        "tokens": float(m["train_tokens"]),
+    }
+
+
+def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
+    """Write ``out`` (JSON): one row per width with the median solve and AdamW seconds; the
+    token splits are the folder of ``tokens``."""
+    from pillm.core.runtime import resolve_device
+    from pillm.data.corpus import load_tokens
+
+    cfg = ScalingCostParams.from_dict(params, "scaling cost")
+    device = resolve_device(device)
+    arrays, meta = load_tokens(Path(tokens[0]).parent)
+    vocab = meta["vocab_size"]
+    pil = cfg.pil  # as the runs solve (pil.max_tokens: 0 streams the whole split)
+    train = replace(cfg.train, eval_every=0)
+    rows = []
+    for d in cfg.widths:
+        model_cfg = replace(cfg.model, d_model=d, n_head=d // cfg.head_dim)
+        at = train_at({"output_layer": train.output_layer, "ce_chunk": train.ce_chunk}, d)
+        train_d = replace(train, **at)
+        rows_warm = 4 * model_cfg.context * pil.batch_size
+        warm = {"train": arrays["train"][:rows_warm], "valid": arrays["valid"][: rows_warm // 2]}
+        _time_solve(model_cfg, vocab, warm, pil, device)
+        _time_adamw(
+            model_cfg, vocab, arrays, meta, replace(train_d, max_steps=WARM_STEPS), 0, device
+        )
+        reps = [
+            {
+                **_time_solve(model_cfg, vocab, arrays, pil, device),
+                **_time_adamw(model_cfg, vocab, arrays, meta, train_d, k, device),
+            }
+            for k in range(cfg.repeats)
+        ]
+        row = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
+        row |= {
+            "d_model": d,
+            "output_layer": train_d.output_layer,
+            "n_layer": model_cfg.n_layer,
+            "repeats": cfg.repeats,
+            "train_tokens_split": len(arrays["train"]),
+        }
+        print(
+            f"d={d}: solve {row['solve_s']:.3f} s (Gram {row['gram_s']:.3f} s), "
+            f"AdamW {row['adamw_s']:.3f} s over {int(row['steps'])} steps",
+            flush=True,
+        )
+        rows.append(row)
+    context = provenance(device)
+    write_json(out, [{**r, "corpus": meta["corpus"], **context} for r in rows])

@@ -1,0 +1,269 @@
+"""The scaling study: its plan (torch-free job lists and params), the trend math on hand-set
+numbers, and the report on a tiny synthetic set of point records."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pillm.core.config import ConfigError, apply_schema
+from pillm.lm import scaling as plan
+from pillm.lm.scaling_stats import (
+    FLAT,
+    GROWS,
+    NO_INTERVAL,
+    SHRINKS,
+    TOO_FEW,
+    UNDECIDED,
+    ols_slope,
+    power_exponent,
+    slope_interval,
+    trend,
+    trend_verdict,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load(name: str) -> dict:
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    return apply_schema(cfg, REPO / "config/schema.yaml")
+
+
+SMOKE, PAPER = load("smoke.yaml"), load("config.yaml")
+
+
+# ---- the plan ----------------------------------------------------------------------------------
+
+
+def test_points_meet_at_the_base_and_cover_every_axis():
+    names = [f"{p.corpus}/{p.name}" for p in plan.points(SMOKE)]
+    assert names == [
+        "wikitext2/d32_L1_f100", "wikitext2/d64_L1_f100", "wikitext2/d32_L2_f100",
+        "wikitext2/d32_L1_f50", "ptb/d32_L1_f100", "ptb/d64_L1_f100",
+    ]  # fmt: skip
+    paper = plan.points(PAPER)
+    assert len(paper) == 5 + 2 + 2 + 2 * len(PAPER["scaling"]["corpus_widths"])
+    assert plan.parse_point("ptb", "d384_L4_f25") == plan.Point("ptb", 384, 4, 0.25)
+    width = plan.axis_points(PAPER, "wikitext2", "width")
+    assert [p.d_model for p in width] == [128, 256, 384, 512, 768]
+    assert [p.d_model for p in plan.axis_points(PAPER, "ptb", "width")] == [128, 256]
+
+
+def test_point_params_set_the_size_heads_epochs_and_families():
+    p = plan.point_params(PAPER, "wikitext2", "d768_L4_f100")
+    assert list(p["runs"]) == PAPER["scaling"]["variants"] and p["seeds"] == [0, 1, 2]
+    base = p["runs"]["baseline"]
+    assert base["model"] | {} == {**PAPER["model"], "d_model": 768, "n_layer": 4, "n_head": 12}
+    assert base["train"]["epochs"] == PAPER["scaling"]["epochs"]
+    # the fused output layer holds one tile of the width: dense above FUSED_MAX_D
+    assert base["train"]["output_layer"] == "dense"
+    small = plan.point_params(PAPER, "wikitext2", "d256_L4_f100")["runs"]["baseline"]["train"]
+    assert small["output_layer"] == PAPER["train"]["output_layer"]
+    assert "pil" in p["runs"]["pil_then_attn"] and "pil" not in base
+    assert p["families"] == {"full": ["baseline", "frozen_ffn_attn", "pil_then_attn"],
+                             "attn": ["attn_only"], "ffn": ["ffn_only"]}  # fmt: skip
+    other = plan.point_params(PAPER, "ptb", "d128_L4_f100")
+    assert list(other["runs"]) == PAPER["scaling"]["corpus_variants"]
+    smoke = plan.point_params(SMOKE, "wikitext2", "d32_L2_f100")["runs"]["attn_only"]
+    assert smoke["train"]["max_steps"] == SMOKE["scaling"]["max_steps"]
+    assert smoke["model"]["n_head"] == 32 // SMOKE["scaling"]["head_dim"]
+
+
+def test_files_and_params_of_the_rules():
+    assert plan.point_outputs("{corpus}", "{point}") == {
+        "runs": "scaling/{corpus}/{point}/runs.parquet",
+        "curves": "scaling/{corpus}/{point}/curves.parquet",
+        "lr": "scaling/{corpus}/{point}/lr.json",
+    }
+    assert plan.point_token_files("wikitext2", "d32_L1_f50")[0] == "scaling/tokens/wikitext2/f50/train.npy"
+    inputs = plan.report_inputs(SMOKE)
+    assert len(inputs["lr"]) == len(plan.points(SMOKE)) and inputs["cost"] == "scaling/cost.json"
+    assert sorted(inputs["metas"]) == sorted({
+        "scaling/tokens/wikitext2/f100/meta.json", "scaling/tokens/wikitext2/f50/meta.json",
+        "scaling/tokens/ptb/f100/meta.json"})  # fmt: skip
+    assert plan.tokens_params(PAPER, 25) == {"fraction": 0.25, "eval_tokens": 0}
+    cost = plan.cost_params(PAPER)
+    assert cost["widths"] == [128, 256, 384, 512, 768] and cost["model"]["n_layer"] == 4
+    rep = plan.report_params(SMOKE)
+    assert rep["axes"]["wikitext2"]["depth"] == ["d32_L1_f100", "d32_L2_f100"]
+    assert rep["axes"]["ptb"] == {"width": ["d32_L1_f100", "d64_L1_f100"]}
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"widths": [64, 128]}, "scaling.widths"),
+        ({"head_dim": 48}, "scaling.widths"),
+        ({"fractions": [0.333, 1.0]}, "scaling.fractions"),
+        ({"variants": ["attn_only", "ffn_only"]}, "scaling.variants"),
+        ({"corpus_variants": ["baseline", "attn_only", "attn_then_pil"]}, "scaling.corpus_variants"),
+        ({"corpus_widths": [32, 96]}, "scaling.corpus_widths"),
+    ],
+)
+def test_check_names_the_bad_key(change, key):
+    cfg = copy.deepcopy(SMOKE)
+    cfg["scaling"].update(change)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        plan.check(cfg)
+
+
+def test_both_configs_pass_the_check():
+    plan.check(SMOKE)
+    plan.check(PAPER)
+
+
+# ---- the trend math ----------------------------------------------------------------------------
+
+
+def test_known_slope_is_recovered():
+    sizes = [1e6, 2e6, 4e6, 8e6]
+    values = [[80 + 3 * k + e for e in (-0.5, 0.0, 0.5)] for k in range(4)]
+    assert ols_slope(np.log2(sizes), [80 + 3 * k for k in range(4)]) == pytest.approx(3.0)
+    out = slope_interval(sizes, values, resamples=2000)
+    assert out["slope"] == pytest.approx(3.0)
+    assert out["lo"] < 3.0 < out["hi"] and out["n_points"] == 4 and out["n_seeds"] == 3
+
+
+def test_interval_against_the_margin_decides_the_verdict():
+    assert trend_verdict(0.1, -0.5, 0.7, margin=2.0) == FLAT
+    assert trend_verdict(3.0, 2.5, 3.5, margin=2.0) == GROWS
+    assert trend_verdict(-3.0, -3.5, -2.5, margin=2.0) == SHRINKS
+    # excludes zero but not the margin: no direction is stated
+    assert trend_verdict(2.0, 1.0, 3.0, margin=2.0) == UNDECIDED
+    assert trend_verdict(0.1, None, None, margin=2.0) == NO_INTERVAL
+    assert trend_verdict(None, None, None, margin=2.0) == TOO_FEW
+
+
+def test_trend_on_hand_set_points():
+    sizes = [1, 4, 16]
+    flat = [[50.0, 50.2, 49.8], [50.1, 49.9, 50.0], [49.9, 50.1, 50.0]]
+    assert trend(sizes, flat, margin=2.0, resamples=1000)["verdict"] == FLAT
+    rising = [[50.0, 50.2, 49.8], [58.0, 58.2, 57.8], [66.0, 66.2, 65.8]]  # +4 per doubling
+    t = trend(sizes, rising, margin=2.0, resamples=1000)
+    assert t["slope"] == pytest.approx(4.0) and t["verdict"] == GROWS
+    one_seed = trend(sizes, [[50.0], [51.0], [52.0]], margin=2.0, resamples=100)
+    assert one_seed["verdict"] == NO_INTERVAL and one_seed["slope"] == pytest.approx(0.5)
+    assert trend([1], [[50.0, 51.0]], 2.0, 100)["verdict"] == TOO_FEW
+
+
+def test_power_exponent_of_a_cubic():
+    d = [128, 256, 512]
+    assert power_exponent(d, [x**3 * 1e-9 for x in d]) == pytest.approx(3.0)
+    assert power_exponent([128], [1.0]) is None
+
+
+# ---- the report on a tiny synthetic summary ------------------------------------------------------
+
+
+PPL = {"baseline": 100.0, "attn_only": 120.0, "ffn_only": 140.0, "pil_then_attn": 118.0,
+       "frozen_ffn_attn": 121.0}  # fmt: skip
+
+
+def write_point(root: Path, corpus: str, name: str, variants: list[str], seeds: list[int]) -> Path:
+    pt = plan.parse_point(corpus, name)
+    folder = root / "scaling" / corpus / name
+    folder.mkdir(parents=True)
+    rows, curves = [], []
+    for v in variants:
+        for s in seeds:
+            ppl = PPL[v] * (1 + 0.01 * s) * (256 / pt.d_model) ** 0.05
+            metrics = {"test_loss": math.log(ppl), "test_ppl": ppl, "test_acc": 0.2,
+                       "val_loss": math.log(ppl) + 0.01, "params_non_embedding": 12.0 * pt.n_layer * pt.d_model**2,
+                       "params_total": 1e6, "grad_time_s": 1.0, "solve_time_s": 0.0,
+                       "train_steps": 10.0}  # fmt: skip
+            ident = {"experiment": "lm", "variant": v, "seed": s, "corpus": corpus,
+                     "git_rev": "abc", "device_name": "cpu", "point": name}  # fmt: skip
+            rows += [{**ident, "metric": k, "value": x} for k, x in metrics.items()]
+            for step, val in ((5, 4.9), (10, 4.9 + (0.05 if pt.d_model > 32 else -0.1))):
+                curves.append({**ident, "step": step, "tokens": step * 100, "lr": 1e-3,
+                               "train_loss": 5.0, "val_loss": val})  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), folder / "runs.parquet")
+    pq.write_table(pa.Table.from_pylist(curves), folder / "curves.parquet")
+    fams = plan.families(variants)
+    record = {"families": {f: {"selector": m[0], "members": m, "seed": seeds[0], "lr": 1e-3,
+                               "grid": [1e-3, 3e-3], "edge_hit": True, "extensions": 0,
+                               "on_edge": True, "runs": [{"lr": 1e-3, "val_loss": 5.0},
+                                                         {"lr": 3e-3, "val_loss": 5.1}]}
+                           for f, m in fams.items()},
+              "lr": {v: 1e-3 for v in variants}}  # fmt: skip
+    (folder / "lr.json").write_text(json.dumps(record))
+    return folder / "lr.json"
+
+
+def test_report_on_a_tiny_synthetic_summary(tmp_path):
+    cfg = copy.deepcopy(SMOKE)
+    cfg["scaling"]["seeds"] = [0, 1]
+    params = plan.report_params(cfg)
+    lrs = []
+    for p in plan.points(cfg):
+        lrs.append(str(write_point(tmp_path, p.corpus, p.name, plan.point_variants(cfg, p.corpus),
+                                   cfg["scaling"]["seeds"])))  # fmt: skip
+    metas = []
+    for corpus, pct in (("wikitext2", 100), ("wikitext2", 50), ("ptb", 100)):
+        meta = tmp_path / "scaling" / "tokens" / corpus / f"f{pct}" / "meta.json"
+        meta.parent.mkdir(parents=True)
+        meta.write_text(json.dumps({"policy": f"local:{corpus}", "train_fraction": pct / 100,
+                                    "tokens": {"train": 1000 * pct, "valid": 100, "test": 100},
+                                    "unigram_test_loss": 6.0}))  # fmt: skip
+        metas.append(str(meta))
+    cost = tmp_path / "cost.json"
+    cost.write_text(json.dumps([{"d_model": d, "features": 8.0 * d + 1, "gram_s": 0.1 * d,
+                                 "decompose_s": 1e-6 * d**3, "solve_s": 0.1 * d + 1e-6 * d**3,
+                                 "adamw_s": 0.5 * d, "device_name": "cpu"} for d in (32, 64)]))  # fmt: skip
+    from pillm.lm.scaling_report import scaling_report
+
+    summary = tmp_path / "summary" / "scaling_runs.parquet"
+    claims = tmp_path / "summary" / "claims" / "scaling.parquet"
+    tables = [str(tmp_path / "tables" / f"scaling_{t}.tex") for t in plan.TABLES]
+    numbers = tmp_path / "scaling_numbers.tex"
+    scaling_report(lrs, metas, str(cost), params, [str(REPO / "paper/templates/macros.tex.j2")],
+                   str(summary), str(claims), tables, str(numbers))  # fmt: skip
+
+    runs = pl.read_parquet(summary)
+    assert runs.height == (4 * 5 + 2 * 3) * 2  # points x variants x seeds
+    points = pl.read_parquet(summary.with_name("scaling_points.parquet"))
+    base = points.filter((pl.col("corpus") == "wikitext2") & (pl.col("point") == "d32_L1_f100"))
+    assert base["attn_ratio"].item() == pytest.approx(100 / 120)
+    shift = [math.log(8**0.05 * (1 + 0.01 * s)) for s in (0, 1)]  # d=32 and seed factors
+    share = np.mean([(6.0 - math.log(120) - x) / (6.0 - math.log(100) - x) for x in shift])
+    assert base["attn_share"].item() == pytest.approx(share)
+    assert base["ffn_vs_attn_verdict"].item() == "reversed"  # FFN-only has the higher PPL
+    trends = pl.read_parquet(summary.with_name("scaling_trends.parquet"))
+    assert set(trends["axis"]) == {"width", "depth", "data"} and trends.height == 2 * (3 + 1)
+    frame = pl.read_parquet(claims)
+    assert frame.filter(pl.col("b").is_null()).height == runs.height * 2  # test_ppl, test_loss
+    assert frame.filter(pl.col("b").is_not_null()).height == trends.height
+    text = numbers.read_text()
+    for macro in ("ScalHeadline", "ScalMargin", "ScalCostSolveExponent", "ScalOverfitPoints"):
+        assert f"\\newcommand{{\\{macro}}}" in text
+    assert "\\newcommand{\\ScalOverfitPoints}{2 of 6}" in text  # the d=64 curves rise
+    for t in tables:
+        assert "\\begin{table}" in Path(t).read_text()
+
+    from pillm.lm.scaling_figures import scaling_figures
+
+    pdfs = [str(tmp_path / f"{a}.pdf") for a in plan.AXES]
+    pngs = [str(tmp_path / f"{a}.png") for a in plan.AXES]
+    scaling_figures(str(summary), "wikitext2", pdfs, pngs)
+    assert all(Path(p).stat().st_size > 0 for p in pdfs + pngs)
+
+
+def test_declared_claims_match_the_frame_arms():
+    """Every arm of paper/claims/scaling.yaml is one of the paper config's runs."""
+    from pillm.lm.scaling_summary import arm
+    from pillm.paper.claims import load_claims
+
+    claims, _ = load_claims([str(REPO / "paper/claims/scaling.yaml")])
+    arms = {arm(p.corpus, p.name, v) for p in plan.points(PAPER)
+            for v in plan.point_variants(PAPER, p.corpus)}  # fmt: skip
+    assert {c.a for c in claims} | {c.b for c in claims} <= arms

@@ -1,0 +1,95 @@
+"""The paper's prose types no grid: the values a selection searched come from macros (or the
+config through them), and what the sections say about the functional-gradient step grid
+containing zero agrees with the code (``pillm.lm.pil.step_grid``) on every config.
+
+In the style of the direction-word scan in ``test_claims.py``: a sentence that describes a
+grid by typed values would go stale the day the config changes, as one did (the step grid was
+described as not containing zero while every config and the code put 0 in it)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = sorted((ROOT / "paper" / "sections").glob("*.tex"))
+CONFIGS = sorted((ROOT / "config").glob("*.yaml"))
+
+NUMBER = r"\$?-?(?:\d+(?:\.\d+)?|10\^\{?-?\d+\}?)\$?"
+TYPED_GRID = [
+    # a set literal of typed numbers in math: $\{0, 0.03, 0.1\}$ or $\eta\in\{10^{-6}, ...\}$
+    re.compile(rf"(?:\\in|=|\$)\s*\\\{{\s*{NUMBER}\s*,\s*{NUMBER}"),
+    # "grid of 0.03, 0.1", "grid (0.1, 0.3, 1)", "grid from 10^{-6} to 10^2"
+    re.compile(rf"\bgrids?\s+(?:of|from|is|\()?\s*{NUMBER}\s*(?:,|to\b|--|\\dots)", re.I),
+    # "the rates 3e-4, 1e-3 and 3e-3" after a grid word in the same clause
+    re.compile(rf"\bgrid\b[^.;]{{0,40}}?{NUMBER}\s*,\s*{NUMBER}\s*(?:,|and)\s*{NUMBER}", re.I),
+]
+# What a section says about zero in the functional-gradient step grid (its \eta).
+ZERO = r"(?:zero|\$\\eta\s*=\s*0\$|\$0\$)"
+SAYS_NO_ZERO = re.compile(
+    rf"grid\b[^.]{{0,40}}?\b(?:does\s+not|doesn't|never)\s+(?:contain|include)s?\s+{ZERO}", re.I
+)
+SAYS_ZERO = re.compile(rf"grid\b[^.]{{0,40}}?\b(?<!not )(?:contains|includes)\s+{ZERO}", re.I)
+
+
+def strip_comments(text: str) -> str:
+    return re.sub(r"(?<!\\)%.*", "", text)
+
+
+def typed_grids(text: str) -> list[str]:
+    text = strip_comments(text)
+    return [m.group(0) for pattern in TYPED_GRID for m in pattern.finditer(text)]
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.stem)
+def test_sections_type_no_grid_values(section):
+    assert typed_grids(section.read_text()) == [], (
+        f"{section.relative_to(ROOT)} types a grid's values; quote them through a macro of the "
+        "study's numbers file (e.g. \\LoraLambdaGrid), which the config fills"
+    )
+
+
+@functools.cache
+def step_grid_has_zero() -> frozenset[bool]:
+    """Whether the functional-gradient step grid the code searches contains 0, per config."""
+    from pillm.lm.pil import step_grid
+
+    out = set()
+    for path in CONFIGS:
+        cfg = yaml.safe_load(path.read_text()) or {}
+        steps = (cfg.get("pil") or {}).get("fgrad_steps")
+        if steps is not None:
+            out.add(0.0 in step_grid(steps))
+    return frozenset(out)
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.stem)
+def test_what_sections_say_about_zero_in_the_step_grid_is_true(section):
+    has_zero = step_grid_has_zero()
+    assert has_zero, "no config declares pil.fgrad_steps"
+    text = " ".join(strip_comments(section.read_text()).split())
+    wrong = SAYS_NO_ZERO if True in has_zero else SAYS_ZERO
+    found = [m.group(0) for m in wrong.finditer(text)]
+    assert not found, (
+        f"{section.relative_to(ROOT)} says {found}, but pillm.lm.pil.step_grid over "
+        f"pil.fgrad_steps of {[p.name for p in CONFIGS]} {'contains' if True in has_zero else 'lacks'} 0"
+    )
+
+
+def test_scan_catches_typed_grids_and_false_zero_statements():
+    assert typed_grids("$\\eta$ from $\\{0, 0.03, 0.1\\}$") != []
+    assert typed_grids("the step grid of 0.03, 0.1, 0.3 and 1") != []
+    assert typed_grids("a grid from $10^{-6}$ to $10^{2}$") != []
+    assert typed_grids("chosen among \\LoraLambdaGrid{} times the mean diagonal") == []
+    assert typed_grids("split from $\\{\\SaffuAlphas\\}$; 4 layers, 256 wide") == []
+    assert typed_grids("% a grid of 0.1, 0.3, 1 in a comment\n") == []
+    assert typed_grids("\\variant{refit\\_single\\{1,2,16\\}d}") == []  # a name, not a grid
+    stale = "with a step from a grid that does not contain zero."
+    assert SAYS_NO_ZERO.search(stale) and not SAYS_ZERO.search(stale)
+    fixed = "from a grid that contains $\\eta=0$ (no step)"
+    assert SAYS_ZERO.search(fixed) and not SAYS_NO_ZERO.search(fixed)
+    assert step_grid_has_zero() == {True}  # the code adds the "no step" candidate
