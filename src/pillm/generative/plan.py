@@ -1,5 +1,6 @@
 """The generative study's plan, torch-free: its settings (one per fitted model), seeds,
-learning-rate grids, config checks and GPU memory model (what ``generative.smk`` expands)."""
+learning-rate grids, config checks and each job's GPU memory (memory.py): what
+``generative.smk`` expands."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from pillm.core.config import ConfigError, Section
 from pillm.data.image_specs import IMAGE_DATASETS
 from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
+from pillm.generative.memory import adamw_out_memory_mb, pil_fit_memory_mb
 
 
 def check(config: dict[str, Any]) -> None:
@@ -91,45 +93,6 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
     return {s.name: s for s in out}
 
 
-def pil_fit_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
-    """GPU memory (MiB) a PIL fit of ``setting`` on ``dataset`` declares (``generative``
-    section): ten times the bytes of its float64 Gram and cross-products (p² + p·D numbers for
-    p features and D pixels), plus 1 GiB for the CUDA context and the allocator's cache.
-
-    The fit's allocator peak is 7.7-8.8 times those bytes once p >= 2,833 (measured on an H100
-    over p = 2,833-8,977 and D = 784, 3,072: 680-5,121 MiB); below that the images and samples
-    weigh more (473 MiB at p = 1,809), which the 1 GiB covers. Declaring by the feature count
-    rather than one flat figure lets the small fits share a GPU: at a flat 8 GB each, the
-    paper config's twenty fits would declare 160 GB where their peaks sum to 55 GB, and wait
-    for declared memory that lies idle.
-    """
-    p, d = _shape(cfg, dataset, setting)
-    return 1024 + round(10 * 8 * (p * p + p * d) / 2**20)
-
-
-def _shape(cfg: dict, dataset: str, setting: Setting) -> tuple[int, int]:
-    """(features p, pixels D) of ``setting``'s output map on ``dataset``."""
-    from pillm.data.image_specs import IMAGE_DATASETS
-
-    d = IMAGE_DATASETS[dataset].pixels
-    f = setting.feature_options(cfg)
-    return f["n_proj"] * f["width"] + (d if f["direct_link"] else 0) + 1, d
-
-
-TRAIN_IMAGES = {"mnist": 60_000, "cifar10": 50_000}  # train split sizes (generative.n_train: 0)
-
-
-def adamw_out_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
-    """GPU memory (MiB) an output-layer AdamW fit declares (``generative`` section): 1.25 times
-    the bytes of its cached float32 rows (N·K pairs of p features, D targets) and of five (K, p,
-    D) maps (weights, gradient, two AdamW moments, the kept copy), plus a PIL fit's 1 GiB."""
-    p, d = _shape(cfg, dataset, setting)
-    n_fit = round((cfg["n_train"] or TRAIN_IMAGES[dataset]) * (1 - cfg["heldout_fraction"]))
-    per_image = cfg["flow" if setting.model == "flow" else "diffusion"]["pairs_per_image"]
-    floats = setting.n_buckets * (per_image * n_fit * (p + d) + 5 * p * d)
-    return 1024 + round(1.25 * 4 * floats / 2**20)
-
-
 def all_settings(cfg: dict) -> dict[str, list[str]]:
     """dataset -> setting names (what the Snakefile expands)."""
     return {ds: list(settings(cfg, ds)) for ds in cfg["datasets"]}
@@ -181,7 +144,7 @@ def check_generative(cfg: dict) -> None:
         )
     out = cfg["adamw_out"]
     if out["lr_extend"] and len(set(out["lr_grid"])) < 2:
-        raise ValueError(
+        raise ConfigError(
             "generative.adamw_out.lr_extend extends the grid by its ratio, which needs two "
             "distinct rates in generative.adamw_out.lr_grid; add one or set lr_extend: 0"
         )
