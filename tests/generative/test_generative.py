@@ -52,6 +52,7 @@ def tiny_cfg() -> dict:
     g["diffusion"].update(timesteps=30, n_buckets=2)
     g["ablations"].update(width=[32], ode_steps=[2])
     g["gradient"].update(flow_steps=20, diffusion_steps=20, lr_grid=[1e-3, 3e-3], eval_every=5)
+    g["adamw_out"].update(max_epochs=6)
     return g
 
 
@@ -100,24 +101,23 @@ def jobs(tmp_path_factory):
     return root, cfg
 
 
-def test_settings_pair_every_pil_arm_with_adamw_on_the_same_network():
+def test_settings_give_every_pil_arm_its_adamw_opponents_on_the_same_network():
     g = tiny_cfg()
     g["datasets"] = ["mnist", "cifar10"]
     plan = all_settings(g)
     assert set(plan) == set(g["datasets"])
     for ds, names in plan.items():
-        assert {"flow_pil", "flow_adamw", "diff_pil", "diff_adamw"} <= set(names)
+        assert {"flow_pil", "flow_adamw", "flow_adamw_out", "diff_pil", "diff_adamw",
+                "diff_adamw_out"} <= set(names)  # fmt: skip
         assert ("flow_pil_w32" in names) == (ds in g["ablation_datasets"])
         ablated = {"flow_bipil", "flow_pil_raw", "diff_bucketed_pil"} & set(names)
         assert bool(ablated) == (ds in g["ablation_datasets"])
     s = settings(g, "mnist")
     for fam in ("flow", "diff", "diff_bucketed"):
-        pil, adamw = s[f"{fam}_pil"], s[f"{fam}_adamw"]
-        assert (pil.model, pil.n_buckets, pil.features) == (
-            adamw.model,
-            adamw.n_buckets,
-            adamw.features,
-        )
+        pil = s[f"{fam}_pil"]
+        for opponent in (s[f"{fam}_adamw"], s[f"{fam}_adamw_out"]):
+            shape = (opponent.model, opponent.n_buckets, opponent.features, opponent.family)
+            assert shape == (pil.model, pil.n_buckets, pil.features, pil.family)
     assert (
         s["diff_bucketed_adamw"].n_buckets
         == g["diffusion"]["n_buckets"]
@@ -132,6 +132,7 @@ def test_arms_run_every_seed_and_ablations_the_first():
     g = tiny_cfg()
     jobs = generative_jobs({"generative": g})
     assert ("mnist", "flow_adamw", 1) in jobs and ("mnist", "diff_bucketed_pil", 1) in jobs
+    assert ("mnist", "diff_bucketed_adamw_out", 1) in jobs
     assert ("mnist", "flow_bipil", 0) in jobs and ("mnist", "flow_bipil", 1) not in jobs
     assert lr_grids(g) == [("mnist", "flow"), ("mnist", "diff"), ("mnist", "diff_bucketed")]
 
@@ -162,16 +163,28 @@ def test_job_args_name_every_flag_of_the_command_and_the_lr_pick_of_an_adamw_arm
 
     config = {"generative": tiny_cfg()}
     out = NS(metrics="r/generative/mnist/flow_adamw/seed0/metrics.json")
-    for setting in ("flow_pil", "flow_adamw"):
+    for setting in ("flow_pil", "flow_adamw", "flow_adamw_out"):
         ins = gen_plan.job_inputs(config, "mnist", setting)
         ins["lr"] = " ".join(ins["lr"])  # a named input list prints its paths, space-separated
         w = NS(dataset="mnist", setting=setting, seed="0")
         args = gen_plan.job_args(config, w, NS(**ins), out)
         assert ("--lr generative/mnist/lr_flow/lr.json" in args) == (setting == "flow_adamw")
-        bulk = " --mps-bulk" if setting == "flow_pil" else ""  # a PIL fit yields under MPS
+        bulk = "" if setting == "flow_adamw" else " --mps-bulk"  # large kernels yield under MPS
         assert args.endswith(f" --out-dir r/generative/mnist/flow_adamw/seed0{bulk}")
         params = json.loads(args.split("--params '")[1].split("' --images")[0])
         assert params == gen_plan.job_params(config)
+
+
+def test_gpu_memory_of_the_output_layer_arm_grows_with_its_cached_rows():
+    g = copy.deepcopy(yaml.safe_load((REPO / "config/config.yaml").read_text())["generative"])
+    config = {"generative": g}
+    need = {s: gen_plan.gpu_need(config, "mnist", s) for s in
+            ("flow_adamw_out", "diff_adamw_out", "diff_bucketed_adamw_out")}  # fmt: skip
+    # MNIST flow: 4 pairs of each of 54,000 images, 4,881 features and 784 targets, float32
+    rows = 4 * 54_000 * (4881 + 784) * 4 / 2**20
+    assert 1024 + 1.25 * rows < need["flow_adamw_out"] < 1024 + 1.3 * rows
+    assert need["diff_adamw_out"] < need["flow_adamw_out"] < need["diff_bucketed_adamw_out"]
+    assert gen_plan.priority_class(config, "mnist", "flow_adamw_out") == "generative_adamw"
 
 
 def test_config_errors_name_the_key():
@@ -186,6 +199,10 @@ def test_config_errors_name_the_key():
     g = copy.deepcopy(SMOKE["generative"])
     g["diffusion"]["n_buckets"] = 1
     with pytest.raises(ValueError, match="generative.ablations.bucketed"):
+        check_generative(g)
+    g = copy.deepcopy(SMOKE["generative"])
+    g["adamw_out"].update(lr_grid=[1e-3], lr_extend=1)
+    with pytest.raises(ValueError, match="generative.adamw_out.lr_extend"):
         check_generative(g)
 
 
@@ -271,8 +288,31 @@ def test_jobs_write_metrics_samples_and_heldout_curves(jobs):
     assert held["x"].to_list() == list(range(every, cfg["gradient"]["flow_steps"] + 1, every))
     assert held["y"][-1] == pytest.approx(adam["heldout_mse"], rel=1e-5)
     assert held["seconds"].is_sorted() and held["seconds"][-1] <= adam["fit_seconds"] + 1e-9
+    # The full-network arm records whether it trained and whether its curve had flattened.
+    assert adam["trained"] == 1.0 and adam["first_train_loss"] > adam["final_train_loss"]
+    assert adam["flattened"] in (0.0, 1.0) and "heldout_rel_gain" in adam
     cls = metrics_of(root / "mnist/classifier.json")
     assert cls["test_accuracy"] > 0.3  # well above chance (0.1) even at this size
+
+
+def test_output_layer_arm_sees_the_solves_pairs_and_stops_on_its_heldout_curve(jobs):
+    root, cfg = jobs
+    for fam in ("flow", "diff", "diff_bucketed"):
+        pil = metrics_of(run_dir(root, f"{fam}_pil"))
+        out = metrics_of(run_dir(root, f"{fam}_adamw_out"))
+        assert out["train_pairs"] == pil["train_pairs"]  # the same pairs, no others
+        assert out["pair_visits"] == out["epochs_run"] * out["train_pairs"]
+        assert out["trainable_params"] == pil["trainable_params"]  # the output maps only
+        assert out["epochs_run"] <= cfg["adamw_out"]["max_epochs"]
+        assert out["capped"] == 1.0 or out["flattened"] == 1.0  # the cap or the flat rule
+        assert out["adamw_lr"] in cfg["adamw_out"]["lr_grid"] and out["trained"] in (0.0, 1.0)
+        curve = pl.read_parquet(run_dir(root, f"{fam}_adamw_out") / "curves.parquet")
+        held = curve.filter(pl.col("curve") == "adamw_out_heldout")
+        assert held["x"].to_list() == list(range(1, int(out["epochs_run"]) + 1))
+        assert held["y"].min() == pytest.approx(out["heldout_mse"], rel=1e-6)
+        assert held["y"][0] == out["heldout_mse_pass1"]
+        grid = curve.filter(pl.col("curve") == "adamw_out_grid")
+        assert set(grid["lr"]) == set(cfg["adamw_out"]["lr_grid"])
 
 
 def test_bucketed_pair_has_equal_output_maps(jobs):
@@ -337,7 +377,15 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     fd = frame.filter((pl.col("a") == "mnist_pil_flow") & (pl.col("metric") == "fd"))
     pil0 = runs.filter((pl.col("setting") == "flow_pil") & (pl.col("seed") == 0))
     assert sorted(fd["seed"]) == [0, 1] and pil0["fd_self"][0] in fd["value"].to_list()
-    assert set(frame["metric"]) == {"fd", "kid", "mse"}
+    assert set(frame["metric"]) == {"fd", "kid", "mse", "mse_pass1", "trained"}
+    # Every gradient arm says per seed whether it trained; a PIL arm's one pass is its mse.
+    trained = frame.filter(pl.col("metric") == "trained")
+    gradient = runs.filter(pl.col("method") != "pil")
+    assert trained.height == gradient.height and set(trained["value"]) <= {0.0, 1.0}
+    pass1 = frame.filter((pl.col("a") == "mnist_pil_flow") & (pl.col("metric") == "mse_pass1"))
+    assert sorted(pass1["value"]) == sorted(
+        runs.filter(pl.col("setting") == "flow_pil")["heldout_mse"]
+    )
     speed = pl.read_parquet(summary / "generative_speed.parquet")
     assert speed.height == 3 * 2  # three pairs, two seeds
     numbers = tmp_path / "gen_numbers.tex"
@@ -349,19 +397,28 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     assert macros[macro("cifar10", "flow", "Lr")] == "--"  # defined for a dataset the build lacks
     pick = json.loads((root / "mnist/lr_flow/lr.json").read_text())["lr"]
     assert macros[macro("mnist", "flow", "Lr")] == f"{pick:g}"
-    # The section cites only macros this build defines, states every declared claim and types
-    # no direction word (each comes from a claim macro).
+    assert macros[macro("mnist", "flow", "AdamwTrained")] == "2 of 2"
+    assert macros[macro("cifar10", "flow", "OutCapped")] == "--"
+    # The section cites only macros this build defines, states every declared claim (those
+    # against the output-layer arm once the section has their paragraph) and types no direction
+    # word (each comes from a claim macro).
     text = (REPO / "paper/sections/generative.tex").read_text()
     used = set(re.findall(r"\\(Gen[A-Za-z]+)", text))
     assert used and used <= set(macros), f"undefined: {sorted(used - set(macros))}"
-    declared = {macro_name(c.id, prefix="Claim") for c in load_claims(CLAIMS)[0]}
-    assert set(re.findall(r"\\(Claim[A-Za-z]+)", text)) == declared
+    claims = load_claims(CLAIMS)[0]
+    declared = {macro_name(c.id, prefix="Claim") for c in claims}
+    out = {macro_name(c.id, prefix="Claim") for c in claims if "_adamw_out_" in c.b}
+    stated = set(re.findall(r"\\(Claim[A-Za-z]+)", text))
+    assert declared - out <= stated <= declared
     assert typed_directions(text) == []
     main = (tmp_path / "tables/gen_main.tex").read_text()
     assert "(floor)" in main and "$\\pm$" in main  # intervals over the two seeds
     assert "\\textbf" in (tmp_path / "tables/gen_lr.tex").read_text()  # the pick
+    assert "AdamW, output layer" in main and "2/2" in main  # its rows, trained seeds
+    assert "Flow matching" in (tmp_path / "tables/gen_adamw_out.tex").read_text()
     gen_figures(str(summary), str(root), str(tmp_path / "fig"))
-    assert {p.name for p in (tmp_path / "fig").iterdir()} >= {"gen_samples.pdf", "gen_budget.png"}
+    names = {p.name for p in (tmp_path / "fig").iterdir()}
+    assert names >= {"gen_samples.pdf", "gen_budget.png", "gen_adamw_out.pdf"}
     # A dataset without the bucketed pair (not an ablation dataset) leaves its panel empty: a
     # copy of the MNIST summaries named CIFAR-10, less the bucketed pair, beside the original.
     shutil.copytree(summary, tmp_path / "partial")
@@ -391,7 +448,11 @@ def test_claims_file_declares_directions_on_arms_the_frame_names():
         if s.is_arm
     }
     assert claims and all(c.a in arms and c.b in arms for c in claims)
-    assert {c.metric for c in claims} == {"fd", "kid", "mse"}
+    assert {c.metric for c in claims} == {"fd", "kid", "mse", "mse_pass1"}
+    # Every gradient arm a claim names is an opponent: its frame rows say whether it trained.
+    named = {v for c in claims for v in (c.a, c.b)}
+    gradient = {a for a in named if "_adamw_" in a}
+    assert set(specs["generative"]["opponents"]) == gradient
 
 
 def test_macro_names_are_letters_only():

@@ -134,7 +134,8 @@ def test_generative_fits_reach_the_paper(workdir):
     runs = pl.read_parquet(workdir / "results/smoke/summary/generative.parquet")
     cfg = yaml.safe_load((workdir / "config/smoke.yaml").read_text())["generative"]
     assert set(runs["dataset"]) == set(cfg["datasets"])
-    assert {"pil", "adamw"} == set(runs["method"]) and {"flow", "diffusion"} == set(runs["model"])
+    assert {"pil", "adamw", "adamw_out"} == set(runs["method"])
+    assert {"flow", "diffusion"} == set(runs["model"])
     fd = runs.filter(pl.col("dataset") == "mnist", pl.col("setting") == "flow_pil")["fd_self"][0]
     numbers = (workdir / GEN / "gen_numbers.tex").read_text()
     assert f"\\newcommand{{\\GenMnistFlowPilFd}}{{{fd:.2f}}}" in numbers

@@ -17,8 +17,15 @@ from pillm.generative.speed import speed_rows
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 
-# Claim-frame metrics: frame name -> summary column (time: see claim_rows).
-CLAIM_METRICS = {"fd": "fd_self", "kid": "kid_self", "mse": "heldout_mse"}
+# Claim-frame metrics: frame name -> summary column (time: see claim_rows). mse_pass1: held-out
+# MSE after one pass over the PIL solve's pairs (the output-layer arm's first evaluation; the
+# solve itself is one pass, so a PIL arm's is its held-out MSE).
+CLAIM_METRICS = {
+    "fd": "fd_self", "kid": "kid_self", "mse": "heldout_mse", "mse_pass1": "heldout_mse_pass1",
+}  # fmt: skip
+# Per seed of every gradient arm, 1 or 0: whether it trained (generative.convergence); the
+# claims file lists those arms under ``opponents:`` (pillm.paper.claims).
+TRAINED_METRIC = "trained"
 SUMMARY_NAMES = (
     "generative", "generative_curves", "generative_samplers", "generative_classifiers",
     "generative_lr", "generative_lr_curves", "generative_speed",
@@ -87,12 +94,18 @@ def aggregate_generative(
 
 
 def claim_rows(runs: pl.DataFrame) -> list[dict]:
-    """Seed rows of every arm: fd, kid and mse. Times are not claimed: the jobs' clocks share
-    the GPU with other jobs (paper/claims/generative.yaml)."""
+    """Seed rows of every arm: fd, kid, mse and mse_pass1, and of each gradient arm whether it
+    trained. Times are not claimed: the jobs' clocks share the GPU with other jobs
+    (paper/claims/generative.yaml)."""
     rows = []
     for r in runs.filter(pl.col("ablation") == "main").iter_rows(named=True):
         arm = arm_name(r["dataset"], r["method"], r["family"])
-        for metric, col in CLAIM_METRICS.items():
-            if r.get(col) is not None:
-                rows.append({"arm": arm, "seed": r["seed"], "metric": metric, "value": r[col]})
+        values = {m: r.get(col) for m, col in CLAIM_METRICS.items()}
+        if r["method"] == "pil":
+            values["mse_pass1"] = r["heldout_mse"]
+        else:
+            values[TRAINED_METRIC] = r.get(TRAINED_METRIC)
+        for metric, value in values.items():
+            if value is not None:
+                rows.append({"arm": arm, "seed": r["seed"], "metric": metric, "value": value})
     return rows

@@ -41,8 +41,10 @@ class GenDiffusionConfig(Section):
 @dataclass(frozen=True)
 class GenGradientConfig(Section):
     """AdamW on the PIL arms' networks: steps per model, the learning-rate grid (run at
-    ``grid_fraction`` of the steps, first seed, picked on held-out images) and the held-out
-    evaluation interval of the training curve."""
+    ``grid_fraction`` of the steps, first seed, picked on held-out images), the held-out
+    evaluation interval of the training curve, and the rules every gradient arm's record
+    applies (generative.convergence): trained (``trained_drop``) and flattened (``flat_evals``,
+    ``flat_tol``)."""
 
     flow_steps: int
     diffusion_steps: int
@@ -51,6 +53,19 @@ class GenGradientConfig(Section):
     grid_fraction: float
     warmup: int
     eval_every: int
+    trained_drop: float
+    flat_evals: int
+    flat_tol: float
+
+
+@dataclass(frozen=True)
+class GenAdamwOutConfig(Section):
+    """AdamW on the output layer alone over the PIL fit's features and pairs (adamw_out.py): its
+    own learning-rate grid (per seed, on held-out images) and the cap on passes."""
+
+    lr_grid: tuple[float, ...]
+    lr_extend: int
+    max_epochs: int
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,7 @@ class GenerativeConfig(Section):
     flow: GenFlowConfig
     diffusion: GenDiffusionConfig
     gradient: GenGradientConfig
+    adamw_out: GenAdamwOutConfig
     ablations: GenAblationsConfig
     kid_subsets: int
     kid_subset_size: int

@@ -1,5 +1,6 @@
-"""One generative setting fitted from one seed: a PIL solve (flow.py, diffusion.py) or the same
-network trained by AdamW at its grid's learning rate (train.py), with its metrics and curves,
+"""One generative setting fitted from one seed: a PIL solve (flow.py, diffusion.py), the same
+network trained by AdamW at its grid's learning rate (train.py), or AdamW on the PIL net's output
+layer alone over the solve's own features and pairs (adamw_out.py), with its metrics and curves,
 and the held-out regression error every fit is scored on. Shared by the fit jobs (run.py) and
 the learning-rate grid (tuning.py)."""
 
@@ -11,7 +12,9 @@ from pathlib import Path
 import torch
 
 from pillm.core.runtime import sync, tf32
+from pillm.generative.adamw_out import AdamwOutConfig, fit_adamw_out
 from pillm.generative.config import GenerativeConfig
+from pillm.generative.convergence import flattened, rel_gain, trained
 from pillm.generative.diffusion import (
     DiffusionConfig,
     eps_heldout_mse,
@@ -57,6 +60,29 @@ def heldout_mse(setting: Setting, gen: GenerativeConfig, net, x_val, seed: int, 
         )
 
 
+def adamw_out_config(gen: GenerativeConfig) -> AdamwOutConfig:
+    """The output-layer arm's settings: generative.adamw_out, and the batch size, warm-up and
+    convergence rules of generative.gradient (as the full-network arm)."""
+    a, g = gen.adamw_out, gen.gradient
+    return AdamwOutConfig(
+        lr_grid=a.lr_grid, lr_extend=a.lr_extend, max_epochs=a.max_epochs,
+        batch_size=g.batch_size, warmup=g.warmup, flat_evals=g.flat_evals, flat_tol=g.flat_tol,
+        trained_drop=g.trained_drop,
+    )  # fmt: skip
+
+
+def convergence(first_loss: float, final_loss: float, heldout: list[float], g) -> dict:
+    """A full-network AdamW run's record of whether it trained and whether its held-out curve
+    had flattened at its end (generative.convergence; ``g``: generative.gradient)."""
+    gain = rel_gain(heldout, g.flat_evals)
+    return {
+        "first_train_loss": first_loss,
+        "trained": float(trained(first_loss, final_loss, g.trained_drop)),
+        "flattened": float(flattened(heldout, g.flat_evals, g.flat_tol)),
+        **({} if gain is None else {"heldout_rel_gain": gain}),
+    }
+
+
 def warm_up_solvers(device: str) -> None:
     """Initialise the float64 GEMM and the linear-algebra libraries PIL's timed fit uses (on CUDA
     their first call loads cuBLAS/cuSOLVER handles), as AdamW's clock starts after its first
@@ -77,10 +103,14 @@ def fit_setting(
     ``steps`` (default: the arm's configured steps). Returns (model, metrics, curve rows)."""
     chunk = gen.chunk_size
     dcfg = diffusion_config(gen, feats, setting.n_buckets)
+    fcfg = FlowConfig(feats, gen.flow.pairs_per_image, chunk, gen.lambdas)
     if setting.method == "pil":
         warm_up_solvers(device)
+    if setting.method == "adamw_out":
+        evaluate = lambda m: heldout_mse(setting, gen, m, x_val, seed, device)  # noqa: E731
+        solve = fcfg if setting.model == "flow" else dcfg
+        return fit_adamw_out(solve, adamw_out_config(gen), x_fit, seed, device, evaluate)
     if setting.method == "pil" and setting.model == "flow":
-        fcfg = FlowConfig(feats, gen.flow.pairs_per_image, chunk, gen.lambdas)
         net, fit = fit_pil_flow(x_fit, fcfg, seed, device, x_val=x_val)
         fits = [fit]
     elif setting.method == "pil":
@@ -106,7 +136,8 @@ def fit_setting(
             "final_train_loss": rep.final_loss, "peak_memory_mb": rep.peak_memory_mb,
             "trainable_params": trainable_params(net),
             "train_pairs": steps * rep.batch_rows, "batch_rows": rep.batch_rows,
-            "cuda_graphs": float(rep.cuda_graphs),
+            "cuda_graphs": float(rep.cuda_graphs), **convergence(rep.first_loss, rep.final_loss,
+                                                                 [e for *_, e in rep.heldout], g),
         }  # fmt: skip
         curve = [{"curve": "adamw_loss", "x": s, "y": loss} for s, loss in rep.curve]
         curve += [

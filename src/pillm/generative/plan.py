@@ -1,5 +1,6 @@
 """The generative study's plan, torch-free: its settings (one per fitted model), seeds,
-learning-rate grids, config checks and GPU memory model (what ``generative.smk`` expands)."""
+learning-rate grids, config checks and each job's GPU memory (memory.py): what
+``generative.smk`` expands."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from pillm.core.config import ConfigError, Section
 from pillm.data.image_specs import IMAGE_DATASETS
 from pillm.generative.config import ClassifierJobConfig, GenerativeConfig
+from pillm.generative.memory import adamw_out_memory_mb, pil_fit_memory_mb
 
 
 def check(config: dict[str, Any]) -> None:
@@ -20,14 +22,16 @@ def check(config: dict[str, Any]) -> None:
 
 
 # ---- Generative settings ---------------------------------------------------------------------
-# One *setting* per fitted model. The arms come in pairs of one network: the PIL fit (closed-form
-# output layer) and the same network with every weight trained by AdamW at a learning rate picked
-# from generative.gradient.lr_grid on held-out images: flow matching, diffusion with one ε weight
-# set shared over t, and (on ablation_datasets, generative.ablations.bucketed) diffusion with one
+# One *setting* per fitted model. The arms come in families of one network: the PIL fit (closed-
+# form output layer), the same network with every weight trained by AdamW (its rate picked from
+# generative.gradient.lr_grid on held-out images) and AdamW on the output layer alone over the
+# PIL fit's own features and pairs (adamw_out.py): flow matching, diffusion with one ε weight set
+# shared over t, and (on ablation_datasets, generative.ablations.bucketed) diffusion with one
 # weight set per bucket of t. Every arm runs every seed of generative.seeds; the PIL ablations
 # (width, Bi-PIL, time encoding) run the first seed only.
 
-FAMILIES = ("flow", "diff", "diff_bucketed")  # the AdamW families, one learning-rate grid each
+FAMILIES = ("flow", "diff", "diff_bucketed")  # the arm families, one full-network lr grid each
+METHODS = ("pil", "adamw", "adamw_out")  # the arms of each family
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Setting:
 
     name: str
     model: str  # "flow" | "diffusion"
-    method: str  # "pil" | "adamw"
+    method: str  # one of METHODS
     ablation: str  # "main" (an arm), "width", "projections", "time_encoding"
     level: str
     features: dict  # overrides of generative.features
@@ -49,19 +53,17 @@ class Setting:
 
     @property
     def is_arm(self) -> bool:
-        """An arm of a PIL-vs-AdamW pair: runs every seed (ablations run the first)."""
+        """An arm of a family (PIL and its AdamW opponents): runs every seed (ablations run the
+        first)."""
         return self.ablation == "main"
 
 
-def _arm_pair(family: str, model: str, n_buckets: int) -> list[Setting]:
-    return [
-        Setting(f"{family}_{m}", model, m, "main", m, {}, n_buckets, family)
-        for m in ("pil", "adamw")
-    ]
+def _arms(family: str, model: str, n_buckets: int) -> list[Setting]:
+    return [Setting(f"{family}_{m}", model, m, "main", m, {}, n_buckets, family) for m in METHODS]
 
 
 def families(cfg: dict, dataset: str) -> list[str]:
-    """The arm pairs configured on ``dataset`` (the ``generative`` section)."""
+    """The arm families configured on ``dataset`` (the ``generative`` section)."""
     bucketed = cfg["ablations"]["bucketed"] and dataset in cfg["ablation_datasets"]
     return ["flow", "diff", *(["diff_bucketed"] if bucketed else [])]
 
@@ -74,7 +76,7 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
         "diff": ("diffusion", 1),
         "diff_bucketed": ("diffusion", d["n_buckets"]),
     }
-    out = [s for fam in families(cfg, dataset) for s in _arm_pair(fam, *models[fam])]
+    out = [s for fam in families(cfg, dataset) for s in _arms(fam, *models[fam])]
     if dataset in cfg["ablation_datasets"]:
         a = cfg["ablations"]
         for w in a["width"]:
@@ -89,26 +91,6 @@ def settings(cfg: dict, dataset: str) -> dict[str, Setting]:
                 te = {"time_encoding": enc}
                 out.append(Setting(f"flow_pil_{enc}", "flow", "pil", "time_encoding", enc, te))
     return {s.name: s for s in out}
-
-
-def pil_fit_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
-    """GPU memory (MiB) a PIL fit of ``setting`` on ``dataset`` declares (``generative``
-    section): ten times the bytes of its float64 Gram and cross-products (p² + p·D numbers for
-    p features and D pixels), plus 1 GiB for the CUDA context and the allocator's cache.
-
-    The fit's allocator peak is 7.7-8.8 times those bytes once p >= 2,833 (measured on an H100
-    over p = 2,833-8,977 and D = 784, 3,072: 680-5,121 MiB); below that the images and samples
-    weigh more (473 MiB at p = 1,809), which the 1 GiB covers. Declaring by the feature count
-    rather than one flat figure lets the small fits share a GPU: at a flat 8 GB each, the
-    paper config's twenty fits would declare 160 GB where their peaks sum to 55 GB, and wait
-    for declared memory that lies idle.
-    """
-    from pillm.data.image_specs import IMAGE_DATASETS
-
-    d = IMAGE_DATASETS[dataset].pixels
-    f = setting.feature_options(cfg)
-    p = f["n_proj"] * f["width"] + (d if f["direct_link"] else 0) + 1
-    return 1024 + round(10 * 8 * (p * p + p * d) / 2**20)
 
 
 def all_settings(cfg: dict) -> dict[str, list[str]]:
@@ -160,6 +142,12 @@ def check_generative(cfg: dict) -> None:
             f"generative.diffusion.n_buckets ({d['n_buckets']}) exceeds generative.diffusion."
             f"timesteps ({d['timesteps']}): each bucket needs at least one timestep"
         )
+    out = cfg["adamw_out"]
+    if out["lr_extend"] and len(set(out["lr_grid"])) < 2:
+        raise ConfigError(
+            "generative.adamw_out.lr_extend extends the grid by its ratio, which needs two "
+            "distinct rates in generative.adamw_out.lr_grid; add one or set lr_extend: 0"
+        )
     if cfg["ablations"]["bucketed"] and d["n_buckets"] < 2:
         raise ConfigError(
             "generative.ablations.bucketed needs generative.diffusion.n_buckets >= 2 (with one "
@@ -202,8 +190,9 @@ IMAGES = "generative/{dataset}/images.npz"  # gen-images' output, every job's in
 RUN = "generative/{dataset}/{setting}/seed{seed}"  # one fit's run folder
 GRID = "generative/{dataset}/lr_{family}"  # one learning-rate grid's folder
 LR_RUN = GRID + "/runs/lr{lr}.json"  # one rate of a grid
-TABLES = ("main", "speed", "lr", "ablations", "samplers", "cost")  # generated tables/gen_<name>.tex
-FIGURES = ("samples", "lambda", "samplers", "budget")  # generated figures/gen_<name>.pdf, .png
+# generated tables/gen_<name>.tex and figures/gen_<name>.pdf, .png
+TABLES = ("main", "speed", "lr", "ablations", "samplers", "cost", "adamw_out")
+FIGURES = ("samples", "lambda", "samplers", "budget", "adamw_out")
 
 
 def classifier_files() -> dict[str, str]:
@@ -301,22 +290,28 @@ def is_adamw(config: dict[str, Any], dataset: str, setting: str) -> bool:
 
 
 def is_bulk(config: dict[str, Any], dataset: str, setting: str) -> bool:
-    """A PIL fit: its kernels are large and fill the GPU, so under MPS it yields to the AdamW
-    arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
+    """A PIL or output-layer AdamW fit: their kernels (Gram products, the feature cache and its
+    held-out passes) are large and fill the GPU, so under MPS they yield to the full-network
+    AdamW arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
     return not is_adamw(config, dataset, setting)
 
 
 def gpu_need(config: dict[str, Any], dataset: str, setting: str) -> str | int:
-    """What a fit's gpu_mem_mb reserves (workflow/rules/common.smk gpu_mem): an AdamW arm the
-    ``generative_adamw`` figure of config/resources.yaml, a PIL fit MiB by its features."""
+    """What a fit's gpu_mem_mb reserves (workflow/rules/common.smk gpu_mem): a full-network
+    AdamW arm the ``generative_adamw`` figure of config/resources.yaml, a PIL fit MiB by its
+    features, an output-layer AdamW fit MiB by its cached rows."""
     g = config["generative"]
     s = settings(g, dataset)[setting]
+    if s.method == "adamw_out":
+        return adamw_out_memory_mb(g, dataset, s)
     return "generative_adamw" if s.method == "adamw" else pil_fit_memory_mb(g, dataset, s)
 
 
 def priority_class(config: dict[str, Any], dataset: str, setting: str) -> str:
-    """A fit's start-priority class (config/resources.yaml)."""
-    return "generative_adamw" if is_adamw(config, dataset, setting) else "generative_pil"
+    """A fit's start-priority class (config/resources.yaml): the gradient arms before the PIL
+    fits."""
+    gradient = settings(config["generative"], dataset)[setting].method != "pil"
+    return "generative_adamw" if gradient else "generative_pil"
 
 
 # ---- What each rule passes its job: the config it depends on ---------------------------------

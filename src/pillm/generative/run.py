@@ -1,10 +1,12 @@
 """The generative study: which fits the config asks for, and one job per (dataset, setting, seed).
 
 A *setting* is one model fitted one way: PIL flow matching or PIL diffusion (closed-form output
-layer, flow.py / diffusion.py) or the same network with every weight trained by AdamW, at the
+layer, flow.py / diffusion.py); the same network with every weight trained by AdamW, at the
 learning rate its family's grid job picked on held-out images (tuning.py) and for the configured
-steps, its held-out error recorded along the way (the curve the speed comparison reads). The arms
-come in pairs of one network (pillm.generative.plan.FAMILIES) and run every seed; ablations (feature width,
+steps, its held-out error recorded along the way (the curve the speed comparison reads); or AdamW
+on the PIL net's output layer alone over the solve's own features and pairs until its held-out
+error flattens (adamw_out.py). The arms come in families of one network
+(pillm.generative.plan.FAMILIES) and run every seed; ablations (feature width,
 single vs Bi-PIL, time encoding) run the first seed; the λ ablation is the held-out curve every
 PIL fit records and the ODE-step ablation is sampled from the PIL flow, so neither costs a refit.
 

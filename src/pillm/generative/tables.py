@@ -14,30 +14,17 @@ from pathlib import Path
 import polars as pl
 
 from pillm.generative.aggregate import load
-from pillm.paper.latex import MISSING, fmt_num, fmt_sig, macro_name, tex_escape
+from pillm.generative.labels import DATASETS, FAMILY_NAMES, METHOD_NAMES, macro, mean_ci
+from pillm.generative.opponents import OUT_TABLE, opponent_macros, out_rows, seeds_with
+from pillm.paper.latex import MISSING, fmt_num, fmt_sig, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
-from pillm.paper.tidy import ci95
 
-DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10"}
-DATASET_MACROS = {"cifar10": "CifarTen"}  # not "CifarOneZero"
-FAMILY_NAMES = {  # arm pair -> its row label
-    "flow": "Flow matching",
-    "diff": "Diffusion, shared $\\epsilon$ weights",
-    "diff_bucketed": "Diffusion, $\\epsilon$ weights per bucket of $t$",
-}
-METHOD_NAMES = {"pil": "PIL (ridge solve)", "adamw": "AdamW"}
 ABLATIONS = {  # ablation -> label; each is compared with the PIL flow's first seed
     "width": "Feature width",
     "projections": "Random projections (Bi-PIL)",
     "time_encoding": "Time encoding",
 }
-
-
-def macro(*parts: str) -> str:
-    """``Gen`` + parts in CamelCase, digits spelled out: ('mnist', 'flow_adamw') ->
-    'GenMnistFlowAdamw'."""
-    return macro_name(*(DATASET_MACROS.get(p, p) for p in parts), prefix="Gen")
 
 
 # ------------------------------------------------------------------------------- over seeds
@@ -51,16 +38,6 @@ def over_seeds(runs: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     for c in present:
         aggs += [pl.col(c).mean().alias(c), pl.col(c).std().alias(f"{c}_std")]
     return runs.group_by(keys, maintain_order=True).agg(aggs)
-
-
-def mean_ci(row: dict, col: str, digits: int | None = None) -> str:
-    """'mean ± half-width of the 95 % t interval' (the mean alone from one seed)."""
-    fmt = (lambda x: fmt_sig(x)) if digits is None else (lambda x: fmt_num(x, digits))  # noqa: E731
-    mean = row.get(col)
-    if mean is None:
-        return MISSING
-    half = ci95(row.get(f"{col}_std"), row["n_seeds"])
-    return fmt(mean) if half is None else f"{fmt(mean)} $\\pm$ {fmt(half)}"
 
 
 def lr_edges(lr: pl.DataFrame) -> str:
@@ -80,14 +57,16 @@ def _lr_of(lr: pl.DataFrame, ds: str, family: str) -> float | None:
 # ----------------------------------------------------------------------------------- tables
 
 
-def main_rows(mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame) -> list:
+def main_rows(
+    mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame, runs: pl.DataFrame
+) -> list:
     rows: list = []
     arms = mean.filter(pl.col("ablation") == "main")
     for ds in [d for d in DATASETS if d in arms["dataset"].unique().to_list()]:
         if rows:
             rows.append("midrule")
         for fam in FAMILY_NAMES:
-            for method in ("pil", "adamw"):
+            for method in METHOD_NAMES:
                 sub = arms.filter(
                     (pl.col("dataset") == ds) & (pl.col("family") == fam)
                     & (pl.col("method") == method)
@@ -103,6 +82,8 @@ def main_rows(mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame) -
                     fmt_num(r["fit_seconds"], 1), mean_ci(r, "heldout_mse", 4),
                     mean_ci(r, "fd_self", 2), mean_ci(r, "kid_self"),
                     fmt_num(r["nn1_acc"], 3), str(r["n_seeds"]),
+                    seeds_with(runs, ds, r["setting"], "trained"),
+                    seeds_with(runs, ds, r["setting"], "flattened"),
                 ])  # fmt: skip
         floor = classifiers.filter(pl.col("dataset") == ds)
         if floor.height:
@@ -110,6 +91,7 @@ def main_rows(mean: pl.DataFrame, classifiers: pl.DataFrame, lr: pl.DataFrame) -
             rows.append([
                 DATASETS[ds], "Real train images", "(floor)", MISSING, MISSING, MISSING,
                 fmt_num(f["fd_self"], 2), fmt_sig(f["kid_self"]), fmt_num(f["nn1_acc"], 3), MISSING,
+                MISSING, MISSING,
             ])  # fmt: skip
     return rows
 
@@ -218,7 +200,8 @@ def cost_rows(mean: pl.DataFrame) -> list:
     for r in mean.sort("dataset", "model", "setting").iter_rows(named=True):
         rows.append([
             DATASETS[r["dataset"]], tex_escape(r["setting"]), str(r["n_seeds"]),
-            fmt_num(r["train_pairs"], 0), fmt_num(r["trainable_params"], 0),
+            fmt_num(r["train_pairs"], 0), fmt_num(r.get("pair_visits") or r["train_pairs"], 0),
+            fmt_num(r["trainable_params"], 0),
             fmt_num(r["fit_seconds"], 2), fmt_num(r["peak_memory_mb"], 0),
             fmt_num(r["sample_seconds"], 2),
         ])  # fmt: skip
@@ -279,19 +262,24 @@ def numbers(tabs: dict[str, pl.DataFrame], mean: pl.DataFrame, params: dict) -> 
             m[macro(ds, fam, "PilReached")] = f"{row['pil_reached']} of {n}" if row else MISSING
             gain = row["adamw_late_gain"] if row else None
             m[macro(ds, fam, "LateGain")] = fmt_num(None if gain is None else 100 * gain, 1)
-    return m
+    return {**m, **opponent_macros(runs, g)}
 
 
 TABLES = {  # name -> (label, colspec, header, caption)
     "gen_main": (
-        "tab:gen-main", "lllrrrrrrr",
+        "tab:gen-main", "lllrrrrrrrrr",
         ["Data", "Pair", "Fit", "Fitted params", "Fit (s)", "Held-out MSE", "FD$_\\text{self}$",
-         "KID$_\\text{self}$", "1-NN acc.", "Seeds"],
+         "KID$_\\text{self}$", "1-NN acc.", "Seeds", "Trained", "Flat"],
         "Closed-form (PIL) fits against the same networks with every weight trained by AdamW at the "
-        "learning rate picked on held-out images (Table~\\ref{tab:gen-lr}); mean over seeds "
-        "$\\pm$ half-width of the 95\\,\\% $t$ interval. Fitted params: the solved output maps "
-        "(PIL) or every weight (AdamW). Held-out MSE: velocity (flow) or noise (diffusion) "
-        "regression on pairs from held-out training images. FD$_\\text{self}$, KID$_\\text{self}$ "
+        "learning rate picked on held-out images (Table~\\ref{tab:gen-lr}) and against AdamW on "
+        "the output layer alone over the PIL fit's own frozen features and training pairs, in "
+        "passes over those pairs until its held-out MSE flattened, its rate picked per seed on "
+        "held-out images; mean over seeds $\\pm$ half-width of the 95\\,\\% $t$ interval. Fitted params: the solved or trained "
+        "output maps (PIL, AdamW output layer) or every weight (AdamW). Trained: seeds whose "
+        "training loss fell by at least \\GenTrainedDropPercent\\,\\% from its first step; "
+        "flat: seeds whose held-out MSE had flattened at the end (its best improved by less than "
+        "\\GenFlatTolPercent\\,\\% over the last \\GenFlatEvals{} evaluations). Held-out "
+        "MSE: velocity (flow) or noise (diffusion) regression on pairs from held-out training images. FD$_\\text{self}$, KID$_\\text{self}$ "
         "and 1-NN accuracy compare \\GenNEval{} samples with as many test images in the features "
         "of a classifier trained by this pipeline (not Inception features, not FID); 1-NN "
         "accuracy 0.5 means indistinguishable. The floor row compares real training images the "
@@ -324,12 +312,15 @@ TABLES = {  # name -> (label, colspec, header, caption)
         "evaluations per step) at several step counts; NFE: velocity evaluations per sample.",
     ),
     "gen_cost": (
-        "tab:gen-cost", "llrrrrrr",
-        ["Data", "Setting", "Seeds", "Train pairs", "Fitted params", "Fit (s)",
+        "tab:gen-cost", "llrrrrrrr",
+        ["Data", "Setting", "Seeds", "Train pairs", "Pairs seen", "Fitted params", "Fit (s)",
          "Peak mem. (MiB)", "Sampling (s)"],
-        "Cost of every generative fit on \\GenDevice{}, mean over seeds. Peak memory: CUDA "
+        "Cost of every generative fit on \\GenDevice{}, mean over seeds. Train pairs: the "
+        "distinct (input, target) pairs a fit trains on; pairs seen: with repeats (AdamW on the "
+        "output layer makes several passes over the PIL solve's pairs). Peak memory: CUDA "
         "maximum allocated on a GPU, process maximum resident set on a CPU.",
     ),
+    "gen_adamw_out": OUT_TABLE,
 }  # fmt: skip
 LR_CAPTION = (
     "AdamW's learning-rate grid: final held-out MSE of each rate after the given share of the "
@@ -347,10 +338,11 @@ def render_gen_tables(
     runs = tabs["generative"]
     mean = over_seeds(runs, [
         "fit_seconds", "heldout_mse", "fd_self", "kid_self", "nn1_acc", "trainable_params",
-        "train_pairs", "peak_memory_mb", "sample_seconds",
+        "train_pairs", "pair_visits", "peak_memory_mb", "sample_seconds",
     ])  # fmt: skip
     rows = {
-        "gen_main": main_rows(mean, tabs["generative_classifiers"], tabs["generative_lr"]),
+        "gen_main": main_rows(mean, tabs["generative_classifiers"], tabs["generative_lr"], runs),
+        "gen_adamw_out": out_rows(runs),
         "gen_speed": speed_table_rows(tabs["generative_speed"]),
         "gen_ablations": ablation_rows(runs, g),
         "gen_samplers": sampler_rows(tabs["generative_samplers"], g["seeds"][0]),

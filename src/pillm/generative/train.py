@@ -49,6 +49,7 @@ class TrainReport:
     heldout: list[tuple[int, float, float]] = field(default_factory=list)
     cuda_graphs: bool = False  # whether the steps replayed from a CUDA graph
     batch_rows: int = 0  # rows of each training batch
+    first_loss: float = float("nan")  # the first step's batch loss, before any update
 
 
 def train_regression(
@@ -100,7 +101,7 @@ def train_regression(
         one_step, cuda and cuda_graphs, lambda: opt.zero_grad(set_to_none=True), name=desc
     )
     net.train()
-    curve, window, heldout, rows = [], [], [], 0
+    curve, window, heldout, rows, first = [], [], [], 0, None
     t0, paused = time.perf_counter(), 0.0  # paused: seconds spent evaluating, not training
     for step in tqdm(range(cfg.steps), desc=desc, file=sys.stderr, mininterval=5, ascii=True):
         rate = lr_at(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_frac)
@@ -112,6 +113,7 @@ def train_regression(
         x, t, y = batch(step)
         rows = rows or x.shape[0]
         window.append(runner(x, t, y))
+        first = window[0] if first is None else first  # a device tensor: no sync here
         if step == (runner.warmup if cuda else 0):  # after the first (CUDA: the captured) step
             sync(device)
             t0 = time.perf_counter()
@@ -132,5 +134,5 @@ def train_regression(
     net.eval()
     return TrainReport(
         cfg.steps, seconds, curve[-1][1], curve, peak_memory_mb(str(device)), heldout,
-        runner.graphed, rows,
+        runner.graphed, rows, float(first),
     )  # fmt: skip

@@ -1,0 +1,258 @@
+"""The closed form's direct gradient opponent: AdamW on the output layer alone, over the PIL fit's
+own frozen random features and its own training pairs (method ``adamw_out``).
+
+A PIL fit streams N pairs (x_t, t, target) once into its Gram statistics and solves W_out. This
+arm draws the same random layer from the same seed and the same N pairs from the same noise
+streams (flow: stream 0; diffusion: stream 10 + 2b in bucket b), caches their features H
+(float32, TF32 off, as the solve computes them) and targets on the device, and trains W_out from
+zero (the PIL net's start) by AdamW on the mean squared error, in passes over those N pairs: it
+sees the closed form's training pairs and no others. A pass is one shuffled sweep in batches of
+``batch_size`` rows (bucketed diffusion: equally many rows of every bucket, each row through its
+own bucket's map, as the full-network arm). After each pass the held-out error is evaluated with
+the clock stopped; training stops at the first evaluation where the curve has flattened
+(convergence.flattened) once the run has trained (convergence.trained: a small rate's slow
+start is not a flat end), or after ``max_epochs`` passes, and keeps the weights of the lowest
+held-out error. Schedule: linear warm-up, then cosine decay to a tenth over ``max_epochs``
+passes (the cap's length), as the full-network arm's over its steps.
+
+Learning rate: each rate of ``lr_grid`` trains so from the same seed; the lowest held-out error
+at its kept pass wins, and a pick on an edge of the grid extends it by up to ``lr_extend`` rates
+per side (pillm.core.selection.search_grid). The held-out error is the one every fit is scored
+on (``evaluate``), on the held-out images the PIL fit picks λ on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from pillm.core.ridge import chunk_ranges
+from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
+from pillm.core.selection import search_grid
+from pillm.generative.convergence import flattened, rel_gain, trained
+from pillm.generative.diffusion import DiffusionConfig, EpsModel, bucket_edges, diffusion_pairs
+from pillm.generative.features import RandomFeatureNet
+from pillm.generative.flow import FlowConfig, flow_pairs
+from pillm.generative.noise import block_seed
+
+Pairs = Callable[[int, int], tuple[Tensor, Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class AdamwOutConfig:
+    """generative.adamw_out with the keys of generative.gradient it shares."""
+
+    lr_grid: tuple[float, ...]
+    lr_extend: int
+    max_epochs: int
+    batch_size: int
+    warmup: int
+    flat_evals: int
+    flat_tol: float
+    trained_drop: float
+    min_lr_frac: float = 0.1  # the full-network arm's (train.TrainConfig)
+
+
+@dataclass
+class OutputRun:
+    """One rate's training: the kept weights and the per-pass curve."""
+
+    lr: float
+    weight: Tensor  # (K, p, D) at the pass of the lowest held-out error
+    first_loss: float  # the first batch's loss, before any update (the zero map's)
+    seconds: float = 0.0  # training time to the stop, evaluations excluded
+    best_epoch: int = 0
+    capped: bool = False  # stopped by max_epochs, not by the flat rule
+    curve: list[dict] = field(default_factory=list)  # per pass: epoch, step, seconds, y, loss
+
+    @property
+    def errors(self) -> list[float]:
+        return [c["y"] for c in self.curve]
+
+    @property
+    def best(self) -> float:
+        finite = [e for e in self.errors if math.isfinite(e)]
+        return min(finite, default=math.inf)
+
+    @property
+    def best_train_loss(self) -> float:
+        return self.curve[self.best_epoch - 1]["train_loss"] if self.best_epoch else math.nan
+
+
+def solve_problem(
+    cfg: FlowConfig | DiffusionConfig, x_fit: Tensor, seed: int, device: torch.device
+) -> tuple[nn.Module, Callable[[Tensor, Tensor], Tensor], list[Pairs], int]:
+    """The PIL fit's net (same random layer from ``seed``, output maps zero) and its training pairs:
+    (model, features, one pair function per bucket, pairs per bucket), as fit_pil_flow and
+    fit_pil_diffusion stream them."""
+    dim = x_fit.shape[1]
+    net = RandomFeatureNet(dim, dim, cfg.features, seed, trainable=False).to(device)
+    n = cfg.pairs_per_image * x_fit.shape[0]
+    if isinstance(cfg, FlowConfig):
+        return net, net.features, [lambda a, b: flow_pairs(x_fit, a, b, seed, 0, device)], n
+    model = EpsModel(net, cfg.timesteps, cfg.n_buckets).to(device)
+    sched, edges = cfg.schedule(), bucket_edges(cfg.timesteps, cfg.n_buckets)
+
+    def bucket(k: int) -> Pairs:
+        span = (edges[k], edges[k + 1])
+        return lambda a, b: diffusion_pairs(x_fit, a, b, seed, 10 + 2 * k, sched, span, device)
+
+    return model, model.features, [bucket(k) for k in range(cfg.n_buckets)], n
+
+
+@torch.no_grad()
+def cache_rows(
+    features: Callable[[Tensor, Tensor], Tensor], pairs: list[Pairs], n: int, chunk: int,
+    device: torch.device,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """H (K, n, p) and targets (K, n, D), float32 on ``device``, chunk by chunk (TF32 off)."""
+    h = y = None
+    with tf32(False):
+        for k, rows in enumerate(pairs):
+            for a, b in chunk_ranges(n, chunk):
+                x, t, target = rows(a, b)
+                feats = features(x, t)
+                if h is None:
+                    h = torch.empty(len(pairs), n, feats.shape[1], device=device)
+                    y = torch.empty(len(pairs), n, target.shape[1], device=device)
+                h[k, a:b], y[k, a:b] = feats, target
+    return h, y
+
+
+@torch.no_grad()
+def set_output(model: nn.Module, weight: Tensor) -> None:
+    """Write (K, p, D) output maps into the PIL-shaped ``model`` (net.w_out or w_buckets)."""
+    buckets = getattr(model, "w_buckets", None)
+    if buckets is not None:
+        buckets.copy_(weight)
+    else:
+        net = model.net if isinstance(model, EpsModel) else model
+        net.w_out.copy_(weight[0])
+
+
+def train_output_layer(
+    h: Tensor, y: Tensor, lr: float, cfg: AdamwOutConfig, seed: int, device: torch.device,
+    evaluate: Callable[[Tensor], float],
+) -> OutputRun:  # fmt: skip
+    """AdamW on W (K, p, D), zero at the start, minimising mean ‖h W - y‖² over passes of the
+    cached rows until the held-out curve (``evaluate(W)`` after each pass) flattens or
+    ``cfg.max_epochs`` passes ran; the shuffles drawn from ``seed``."""
+    k, n, p = h.shape
+    rows = max(1, cfg.batch_size // k)  # per bucket and step
+    per_epoch = math.ceil(n / rows)
+    total = cfg.max_epochs * per_epoch
+    warmup = max(1, min(cfg.warmup, total // 10))
+    w = torch.zeros(k, p, y.shape[2], device=device, requires_grad=True)
+    opt = torch.optim.AdamW([w], lr=lr, weight_decay=0.0, fused=device.type == "cuda")
+    g = torch.Generator(device=device).manual_seed(block_seed(seed, 7, 0))
+    bucket = torch.arange(k, device=device)[:, None]
+    run = OutputRun(lr, w.detach().clone(), math.nan)
+    step, first = 0, None
+    for epoch in range(1, cfg.max_epochs + 1):
+        order = torch.rand(k, n, generator=g, device=device).argsort(dim=1)  # a shuffle per bucket
+        sse = torch.zeros((), device=device)
+        sync(device)
+        t0 = time.perf_counter()
+        for i in range(per_epoch):
+            idx = order[:, i * rows : (i + 1) * rows]
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, total, lr, warmup, cfg.min_lr_frac)
+            loss = F.mse_loss(torch.bmm(h[bucket, idx], w), y[bucket, idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            first = loss.detach() if first is None else first
+            sse += loss.detach() * idx.shape[1]
+            step += 1
+        sync(device)
+        run.seconds += time.perf_counter() - t0
+        err = evaluate(w.detach())
+        if math.isfinite(err) and err < run.best:  # the best before this pass
+            run.weight, run.best_epoch = w.detach().clone(), epoch
+        run.curve.append({"epoch": epoch, "step": step, "seconds": run.seconds, "y": err,
+                          "train_loss": float(sse) / n})  # fmt: skip
+        # Stop once the curve has flattened after the run has trained: a slow start (a small
+        # rate's first passes) is not the flat end of a curve.
+        learned = trained(float(first), run.curve[-1]["train_loss"], cfg.trained_drop)
+        if not math.isfinite(err) or (learned and flattened(run.errors, cfg.flat_evals,
+                                                            cfg.flat_tol)):  # fmt: skip
+            break
+    else:
+        run.capped = True
+    run.first_loss = float(first)
+    return run
+
+
+def pick_rate(runs: dict[float, OutputRun]) -> float:
+    """The rate of the lowest held-out error (the smaller on a tie); ValueError if all diverged."""
+    finite = {lr: r.best for lr, r in runs.items() if math.isfinite(r.best)}
+    if not finite:
+        raise ValueError(f"every rate of generative.adamw_out.lr_grid diverged ({sorted(runs)}): "
+                         "add smaller rates")  # fmt: skip
+    return min(finite, key=lambda lr: (finite[lr], lr))
+
+
+def fit_adamw_out(
+    model_cfg: FlowConfig | DiffusionConfig, cfg: AdamwOutConfig, x_fit: Tensor, seed: int,
+    device: str, evaluate: Callable[[nn.Module], float],
+) -> tuple[nn.Module, dict, list[dict]]:  # fmt: skip
+    """The output-layer arm from ``seed``: cache the solve's rows, train each rate of the grid,
+    keep the best on held-out images (``evaluate(model) -> held-out MSE``). Returns (model with
+    the kept weights, metrics, curve rows)."""
+    dev = torch.device(device)
+    model, features, pairs, n = solve_problem(model_cfg, x_fit, seed, dev)
+    sync(dev)
+    t0 = time.perf_counter()
+    h, y = cache_rows(features, pairs, n, model_cfg.chunk_size, dev)
+    sync(dev)
+    cache_seconds = time.perf_counter() - t0
+
+    def held(weight: Tensor) -> float:
+        set_output(model, weight)
+        return evaluate(model)
+
+    runs: dict[float, OutputRun] = {}
+
+    def pick(grid: list[float]) -> tuple[OutputRun, float, dict[float, float]]:
+        for lr in grid:
+            if lr not in runs:
+                with tf32(dev.type == "cuda"):
+                    runs[lr] = train_output_layer(h, y, lr, cfg, seed, dev, held)
+        lr = pick_rate({r: runs[r] for r in grid})
+        return runs[lr], lr, {r: runs[r].best for r in grid}
+
+    run, grid = search_grid(cfg.lr_grid, cfg.lr_extend, pick, key="generative.adamw_out.lr_grid",
+                            extend_key="generative.adamw_out.lr_extend")  # fmt: skip
+    set_output(model, run.weight)
+    k, _, p = h.shape
+    gain = rel_gain(run.errors, cfg.flat_evals)
+    metrics = {
+        "fit_seconds": cache_seconds + run.seconds, "cache_seconds": cache_seconds,
+        "tune_seconds": cache_seconds + sum(r.seconds for r in runs.values()),
+        "adamw_lr": run.lr, "n_lrs": float(len(runs)), "lr_at_grid_edge": float(grid.edge_hit),
+        "lr_extensions": float(grid.extensions), "lr_on_edge": float(grid.on_edge),
+        "epochs_run": float(len(run.curve)), "best_epoch": float(run.best_epoch),
+        "max_epochs": float(cfg.max_epochs), "capped": float(run.capped),
+        "flattened": float(flattened(run.errors, cfg.flat_evals, cfg.flat_tol)),
+        **({} if gain is None else {"heldout_rel_gain": gain}),
+        "train_pairs": float(k * n), "pair_visits": float(k * n * len(run.curve)),
+        "batch_rows": float(k * max(1, cfg.batch_size // k)),
+        "first_train_loss": run.first_loss, "final_train_loss": run.best_train_loss,
+        "trained": float(trained(run.first_loss, run.best_train_loss, cfg.trained_drop)),
+        "heldout_mse_pass1": run.curve[0]["y"],
+        "trainable_params": float(k * p * y.shape[2]), "n_features": float(p),
+        "peak_memory_mb": peak_memory_mb(device),
+    }  # fmt: skip
+    curve = [{"curve": "adamw_out_heldout", "x": c["epoch"], "step": c["step"],
+              "seconds": cache_seconds + c["seconds"], "y": c["y"], "loss": c["train_loss"]}
+             for c in run.curve]  # fmt: skip
+    curve += [{"curve": "adamw_out_grid", "x": c["epoch"], "lr": lr, "y": c["y"]}
+              for lr, r in sorted(runs.items()) for c in r.curve]  # fmt: skip
+    return model, metrics, curve

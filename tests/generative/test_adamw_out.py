@@ -1,0 +1,164 @@
+"""AdamW on the output layer alone over the PIL fit's features and pairs (adamw_out.py), and the
+convergence rules every gradient arm's record applies (convergence.py), on toy data."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pillm.core.ridge import stream_gram
+from pillm.generative.adamw_out import (
+    AdamwOutConfig,
+    cache_rows,
+    fit_adamw_out,
+    pick_rate,
+    solve_problem,
+    train_output_layer,
+)
+from pillm.generative.convergence import flattened, rel_gain, trained
+from pillm.generative.diffusion import DiffusionConfig, eps_heldout_mse, fit_pil_diffusion
+from pillm.generative.features import FeatureConfig
+from pillm.generative.flow import FlowConfig, fit_pil_flow, flow_heldout_mse, flow_pairs
+
+torch.set_num_threads(1)
+CPU = torch.device("cpu")
+
+
+def mixture(n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.tensor([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+    return centers[torch.randint(4, (n,), generator=g)] + 0.3 * torch.randn(n, 2, generator=g)
+
+
+def config(**over) -> AdamwOutConfig:
+    base = dict(lr_grid=(1e-3, 1e-2), lr_extend=0, max_epochs=60, batch_size=64, warmup=5,
+                flat_evals=3, flat_tol=0.002, trained_drop=0.1)  # fmt: skip
+    return AdamwOutConfig(**{**base, **over})
+
+
+# ---- the rules --------------------------------------------------------------------------------
+
+
+def test_rel_gain_is_the_best_errors_improvement_over_the_last_evaluations():
+    assert rel_gain([1.0, 0.8], 2) is None  # too few evaluations to tell
+    assert rel_gain([1.0, 0.8, 0.6], 2) == pytest.approx(0.4)  # best 1.0 -> 0.6
+    assert rel_gain([1.0, 0.5, 0.9, 0.7], 2) == pytest.approx(0.0)  # 0.5 not beaten since
+    assert rel_gain([math.nan, 1.0], 1) == math.inf  # earlier diverged, later finite
+    assert rel_gain([math.nan, math.nan], 1) == 0.0
+    assert flattened([1.0, 0.5, 0.499, 0.4985], 2, 0.01) and not flattened([1.0, 0.5], 2, 0.01)
+    assert not flattened([1.0, 0.9, 0.8], 1, 0.01)
+    with pytest.raises(ValueError, match="generative.gradient.flat_evals"):
+        rel_gain([1.0], 0)
+
+
+def test_trained_needs_the_declared_relative_drop():
+    assert trained(2.0, 1.8, 0.1) and not trained(2.0, 1.81, 0.1)
+    assert not trained(2.0, math.nan, 0.1) and not trained(math.nan, 1.0, 0.1)
+
+
+# ---- the cached rows ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["flow", "diffusion"])
+def test_cached_rows_are_the_pairs_the_solve_streams(model):
+    """At the solve's chunk size the cache holds the solve's rows bit for bit (same random layer,
+    same noise streams, bucket by bucket for diffusion), so Hᵀ H and Hᵀ Y are its Gram
+    statistics up to float64 summation order."""
+    x = mixture(120, 0)
+    feats = FeatureConfig(width=16)
+    cfg = (FlowConfig(feats, pairs_per_image=2, chunk_size=50) if model == "flow"
+           else DiffusionConfig(feats, timesteps=60, n_buckets=2, chunk_size=50))  # fmt: skip
+    _, features, pairs, n = solve_problem(cfg, x, seed=3, device=CPU)
+    h, y = cache_rows(features, pairs, n, cfg.chunk_size, CPU)
+    assert h.shape[:2] == (len(pairs), n) and y.shape == (len(pairs), n, 2)
+    for k, rows in enumerate(pairs):
+        xt, t, target = rows(50, 100)
+        assert torch.equal(h[k, 50:100], features(xt, t)) and torch.equal(y[k, 50:100], target)
+        gram = stream_gram(features, rows, n, (h.shape[2], y.shape[2]), cfg.chunk_size, CPU)
+        hk, yk = h[k].double(), y[k].double()
+        torch.testing.assert_close(hk.T @ hk, gram.hth, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(hk.T @ yk, gram.hty, rtol=1e-12, atol=1e-12)
+    if model == "flow":  # the rows are flow_pairs of stream 0, the solve's
+        torch.testing.assert_close(y[0, :5], flow_pairs(x, 0, 5, 3, 0, CPU)[2])
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+
+def test_training_stops_when_the_heldout_curve_flattens_and_keeps_the_best_pass():
+    """A scripted held-out curve: it improves, then moves by less than flat_tol over flat_evals
+    passes, so training stops there; the kept weights are those of the lowest error."""
+    h = torch.randn(1, 200, 8, generator=torch.Generator().manual_seed(0))
+    y = h @ torch.randn(1, 8, 3, generator=torch.Generator().manual_seed(1))
+    script = iter([1.0, 0.5, 0.3, 0.2999, 0.3001, 0.3, 0.2, 0.1])
+    seen = []
+
+    def evaluate(w):
+        seen.append(w.clone())
+        return next(script)
+
+    run = train_output_layer(h, y, 1e-2, config(flat_evals=3, flat_tol=0.01), 0, CPU, evaluate)
+    assert [c["epoch"] for c in run.curve] == [1, 2, 3, 4, 5, 6]  # 0.3 not beaten by 1 % since 3
+    assert run.best_epoch == 4 and not run.capped and run.best == 0.2999
+    torch.testing.assert_close(run.weight, seen[3])
+    assert run.curve[-1]["step"] == 6 * math.ceil(200 / 64) and run.seconds > 0
+    capped = train_output_layer(h, y, 1e-2, config(max_epochs=2), 0, CPU,
+                                lambda w: float(1 / (1 + len(seen))))  # fmt: skip
+    assert capped.capped and len(capped.curve) == 2
+    # A flat curve before the training loss fell by trained_drop is a slow start, not an end.
+    slow = train_output_layer(h, y, 1e-7, config(max_epochs=8, flat_evals=2), 0, CPU,
+                              lambda w: 1.0)  # fmt: skip
+    assert slow.capped and len(slow.curve) == 8
+    assert not trained(slow.first_loss, slow.best_train_loss, 0.1)
+
+
+def test_output_layer_adamw_approaches_the_ridge_solve_on_the_same_pairs():
+    """Flow matching on a 2-D mixture: AdamW on W_out alone, from zero, reaches the held-out error
+    of the closed form on the same features and pairs within a few percent, trains by the rule,
+    and records that it saw the solve's pairs and no others."""
+    x, x_val = mixture(900, 0), mixture(100, 1)
+    feats = FeatureConfig(width=64)
+    fcfg = FlowConfig(feats, pairs_per_image=4, chunk_size=512)
+    pil, fit = fit_pil_flow(x, fcfg, seed=0, x_val=x_val)
+    pil_mse = flow_heldout_mse(pil, x_val, seed=0, pairs_per_image=4)
+
+    def evaluate(model):
+        return flow_heldout_mse(model, x_val, seed=0, pairs_per_image=4)
+
+    net, m, curve = fit_adamw_out(fcfg, config(lr_grid=(3e-3, 1e-2, 3e-2)), x, 0, "cpu", evaluate)
+    mse = evaluate(net)
+    assert mse == pytest.approx(min(r["y"] for r in curve if r["curve"] == "adamw_out_heldout"))
+    assert pil_mse <= mse < 1.05 * pil_mse
+    assert m["train_pairs"] == fit.n_train == 4 * 900
+    assert m["pair_visits"] == m["epochs_run"] * m["train_pairs"]
+    assert m["trained"] == 1.0 and m["first_train_loss"] > m["final_train_loss"]
+    assert m["flattened"] == 1.0 and m["capped"] == 0.0 and m["n_lrs"] == 3
+    assert m["heldout_mse_pass1"] >= mse and m["trainable_params"] == fit.n_features * 2
+    assert {r["lr"] for r in curve if r["curve"] == "adamw_out_grid"} == {3e-3, 1e-2, 3e-2}
+
+
+def test_bucketed_output_layer_trains_one_map_per_bucket():
+    x, x_val = mixture(300, 0), mixture(60, 1)
+    dcfg = DiffusionConfig(FeatureConfig(width=32), timesteps=60, n_buckets=2, chunk_size=256)
+    sched = dcfg.schedule()
+    pil, fits = fit_pil_diffusion(x, dcfg, seed=0, x_val=x_val)
+
+    def evaluate(model):
+        return eps_heldout_mse(model, x_val, sched, seed=0)
+
+    model, m, _ = fit_adamw_out(dcfg, config(lr_grid=(1e-2,)), x, 0, "cpu", evaluate)
+    assert model.w_buckets.shape == pil.w_buckets.shape
+    assert not torch.equal(model.w_buckets[0], model.w_buckets[1])
+    assert m["train_pairs"] == sum(f.n_train for f in fits) == 2 * 300
+    assert m["batch_rows"] == 64 and evaluate(model) < evaluate(lambda xt, t: xt * 0) * 0.9
+
+
+def test_pick_rate_skips_diverged_rates_and_names_the_key_when_all_did():
+    from types import SimpleNamespace as NS
+
+    runs = {1e-3: NS(best=0.5), 1e-2: NS(best=math.inf), 3e-3: NS(best=0.5)}
+    assert pick_rate(runs) == 1e-3  # a tie goes to the smaller rate
+    with pytest.raises(ValueError, match="generative.adamw_out.lr_grid"):
+        pick_rate({1e-2: NS(best=math.inf)})
