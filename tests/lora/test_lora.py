@@ -143,7 +143,12 @@ def test_tampered_sst2_fails_its_checksum(shared_data, tmp_path):
 
 def test_offline_hub_fails_fast_pointing_at_local_dir(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    import datasets  # noqa: F401  (imported first: the clock times the refusal, not the import)
+    import datasets  # imported first: the clock times the refusal, not the import
+    import huggingface_hub
+
+    # both libraries read the variable when first imported, maybe before this test
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
 
     t0 = time.perf_counter()
     with pytest.raises(DataError, match="data.local_dir"):
