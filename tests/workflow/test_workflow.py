@@ -320,7 +320,9 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         "lora_tables",
         "lora_figures",
         "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
-        "scaling_report",  # it reads the LM study's train section (the schedule of its points)
+        "scaling_point",  # the scaling points train with the LM study's train section
+        "scaling_cost",  # (their own rates from scaling.lrs, the rest of the schedule shared)
+        "scaling_report",
         "scaling_figures",
         "all",
     } | PDF_RULES
