@@ -158,6 +158,8 @@ train: {{epochs: 1, batch_size: 8, max_steps: 6, eval_every: 0, eval_batch_size:
         warmup_steps_timing: 2}}
 lambada: {{max_examples: 4, batch_size: 4}}
 samples: {{prompts: ["The history of the"], max_new_tokens: 3}}
+probe: {{seq_len: 16}}  # within the tiny model's context (checked before any job)
+lora: {{max_len: 16}}
 """)
     return path
 
