@@ -20,6 +20,8 @@ CONFIG = {
         "rows": {"exclude_special": True},
         "outlier_features": 4,
         "bootstrap_resamples": 200,
+        "refit_resamples": 40,
+        "min_blocks": 10,
     },
 }
 
@@ -62,9 +64,14 @@ def test_job_args_name_the_checkpoint_only_for_own_models():
 def test_params_forward_what_each_command_reads():
     assert "models" not in plan.job_params(CONFIG)
     assert plan.job_params(CONFIG)["seq_len"] == 64
-    assert plan.aggregate_params(CONFIG) == {"main_corpus": "wikitext2", "bootstrap_resamples": 200}
+    assert plan.aggregate_params(CONFIG) == {
+        "main_corpus": "wikitext2",
+        "bootstrap_resamples": 200,
+        "min_blocks": 10,
+    }
     tables = plan.table_params(CONFIG)
     assert tables["name"] == "toy" and tables["main_corpus"] == "wikitext2"
+    assert tables["min_blocks"] == 10 and tables["refit_resamples"] == 40
     assert "seq_len" not in tables and tables["rows"] == {"exclude_special": True}
     swapped = {**CONFIG, "probe": {**CONFIG["probe"], "swap_corpora": ["ptb"]}}
     assert plan.main_corpus(swapped) == "ptb"

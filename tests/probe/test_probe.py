@@ -18,9 +18,10 @@ from transformers import (
     LlamaForCausalLM,
 )
 
+from pillm.core.ridge import GramStats
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.probe.capture import SplitFFN, capture_ffn_io, ffn_modules, model_family
-from pillm.probe.fit import accumulate_ffn_stats, probe_model
+from pillm.probe.fit import accumulate_ffn_stats, effective_rank, map_rank, probe_model
 from pillm.probe.masks import RowMask
 from pillm.probe.passes import Recording
 from pillm.probe.swap import default_low_rank, linear_replacement, low_rank_replacement, swap_ffns
@@ -154,6 +155,23 @@ def test_linear_block_scores_one_nonlinear_block_less(family):
     torch.testing.assert_close(linear_replacement(r0["W"])(x), y, atol=1e-4, rtol=0)
     assert r0["r2_feature_median"] == pytest.approx(1.0, abs=1e-6)
     assert 1.0 <= r0["effective_rank"] <= D
+
+
+def test_map_rank_is_the_maps_rank_not_its_inputs_conditioning():
+    """Three unit-variance outputs, the third carried by an input direction of tiny variance:
+    W = diag(1, 1, 1000) has one dominant singular value (effective rank near 1, the input's
+    conditioning), while the map spreads its outputs evenly over three directions."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4000, 3, generator=g, dtype=torch.float64) * torch.tensor([1.0, 1.0, 1e-3])
+    w = torch.diag(torch.tensor([1.0, 1.0, 1e3], dtype=torch.float64))
+    stats = GramStats.zeros(4, 3)
+    stats.update(torch.cat([x, torch.ones(4000, 1, dtype=torch.float64)], 1), x @ w)
+    assert effective_rank(w) < 1.05
+    assert map_rank(w, stats) == pytest.approx(3.0, abs=0.05)
+    x[:, 2] *= 1e3  # a well-conditioned input: the two agree
+    stats = GramStats.zeros(4, 3)
+    stats.update(torch.cat([x, torch.ones(4000, 1, dtype=torch.float64)], 1), x)
+    assert map_rank(torch.eye(3, dtype=torch.float64), stats) == pytest.approx(3.0, abs=0.05)
 
 
 def test_min_norm_fit_has_no_component_along_layernorm_null_direction():
@@ -303,9 +321,9 @@ def _same(a: object, b: object) -> bool:
 
 @pytest.mark.parametrize("family", ["pillm", "gpt2", "bert"])
 def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, monkeypatch):
-    """The scores and the bilinear fit read the first pass's rows instead of running the model
-    twice more: every value is the same, and each batch runs once; past the memory budget the
-    passes run the model again, to the same values."""
+    """The refit bootstrap and the bilinear fit read the first pass's rows instead of running
+    the model twice more: every value is the same, and each batch runs once; past the memory
+    budget the passes run the model again, to the same values."""
     import pillm.probe.passes as passes
 
     model = _model(family)
@@ -318,7 +336,7 @@ def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, mo
     assert len(calls) == 10
     calls.clear()
     rerun = probe_model(model, batches, **kw, replay_bytes=0)
-    assert len(calls) == 10 + 2 + 10  # the first pass, the held-out batches, the bilinear pass
+    assert len(calls) == 3 * 10  # the first pass, the refit bootstrap's, the bilinear pass
     assert len(replayed) == len(rerun) == 2
     for a, b in zip(replayed, rerun, strict=True):
         assert a.keys() == b.keys()

@@ -18,15 +18,10 @@ from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.models.pretrained import SPECIAL_TOKENS, special_token_ids
 from pillm.probe.config import ProbeRowsConfig
-from pillm.probe.fit import _with_ones, probe_model, score_windows
-from pillm.probe.intervals import (
-    WindowScores,
-    bootstrap_blocks,
-    bootstrap_r2,
-    rank_corr,
-    rank_corr_diff,
-)
+from pillm.probe.fit import _with_ones, accumulate_ffn_stats, probe_model
+from pillm.probe.intervals import bootstrap_blocks, rank_corr, rank_corr_diff
 from pillm.probe.masks import describe, row_mask
+from pillm.probe.refit import UnitStats, counts, resampled_r2
 from pillm.probe.variance import excluded_share, outlier_stats
 
 D, V, SPECIAL, SINK = 16, 50, 3, 2
@@ -108,9 +103,10 @@ def test_massive_rows_away_from_position_0_are_left_out_per_block():
     off = ProbeRowsConfig((0,), exclude_special=True, exclude_massive=0.0)
     (r0,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=row_mask(off, {SPECIAL}))
     assert r0["r2_lin"] < 0.9 and r0["n_excluded_rows"] == 10 * 4 * 2
-    sc, _ = score_windows(model, batches, {0: r["W"]}, holdout_every=5,
-                          row_mask=row_mask(policy, {SPECIAL}))[0]  # fmt: skip
-    assert sc.n.sum() == r["n_heldout_rows"] and sc.r2() == pytest.approx(1.0, abs=1e-6)
+    # beside the policy, the same fit without its massive-activation rule: the rule's effect
+    assert r["n_massive_rows"] == 10 * 2 and r0["n_massive_rows"] == 0
+    assert r["r2_lin_with_massive"] == pytest.approx(r0["r2_lin"], abs=1e-9)
+    assert r0["r2_lin_with_massive"] == r0["r2_lin"]
 
 
 def test_bilinear_probe_and_gradient_rows_follow_the_policy():
@@ -132,17 +128,56 @@ def linear_fit_residual(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ((h @ w - y.double()) ** 2).mean()
 
 
-def test_window_scores_reproduce_the_gram_r2_and_bootstrap_brackets_it():
+def test_refit_bootstrap_resamples_fit_and_heldout_windows():
     model, _ = _spiky_model()
-    (r,) = probe_model(model, _batches(10), holdout_every=5, rank=0)
-    scores, every = score_windows(model, _batches(10), {0: r["W"]}, holdout_every=5)[0]
-    assert every is None and scores.windows == 8 and scores.n.sum() == r["n_heldout_rows"]
-    assert scores.r2() == pytest.approx(r["r2_lin"], abs=1e-9)
-    lo, hi = bootstrap_r2(scores, 500, seed=0)
-    assert lo < r["r2_lin"] < hi
-    assert bootstrap_r2(scores, 500, seed=0) == (lo, hi)  # seeded
-    one = WindowScores(scores.n[:1], scores.s[:1], scores.q[:1], scores.e[:1])
-    assert bootstrap_r2(one, 500) == (None, None)  # one window: no interval
+    mask = row_mask(POLICY, {SPECIAL})
+    batches = _batches(10)
+    for b in batches[1::2]:  # not affine everywhere: the kept rows' R² below 1
+        b[:, 5] = SPECIAL
+    (r,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=mask, resamples=400)
+    assert r["n_fit_windows"] == 32 and r["n_heldout_windows"] == 8
+    assert r["r2_lin_lo"] < r["r2_lin_hi"] and r["r2_lin_all_lo"] < r["r2_lin_all_hi"]
+    assert r["r2_lin_all_lo"] - 0.2 < r["r2_lin_all"] < r["r2_lin_all_hi"] + 0.2
+    (again,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=mask, resamples=400)
+    assert (again["r2_lin_lo"], again["r2_lin_all_hi"]) == (r["r2_lin_lo"], r["r2_lin_all_hi"])
+    (one,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=mask, resamples=400,
+                         replay_bytes=0)  # fmt: skip
+    assert one["r2_lin_all_lo"] == r["r2_lin_all_lo"]  # rerun passes: the same statistics
+
+
+def _unit_stats(model, batches, mask):
+    """Per-window statistics of the spiky model's kept rows, by hand: (fitting, held-out)."""
+    st = accumulate_ffn_stats(model, batches, holdout_every=5, row_mask=mask)[0]
+    fit, held = UnitStats.zeros(32, D + 1, D, "cpu"), UnitStats.zeros(8, D + 1, D, "cpu")
+    from pillm.probe.passes import _captured
+
+    seen = {False: 0, True: 0}
+    for h_out, rows, keep, window in _captured(model, batches, "cpu", 5, None, mask):
+        x, y = rows[0]
+        k = mask.rows(keep, y)
+        h = _with_ones(x.double())[k]
+        (held if h_out else fit).add(window[k] + seen[h_out], h, y.double()[k])
+        seen[h_out] += 4
+    return st, fit, held
+
+
+def test_refit_with_every_window_once_is_the_point_fit():
+    """A resample that takes every window once is the sample: its R² is the point R²_lin; the
+    unit statistics sum to the block's Gram statistics."""
+    model, _ = _spiky_model()
+    mask = row_mask(POLICY, {SPECIAL})
+    batches = _batches(10)
+    for b in batches[1::2]:
+        b[:, 5] = SPECIAL
+    st, fit, held = _unit_stats(model, batches, mask)
+    assert torch.allclose(fit.hth.sum(0), st.train.hth) and int(held.n.sum()) == st.held.n
+    (r,) = probe_model(model, batches, holdout_every=5, rank=0, row_mask=mask)
+    got = resampled_r2(fit, held, 0.0, np.ones((1, 32)), np.ones((1, 8)))
+    assert got[0] == pytest.approx(r["r2_lin"], abs=1e-9)
+    twice = resampled_r2(fit, held, 0.0, 2 * np.ones((1, 32)), 3 * np.ones((1, 8)))
+    assert twice[0] == pytest.approx(r["r2_lin"], abs=1e-9)  # weights scale out of R²
+    c = counts(np.random.default_rng(0), 32, 50)
+    assert c.shape == (50, 32) and (c.sum(1) == 32).all()
 
 
 def test_outlier_feature_share_and_r2_without_it():
@@ -268,33 +303,52 @@ def test_block_bootstrap_of_rank_correlations():
     assert few.value is None and few.n == 1
 
 
-def test_window_scores_equal_a_plain_sum_per_window():
-    """WindowScores.of: per window, the row count and the sums of y, y² and squared errors
-    (float64), whatever order the rows come in."""
+def test_block_bootstrap_over_seeds_then_blocks():
+    """Several seeds: the statistic within each seed, averaged; the interval over seeds and
+    blocks. Two seeds of opposite perfect rank orders average to 0, not to a pooled value."""
+    x = np.tile(np.arange(6.0), 2)
+    y = np.r_[np.arange(6.0), -np.arange(6.0)]
+    seeds = [0] * 6 + [1] * 6
+    est = bootstrap_blocks({"x": x, "y": y}, rank_corr("x", "y"), 300, seed=0, seeds=seeds)
+    assert est.value == pytest.approx(0.0) and est.seeds == 2 and est.per_seed == 6
+    assert est.lo < -0.5 and est.hi > 0.5  # drawing seeds: either sign
+    same = bootstrap_blocks({"x": x, "y": x}, rank_corr("x", "y"), 300, seed=0, seeds=seeds)
+    assert same.value == pytest.approx(1.0) and same.lo == pytest.approx(1.0)
+    one = bootstrap_blocks({"x": x, "y": x}, rank_corr("x", "y"), 300, seed=0, seeds=[3] * 12)
+    plain = bootstrap_blocks({"x": x, "y": x}, rank_corr("x", "y"), 300, seed=0)
+    assert one == plain and one.per_seed == 12  # one seed: the block bootstrap itself
+
+
+def test_unit_stats_equal_a_plain_sum_per_unit():
+    """UnitStats.add: per unit, the Gram sums of its rows (float64), in any row order."""
     g = torch.Generator().manual_seed(3)
-    y, pred = torch.randn(50, 4, generator=g), torch.randn(50, 4, generator=g)
-    window = torch.randint(0, 6, (50,), generator=g)
-    got = WindowScores.of(y, pred, window, 7)
-    for w in range(7):
-        rows = window == w
-        yw, err = y[rows].double(), (y[rows].double() - pred[rows].double()) ** 2
-        assert got.n[w] == rows.sum()
-        np.testing.assert_allclose(got.s[w], yw.sum(0).numpy(), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(got.q[w], (yw * yw).sum(0).numpy(), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(got.e[w], err.sum(0).numpy(), rtol=1e-12, atol=1e-12)
+    h = torch.randn(50, 4, generator=g, dtype=torch.float64)
+    y = torch.randn(50, 2, generator=g, dtype=torch.float64)
+    unit = torch.randint(0, 6, (50,), generator=g)
+    got = UnitStats.zeros(7, 4, 2, "cpu")
+    got.add(unit, h, y)
+    for u in range(7):
+        rows = unit == u
+        assert got.n[u] == rows.sum()
+        torch.testing.assert_close(got.hth[u], h[rows].T @ h[rows], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(got.hty[u], h[rows].T @ y[rows], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(got.y_sum[u], y[rows].sum(0), rtol=1e-12, atol=1e-12)
+    assert len(got.used().n) == int((got.n > 0).sum())
 
 
 @pytest.mark.gpu
-def test_window_scores_rerun_bitwise_on_cuda():
-    """The probe's per-window sums (and so its bootstrap bounds) are the same bits on a rerun:
-    index_add_'s atomics added in another order each run, and two builds differed in the last
-    bit of a few r2_lin_lo / hi values."""
+def test_unit_stats_rerun_bitwise_on_cuda():
+    """The refit bootstrap's per-window sums (and so its bounds) are the same bits on a rerun:
+    each unit is one matmul, no atomics."""
     g = torch.Generator(device="cuda").manual_seed(0)
-    y = torch.randn(32768, 256, generator=g, device="cuda")
-    pred = y + 0.1 * torch.randn(32768, 256, generator=g, device="cuda")
-    window = torch.randint(0, 64, (32768,), generator=g, device="cuda")
-    runs = [WindowScores.of(y, pred, window, 64) for _ in range(3)]
+    h = torch.randn(32768, 128, generator=g, device="cuda", dtype=torch.float64)
+    y = torch.randn(32768, 64, generator=g, device="cuda", dtype=torch.float64)
+    unit = torch.arange(64, device="cuda").repeat_interleave(512)
+    runs = []
+    for _ in range(3):
+        st = UnitStats.zeros(64, 128, 64, "cuda")
+        st.add(unit, h, y)
+        runs.append(st)
     for other in runs[1:]:
-        for a, b in zip((runs[0].n, runs[0].s, runs[0].q, runs[0].e),
-                        (other.n, other.s, other.q, other.e), strict=True):  # fmt: skip
-            assert np.array_equal(a, b)
+        for f in ("hth", "hty", "yty", "y_sum", "n"):
+            assert torch.equal(getattr(runs[0], f), getattr(other, f))

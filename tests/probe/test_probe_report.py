@@ -14,7 +14,7 @@ from scipy import stats
 
 from pillm.paper.latex import fmt_sci
 from pillm.probe import figures as pf
-from pillm.probe.macros import GROUP_MACRO_SUFFIXES
+from pillm.probe.group_macros import GROUP_MACRO_SUFFIXES
 from pillm.probe.report import render_probe_tables
 from pillm.probe.rows import ProbeReport
 from pillm.probe.summary import (
@@ -37,9 +37,16 @@ PARAMS = {
     "main_corpus": "wikitext2",
     "bilinear_rank": 16,
     "low_rank_factor": 8,
-    "rows": {"exclude_special": True, "exclude_positions": [0], "exclude_massive": 20.0},
+    "rows": {
+        "exclude_special": True,
+        "exclude_positions": [0],
+        "exclude_massive": 20.0,
+        "massive_change": 0.01,
+    },
     "outlier_features": 4,
     "bootstrap_resamples": 200,
+    "refit_resamples": 40,
+    "min_blocks": 4,
 }
 GROUPS = {  # group -> (models, label, family, kind, n_layers, d)
     "pillm": (["pillm-s0", "pillm-s1", "pillm-s2"], "pillm baseline", "pillm", "causal", 4, 64),
@@ -93,6 +100,7 @@ def fake_summaries(
                             "r2_lin": r2,
                             "r2_feature_median": r2 - 0.3 * rng.random(),
                             "effective_rank": 1 + (d - 1) * rng.random(),
+                            "map_rank": 1 + (d - 1) * rng.random(),
                             "r2_bilinear": r2 + gain,
                             "bilinear_gain": gain,
                             "bilinear_rank": 16,
@@ -119,6 +127,10 @@ def fake_summaries(
                             "grad_lr": 1e-3 if probed else None,
                             "row_policy": "special+pos0+massive20",
                             "r2_lin_all": r2_all,
+                            # the massive-row rule decides block 1 of every model
+                            "r2_lin_with_massive": r2 - 0.5 if layer == 1 else r2,
+                            "n_massive_rows": 12 if layer == 1 else 0,
+                            "n_fit_windows": 128,
                             "r2_lin_lo": r2 - 0.02,
                             "r2_lin_hi": r2 + 0.01,
                             "r2_lin_all_lo": r2_all - 0.01,
@@ -282,14 +294,27 @@ def test_summary_values_follow_the_data():
     )
     assert s["rlin_std"] == pytest.approx(per_model["r2_lin"].std())
     p = main.filter(pl.col("model_group") == "pillm")
-    expected = np.corrcoef(1 - p["r2_lin"].to_numpy(), p["bilinear_gain"].to_numpy())[0, 1]
+    seeds = p.partition_by("model", maintain_order=True)  # within each seed, then the mean
+
+    def per_seed(f):
+        return np.mean([f(m) for m in seeds])
+
+    expected = per_seed(
+        lambda m: np.corrcoef(1 - m["r2_lin"].to_numpy(), m["bilinear_gain"].to_numpy())[0, 1]
+    )
     assert s["pearson"].value == pytest.approx(expected) and s["pearson"].n == p.height
-    assert s["pearson"].lo < s["pearson"].value < s["pearson"].hi  # bootstrap over blocks
-    rho = stats.spearmanr(p["r2_lin"], p["delta_linear"]).statistic
+    assert s["pearson"].seeds == 3 and s["pearson"].per_seed == GROUPS["pillm"][4]
+    assert s["pearson"].lo < s["pearson"].value < s["pearson"].hi  # over seeds, then blocks
+    rho = per_seed(lambda m: stats.spearmanr(m["r2_lin"], m["delta_linear"]).statistic)
     assert s["swap_spearman"].value == pytest.approx(rho)
-    rho_all = stats.spearmanr(p["r2_lin_all"], p["delta_linear"]).statistic
+    rho_all = per_seed(lambda m: stats.spearmanr(m["r2_lin_all"], m["delta_linear"]).statistic)
     assert s["swap_spearman_all"].value == pytest.approx(rho_all)
     assert s["swap_diff"].value == pytest.approx(rho - rho_all)
+    g = main.filter(pl.col("model_group") == "gpt2")  # one model: over its blocks
+    rank = stats.spearmanr(g["r2_lin"], g["map_rank"]).statistic
+    assert rep.group_stats("gpt2")["map_rho"].value == pytest.approx(rank)
+    cond = stats.spearmanr(g["r2_lin"], g["effective_rank"]).statistic
+    assert rep.group_stats("gpt2")["input_rho"].value == pytest.approx(cond)
     assert s["rlin_all"] == pytest.approx(
         main.filter(pl.col("model_group") == "pillm")
         .group_by("layer")
@@ -549,8 +574,16 @@ def test_no_correlation_is_pooled_across_models(tmp_path):
 def test_masks_table_and_row_macros(tmp_path):
     texts, macros = render(tmp_path, groups=("pillm", "minilm"))
     rows = table_rows(texts["probe_masks"].split("\\end{table}")[1])  # the second: MiniLM
-    assert len(rows) == GROUPS["minilm"][4] and len(rows[0]) == 9
+    assert len(rows) == GROUPS["minilm"][4] and len(rows[0]) == 10
     assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]", rows[0][1])  # value [interval]
+    # without the massive-row rule: shown only where it moves the block by more than 0.01
+    assert [r[2] != "" for r in rows] == [layer == 1 for layer in range(len(rows))]
+    assert macros["ProbeMassiveBlocks"] == "2" and macros["ProbePillmMassiveBlocks"] == "1"
+    where = "pillm baseline, block 1 and all-MiniLM-L6-v2, block 1"  # one block each
+    assert macros["ProbeMassiveBlocksWhere"] == where
+    assert macros["ProbeMassiveChange"] == "0.01"
+    caption = texts["probe_masks"].split("\\caption{")[1]
+    assert "exceeds 20 times the median row" in caption and "refitted" in caption
     assert "$\\pm$" in texts["probe_masks"].split("\\end{table}")[0]  # pillm: sd over seeds
     assert macros["ProbeRowPolicy"].startswith("special-token rows, the rows at window position 0 ")
     assert "exceeds 20 times the median row" in macros["ProbeRowPolicy"]
@@ -568,13 +601,60 @@ def test_claim_frame_feeds_the_declared_probe_claims(tmp_path):
     from pillm.probe.correlations import claim_interval_rows
 
     probe, _, _ = fake_summaries(groups=("pillm", "minilm"))
-    rows = claim_interval_rows(probe, "wikitext2", 200)
+    rows = claim_interval_rows(probe, "wikitext2", 200, min_blocks=4)
     assert {r["a"] for r in rows} == {"pillm_masked", "minilm_masked"}
+    assert {r["metric"] for r in rows} == {"swap_rho"}
     write_claim_frame(tmp_path / "probe.parquet", interval_rows=rows)
     claims, specs = load_claims([REPO / "paper" / "claims" / "probe.yaml"])
     frames = {"probe": read_claim_frame(tmp_path / "probe.parquet")}
     results = {r.id: r for r in evaluate(claims, specs, frames)}
     assert results["probe_smollm2_masked_vs_all_swap"].verdict == NOT_RUN  # not in this build
     pillm = results["probe_pillm_masked_vs_all_swap"]
-    assert pillm.verdict != NOT_RUN and pillm.n == 3 * GROUPS["pillm"][4]
-    assert pillm.ci_lo <= pillm.diff <= pillm.ci_hi and "bootstrap over blocks" in pillm.sentence
+    assert pillm.verdict != NOT_RUN and pillm.n == GROUPS["pillm"][4]  # blocks of one seed
+    assert pillm.ci_lo <= pillm.diff <= pillm.ci_hi and "hierarchical bootstrap" in pillm.sentence
+
+
+def test_a_claim_with_too_few_blocks_or_two_null_correlations_is_not_evaluated(tmp_path):
+    """The frame holds a guard row (the difference under the reason's metric) in place of the
+    interval row: no claim states a direction from it."""
+    from pillm.paper.claim_frame import claim_frame
+    from pillm.paper.claims import HOLDS, REVERSED, evaluate, load_claims
+    from pillm.probe.correlations import BOTH_NULL, TOO_FEW, claim_interval_rows
+
+    probe, _, _ = fake_summaries(groups=("pillm", "minilm"))
+    few = claim_interval_rows(probe, "wikitext2", 200, min_blocks=10)  # 4 and 6 blocks
+    assert {r["metric"] for r in few} == {TOO_FEW} and {r["n"] for r in few} == {4, 6}
+    # no relation at all, over 40 blocks: R²_lin independent of the swap cost on both row sets
+    smol, _, _ = fake_summaries(groups=("smollm2",), corpora=("wikitext2",))
+    smol = pl.concat([smol.with_columns(pl.col("layer") + 5 * k) for k in range(8)])
+    rng = np.random.default_rng(0)
+    noise = smol.with_columns(
+        pl.Series("delta_linear", rng.normal(size=smol.height)),
+        pl.Series("r2_lin", rng.random(smol.height)),
+        pl.Series("r2_lin_all", rng.random(smol.height)),
+    )
+    null = claim_interval_rows(noise, "wikitext2", 200, min_blocks=4)
+    assert [r["metric"] for r in null] == [BOTH_NULL] and null[0]["n"] == 40
+    claims, specs = load_claims([REPO / "paper" / "claims" / "probe.yaml"])
+    for rows in (few, null):
+        frame = {"probe": claim_frame(interval_rows=rows)}
+        guarded = {x["b"] for x in rows if x["metric"] != "swap_rho"}
+        for r in evaluate(claims, specs, frame):
+            if r.b in guarded:
+                assert r.verdict not in (HOLDS, REVERSED), r.sentence
+
+
+def test_degenerate_correlations_read_too_few_blocks(tmp_path):
+    params = {**PARAMS, "min_blocks": 10}
+    texts, macros = render(tmp_path, params=params, groups=("pillm", "minilm"))
+    for g in ("Pillm", "MiniLM"):
+        assert macros[f"Probe{g}PearsonCI"].endswith("too few blocks")
+        assert macros[f"Probe{g}MapRankSpearmanCI"].endswith("too few blocks")
+        assert macros[f"Probe{g}SwapVerdict"] == "too few blocks"
+    assert macros["ProbePillmPearsonN"] == "4" and macros["ProbeMinBlocks"] == "10"
+    assert all(r[7].endswith("$^{\\ddagger}$") for r in table_rows(texts["probe_summary"]))
+    # the names the section quotes for input conditioning expand to the new macros
+    assert macros["ProbePillmRankSpearmanCI"] == "\\ProbePillmInputCondSpearmanCI"
+    assert macros["ProbeEffRankMin"] == "\\ProbeInputCondMin"
+    blocks = texts["probe_blocks"]
+    assert "Input" in blocks and "Map" in blocks and "Eff." not in blocks

@@ -36,6 +36,7 @@ CFG = dict(
     rows=dict(exclude_special=True, exclude_positions=[0]),
     outlier_features=2,
     bootstrap_resamples=200,
+    refit_resamples=50,
 )
 PROBE = ProbeConfig.from_dict(CFG, "probe")
 
@@ -156,16 +157,17 @@ def test_aggregate_probe_stacks_jobs(tmp_path):
         [str(d / "gradient.parquet") for d in dirs],
         [str(d / "metrics.json") for d in dirs],
         str(tmp_path / "summary"),
-        {"main_corpus": "wikitext2", "bootstrap_resamples": 200},
+        {"main_corpus": "wikitext2", "bootstrap_resamples": 200, "min_blocks": 10},
         str(claims),
     )
     probe = pl.read_parquet(tmp_path / "summary/probe.parquet")
     assert probe.height == 3 + 2 and set(probe["model_group"]) == {"pillm", "enc"}
     assert {"r2_lin_all", "r2_lin_lo", "excluded_share", "outlier_share"} <= set(probe.columns)
     assert (probe["row_policy"] == "special+pos0+massive20").all()
-    frame = read_claim_frame(claims)  # 3 and 2 blocks: pillm's interval only (enc: too few)
+    frame = read_claim_frame(claims)  # 3 and 2 blocks: pillm's, too few (enc: no correlation)
     assert frame["a"].to_list() == ["pillm_masked"] and frame["b"].to_list() == ["pillm_all"]
-    assert frame["metric"][0] == "swap_rho" and frame["n"][0] == 3
+    assert frame["metric"][0] == "too_few_blocks" and frame["n"][0] == 3
+    assert {"map_rank", "r2_lin_with_massive", "n_fit_windows"} <= set(probe.columns)
     assert probe.filter(pl.col("model") == "pillm-s0")["seed"].to_list() == [0, 0, 0]
     jobs = pl.read_parquet(tmp_path / "summary/probe_jobs.parquet")
     assert jobs.height == 2 and {"rows_per_s", "peak_mem_mb", "device"} <= set(jobs.columns)

@@ -17,7 +17,7 @@ COMMANDS: tuple[Command, ...] = (
         "probe-aggregate", "pillm.probe.report:aggregate_probe",
         "stack every probe job into summary parquet and the probe claim frame",
         (many("--blocks"), many("--gradients"), many("--metrics"), OUT_DIR,
-         js(help="main_corpus, bootstrap_resamples"),
+         js(help="main_corpus, bootstrap_resamples, min_blocks"),
          req("--claims", "summary/claims/probe.parquet")),
         ("blocks", "gradients", "metrics", "out_dir", "params", "claims"),
     ),

@@ -26,6 +26,8 @@ class ProbeRowsConfig(Section):
     exclude_special: bool = True  # BOS/EOS/pad/[CLS]/[SEP] rows of the tokenizer left out
     exclude_massive: float = 20.0  # per block: rows whose FFN output norm exceeds this x the
     # batch's median row norm (attention sinks away from position 0); 0: off
+    massive_change: float = 0.01  # the tables show R²_lin without that rule beside a block's
+    # where the two differ by more than this
 
 
 @dataclass(frozen=True)
@@ -45,4 +47,6 @@ class ProbeConfig(Section):
     gradient: ProbeGradientConfig
     rows: ProbeRowsConfig
     outlier_features: int = 4  # k: output coordinates of largest variance set aside
-    bootstrap_resamples: int = 1000  # R²_lin intervals (over windows), correlations (over blocks)
+    bootstrap_resamples: int = 1000  # correlations between per-block quantities (over blocks)
+    refit_resamples: int = 200  # R²_lin intervals (over windows, every block refitted on each)
+    min_blocks: int = 10  # fewest blocks per model (seed) a correlation's direction needs

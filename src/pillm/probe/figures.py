@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from pillm.paper.figures import save  # noqa: E402
+from pillm.paper.latex import mean_std  # noqa: E402
 from pillm.probe.plan import FIGURES  # noqa: E402
 from pillm.probe.plotting import (  # noqa: E402
     _empty,
@@ -104,7 +105,8 @@ def r2_depth(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> N
 
 def bilinear(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
     """Per block: residual nonlinearity 1 - R²_lin against the held-out gain of the bilinear
-    probe; colour = model group, Pearson r per group in the legend and pooled in the title."""
+    probe; colour = model group, Pearson r within each group in the legend (several seeds: within
+    each seed, mean over seeds)."""
     main = main_corpus(df, main or "wikitext2")
     d = _on(df, main).filter(pl.col("bilinear_gain").is_not_null() & pl.col("r2_lin").is_not_null())
     d = d.with_columns((1 - pl.col("r2_lin")).alias("resid"))
@@ -118,7 +120,11 @@ def bilinear(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> N
     names = {}
     for g, lab in labels.items():
         s = d.filter(pl.col("model_group") == g)
-        r = pearson(s["resid"].to_list(), s["bilinear_gain"].to_list())
+        per_seed = [
+            pearson(m["resid"].to_list(), m["bilinear_gain"].to_list())
+            for m in s.partition_by("model", maintain_order=True)
+        ]
+        r = mean_std(per_seed)[0]
         names[g] = f"{lab} (r = {r:.2f})" if r is not None else f"{lab} (r: n/a)"
     d = d.with_columns(pl.col("model_group").replace_strict(names).alias("model"))
     pal = {names[g]: c for g, c in zip(labels, _palette(labels).values(), strict=True)}
@@ -140,8 +146,9 @@ def bilinear(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> N
 
 
 def feature_median(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
-    """Per block: global R²_lin against the median per-coordinate R²; point size ∝ effective
-    rank of the fitted linear map; the diagonal marks equality."""
+    """Per block: global R²_lin against the median per-coordinate R²; point size ∝ map rank
+    (the effective rank of the fitted map on a whitened input, ``pillm.probe.fit.map_rank``);
+    the diagonal marks equality."""
     main = main_corpus(df, main or "wikitext2")
     d = _on(df, main).filter(
         pl.col("r2_lin").is_not_null() & pl.col("r2_feature_median").is_not_null()
@@ -161,7 +168,7 @@ def feature_median(df: pl.DataFrame, pdf: str, png: str, main: str | None = None
         hue="model",
         hue_order=list(labels.values()),
         palette=_palette(labels),
-        size="effective_rank",
+        size="map_rank",
         sizes=(12, 160),
         alpha=0.75,
         ax=ax,
@@ -170,14 +177,14 @@ def feature_median(df: pl.DataFrame, pdf: str, png: str, main: str | None = None
     ax.plot([lo, 1], [lo, 1], color="0.3", ls="--", lw=0.8)
     ax.set(xlabel=f"global {R2} (held out)", ylabel="median per-coordinate $R^2$")
     handles, texts = ax.get_legend_handles_labels()
-    cut = texts.index("effective_rank") if "effective_rank" in texts else len(texts)
+    cut = texts.index("map_rank") if "map_rank" in texts else len(texts)
     models = [(h, t) for h, t in zip(handles[:cut], texts[:cut], strict=True) if t != "model"]
     sizes = list(zip(handles[cut + 1 :], texts[cut + 1 :], strict=True))
     if sizes:  # the upper left lies above the diagonal, where blocks are rare
         size_legend = ax.legend(
             [h for h, _ in sizes],
             [t for _, t in sizes],
-            title="effective rank",
+            title="map rank",
             fontsize=6,
             title_fontsize=6,
             loc="upper left",
@@ -289,9 +296,10 @@ def gradient(dg: pl.DataFrame, pdf: str, png: str) -> None:
 
 def masks(df: pl.DataFrame, pdf: str, png: str, main: str | None = None) -> None:
     """Per model group: R²_lin per block on the rows the row policy keeps and on all rows (left
-    axis; error bars: 95 % bootstrap interval over held-out windows for one model, ±1 sd over
-    seeds for several), and the share of the held-out output variance carried by the excluded
-    rows and by the top-k output coordinates (bars, right axis), on the main corpus."""
+    axis; error bars: 95 % bootstrap interval over fitting and held-out windows, the map refitted
+    on each resample, for one model, ±1 sd over seeds for several), and the share of the
+    held-out output variance carried by the excluded rows and by the top-k output coordinates
+    (bars, right axis), on the main corpus."""
     d, labels, fig, axes = _per_model_blocks(df, main, pdf, png)
     if not labels:
         return

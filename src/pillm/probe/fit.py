@@ -13,13 +13,14 @@ components] the same way: ``r2_bilinear``.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
+from pillm.core.log import say
 from pillm.core.ridge import (
     GramStats,
     RidgeFallbackWarning,
@@ -28,9 +29,9 @@ from pillm.core.ridge import (
     solve_ridge,
 )
 from pillm.probe.capture import Batch, ffn_modules
-from pillm.probe.intervals import WindowScores, bootstrap_r2
 from pillm.probe.masks import RowMask
 from pillm.probe.passes import REPLAY_BYTES, Recording, _captured
+from pillm.probe.refit import RowSet, basis, refit_intervals
 from pillm.probe.variance import excluded_share, outlier_stats
 
 _F64 = torch.float64
@@ -43,12 +44,15 @@ def _with_ones(x: Tensor) -> Tensor:
 @dataclass
 class BlockStats:
     """One block's Gram statistics of fitting (``train``) and held-out rows: the rows the row
-    policy keeps and, when asked for, those it leaves out (None otherwise)."""
+    policy keeps and, when asked for, those it leaves out (None otherwise) and, of those, the
+    rows only its massive-activation rule leaves out (``*_massive``)."""
 
     train: GramStats
     held: GramStats
     train_excluded: GramStats | None = None
     held_excluded: GramStats | None = None
+    train_massive: GramStats | None = None
+    held_massive: GramStats | None = None
 
     def __iter__(self) -> Iterator[GramStats]:  # ``tr, va = stats[i]``: the kept rows
         return iter((self.train, self.held))
@@ -58,6 +62,13 @@ class BlockStats:
         if self.train_excluded is None or self.held_excluded is None:
             return self.train, self.held
         return self.train.merge(self.train_excluded), self.held.merge(self.held_excluded)
+
+    def with_massive(self) -> tuple[GramStats, GramStats] | None:
+        """(fitting, held-out) statistics of the rows the policy keeps without its
+        massive-activation rule; None when that rule is off or was not accumulated."""
+        if self.train_massive is None or self.held_massive is None:
+            return None
+        return self.train.merge(self.train_massive), self.held.merge(self.held_massive)
 
 
 def accumulate_ffn_stats(
@@ -75,9 +86,11 @@ def accumulate_ffn_stats(
 
     Default features [X, 1]; X arrives float64 on ``device``. Batch b is held out when
     (b + 1) % holdout_every == 0. ``row_mask`` (``pillm.probe.masks``) picks the rows of the
-    fit; with ``excluded`` the rows it leaves out are accumulated beside them. Memory: one batch
-    of rows plus O(p² + pk) per layer and row set (and what ``recording`` keeps, ``_captured``).
+    fit; with ``excluded`` the rows it leaves out are accumulated beside them, and those of them
+    only its massive-activation rule leaves out once more. Memory: one batch of rows plus
+    O(p² + pk) per layer and row set (and what ``recording`` keeps, ``_captured``).
     """
+    massive = excluded and row_mask is not None and row_mask.massive > 0
     featurize = featurize or (lambda _i, x: _with_ones(x))
     stats: dict[int, BlockStats] = {}
     passes = _captured(model, batches, device, holdout_every, layers, row_mask, False, recording)
@@ -86,8 +99,8 @@ def accumulate_ffn_stats(
             h = featurize(i, x.to(device=device, dtype=_F64))
             if i not in stats:
                 p, k = h.shape[1], y.shape[1]
-                z = [GramStats.zeros(p, k, device) for _ in range(4 if excluded else 2)]
-                stats[i] = BlockStats(*z)
+                sets = 2 + 2 * excluded + 2 * massive
+                stats[i] = BlockStats(*[GramStats.zeros(p, k, device) for _ in range(sets)])
             s = stats[i]
             if row_mask is None:
                 (s.held if held else s.train).update(h, y)  # rows die here: only sums survive
@@ -97,6 +110,10 @@ def accumulate_ffn_stats(
             if excluded:
                 out = s.held_excluded if held else s.train_excluded
                 out.update(h[~k], y[~k])  # type: ignore[union-attr]
+            if massive:
+                m = row_mask.massive_only(keep, y)
+                out = s.held_massive if held else s.train_massive
+                out.update(h[m], y[m])  # type: ignore[union-attr]
     for i, s in stats.items():
         if s.train.n == 0 or s.held.n == 0:
             raise ValueError(
@@ -104,44 +121,6 @@ def accumulate_ffn_stats(
                 + ("" if row_mask is None else " (probe.rows leaves too few rows: relax it)")
             )
     return stats
-
-
-def score_windows(
-    model: nn.Module,
-    batches: Iterable[Batch],
-    weights: Mapping[int, Tensor],
-    device: torch.device | str = "cpu",
-    holdout_every: int = 5,
-    row_mask: RowMask | None = None,
-    weights_all: Mapping[int, Tensor] | None = None,
-    recording: Recording | None = None,
-) -> dict[int, tuple[WindowScores, WindowScores | None]]:
-    """Held-out rows of each window scored by fitted affine maps (``W``: (d_in + 1, d_out)).
-
-    {layer: (scores of ``weights[layer]`` on the rows ``row_mask`` keeps, scores of
-    ``weights_all[layer]`` on every row or None)}; one pass over the held-out batches only.
-    """
-    layers = sorted(weights)
-    parts: dict[int, tuple[list[WindowScores], list[WindowScores]]] = {i: ([], []) for i in layers}
-    for _, rows, keep, window in _captured(
-        model, batches, device, holdout_every, layers, row_mask, True, recording
-    ):
-        n_win = int(window.max()) + 1 if window.numel() else 0
-        for i, (x, y) in rows.items():
-            h, y = _with_ones(x.to(device=device, dtype=_F64)), y.to(dtype=_F64)
-            w = weights[i].to(device=device, dtype=_F64)
-            if row_mask is None:
-                parts[i][0].append(WindowScores.of(y, h @ w, window, n_win))
-            else:
-                k = row_mask.rows(keep, y)
-                parts[i][0].append(WindowScores.of(y[k], h[k] @ w, window[k], n_win))
-            if weights_all is not None:
-                wa = weights_all[i].to(device=device, dtype=_F64)
-                parts[i][1].append(WindowScores.of(y, h @ wa, window, n_win))
-    return {
-        i: (WindowScores.cat(kept), WindowScores.cat(every) if every else None)
-        for i, (kept, every) in parts.items()
-    }
 
 
 def _solve(stats: GramStats, ridge: float, rtol: float | None) -> RidgeSolution:
@@ -154,11 +133,48 @@ def _solve(stats: GramStats, ridge: float, rtol: float | None) -> RidgeSolution:
         return solve_ridge(stats, lam=ridge * float(stats.hth.diagonal().mean()), rtol=rtol)
 
 
-def effective_rank(w: Tensor) -> float:
-    """exp(entropy of the singular values normalised to sum 1); 0 for a zero matrix."""
-    s = torch.linalg.svdvals(w.to(_F64))
+def _entropy_rank(s: Tensor) -> float:
     p = s[s > 0] / s.sum()
     return float(torch.exp(-(p * p.log()).sum())) if p.numel() else 0.0
+
+
+def effective_rank(w: Tensor) -> float:
+    """exp(entropy of the singular values normalised to sum 1); 0 for a zero matrix.
+
+    Of a least-squares map W ≈ Σ_x⁻¹ Cov(x, y) this mostly measures the conditioning of its
+    input: a few input directions of tiny variance get huge weights and dominate the spectrum
+    (the tables call it input conditioning); ``map_rank`` is the rank of the map itself."""
+    return _entropy_rank(torch.linalg.svdvals(w.to(_F64)))
+
+
+def map_rank(w: Tensor, train: GramStats) -> float:
+    """The effective rank (as ``effective_rank``) of the map after whitening its input: of
+    Σ_x^½ W, Σ_x the input covariance of the fitting rows ``train`` and ``w`` (d_in, d_out)
+    the linear part. Its singular values are the square roots of the eigenvalues of WᵀΣ_xW,
+    the covariance of the fitted outputs: the output directions the map's predictions spread
+    over, weighted by how much they carry, whatever the input's conditioning."""
+    d = w.shape[0]
+    mu = train.h_sum[:d] / train.n
+    cov = train.hth[:d, :d] / train.n - torch.outer(mu, mu)
+    w = w.to(device=cov.device, dtype=_F64)
+    out_cov = w.T @ ((cov + cov.T) / 2) @ w
+    ev = torch.linalg.eigvalsh((out_cov + out_cov.T) / 2).clamp_min(0.0)
+    return _entropy_rank(ev.sqrt())
+
+
+def _massive_count(st: BlockStats) -> int:
+    """Rows (fitting + held-out) only the massive-activation rule leaves out."""
+    both = (st.train_massive, st.held_massive)
+    return sum(s.n for s in both if s is not None)
+
+
+def _r2_with_massive(st: BlockStats, ridge: float, rtol: float | None, r2: float) -> float:
+    """Held-out R² of the fit on the rows the policy keeps without its massive-activation rule
+    (``r2``, the kept rows' value, when the rule is off)."""
+    both = st.with_massive()
+    if both is None or both[0].n == st.train.n and both[1].n == st.held.n:
+        return r2
+    return r2_score_from_stats(_solve(both[0], ridge, rtol).weight, both[1])[0]
 
 
 def _bilinear_basis(tr: GramStats, d: int, rank: int) -> tuple[Tensor, Tensor]:
@@ -201,17 +217,23 @@ def probe_model(
     half-precision rows.
 
     Rows: every fit and score uses the rows ``row_mask`` keeps (``pillm.probe.masks``; None:
-    all); beside it the same map is fitted and scored on all rows (``*_all`` keys). Keys: layer,
-    name, r2_lin, r2_lin_all, r2_feature_median, effective_rank (of W's d_in x d_out linear
-    part), n_train_rows, n_heldout_rows (kept rows), n_excluded_rows (fitting + held-out rows
-    left out), excluded_share (of the all-rows held-out output variance, carried by the rows
+    all); beside it the same map is fitted and scored on all rows (``*_all`` keys) and on the
+    rows the policy keeps without its massive-activation rule (``r2_lin_with_massive``; r2_lin
+    when the rule is off). Keys: layer, name, r2_lin, r2_lin_all, r2_lin_with_massive,
+    r2_feature_median, effective_rank (of W's d_in x d_out linear part: mostly the input's
+    conditioning), map_rank (of the map after whitening its input, ``map_rank``), n_train_rows,
+    n_heldout_rows (kept rows), n_excluded_rows (fitting + held-out rows left out),
+    n_massive_rows (of those, the rows only the massive-activation rule leaves out),
+    excluded_share (of the all-rows held-out output variance, carried by the rows
     left out), d_in, d_out, lam, ridge (lam / mean diag of HᵀH), solver, kappa, W ((d_in + 1,
     d_out) float64 CPU, last row = bias), W_all, heldout (the held-out ``GramStats`` of [X, 1]
     -> Y, to score any other linear map on the same rows); with ``outlier_k`` > 0 (None else)
     outlier_k, outlier_share, r2_no_outliers, outlier_features and their ``_all`` twins
     (``pillm.probe.variance``); with ``resamples`` > 0 (None else) r2_lin_lo, r2_lin_hi,
-    r2_lin_all_lo, r2_lin_all_hi, the 95 % percentile bootstrap over held-out windows, and
-    n_heldout_windows; and, None when rank = 0, r2_bilinear, bilinear_gain (over r2_lin),
+    r2_lin_all_lo, r2_lin_all_hi, the 95 % percentile bootstrap over fitting and held-out
+    windows with the map refitted on each resample (``pillm.probe.refit``; ``seed``), and
+    n_fit_windows, n_heldout_windows (windows with kept rows); and, None when rank = 0,
+    r2_bilinear, bilinear_gain (over r2_lin),
     bilinear_rank (capped at the numerically nonzero principal directions), bilinear_features,
     bilinear_solver, all on the kept rows.
     """
@@ -225,10 +247,13 @@ def probe_model(
         model, batches, device, holdout_every, layers, None, row_mask, masked, recording
     )
     out: list[dict] = []
+    sets: dict[int, list[RowSet]] = {}  # the refit bootstrap's row sets and shapes per block
+    dims: dict[int, tuple[int, int]] = {}
     none = dict.fromkeys(["outlier_k", "outlier_share", "r2_no_outliers", "outlier_features",
                           "outlier_share_all", "r2_no_outliers_all", "outlier_features_all",
                           "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi",
-                          "n_heldout_windows", "r2_bilinear", "bilinear_gain", "bilinear_rank",
+                          "n_fit_windows", "n_heldout_windows", "r2_bilinear", "bilinear_gain",
+                          "bilinear_rank",
                           "bilinear_features", "bilinear_solver"])  # fmt: skip
     for i, st in lin.items():
         tr, va = st.train, st.held
@@ -237,12 +262,19 @@ def probe_model(
         r2, r2_per = r2_score_from_stats(sol.weight, va)
         tr_all, va_all = st.all_rows()
         sol_all = _solve(tr_all, ridge, rtol) if masked else sol
+        if resamples > 0:
+            sets[i] = [RowSet(True, basis(tr, sol, rtol), sol.lam)]
+            sets[i] += [RowSet(False, basis(tr_all, sol_all, rtol), sol_all.lam)] if masked else []
+            dims[i] = (d_in + 1, d_out)
         rec = dict(
             layer=i, name=names[i], r2_lin=r2,
             r2_lin_all=r2_score_from_stats(sol_all.weight, va_all)[0] if masked else r2,
+            r2_lin_with_massive=_r2_with_massive(st, ridge, rtol, r2),
             r2_feature_median=float(torch.quantile(r2_per, 0.5)),
             effective_rank=effective_rank(sol.weight[:d_in]),
+            map_rank=map_rank(sol.weight[:d_in], tr),
             n_train_rows=tr.n, n_heldout_rows=va.n, n_excluded_rows=tr_all.n + va_all.n - tr.n - va.n,
+            n_massive_rows=_massive_count(st),
             excluded_share=excluded_share(va, st.held_excluded) if masked else 0.0,  # type: ignore[arg-type]
             d_in=d_in, d_out=d_out, lam=sol.lam, ridge=ridge, solver=sol.solver, kappa=sol.kappa,
             W=sol.weight.cpu(), W_all=sol_all.weight.cpu(), heldout=va, **none,
@@ -253,18 +285,16 @@ def probe_model(
             rec.update({f"{k}_all": v for k, v in extra.items()})
         out.append(rec)
     if resamples > 0:
-        fits = {r["layer"]: r["W"] for r in out}
-        fits_all = {r["layer"]: r["W_all"] for r in out} if masked else None
-        scores = score_windows(
-            model, batches, fits, device, holdout_every, row_mask, fits_all, recording
-        )
+        say(f"probe: R²_lin intervals, {len(sets)} blocks refitted {resamples} times")
+        boot = refit_intervals(model, batches, sets, dims, device, holdout_every, row_mask,
+                               recording, resamples, seed)  # type: ignore[arg-type]  # fmt: skip
         for rec in out:
-            kept, every = scores[rec["layer"]]
-            lo, hi = bootstrap_r2(kept, resamples, seed)
-            lo_all, hi_all = bootstrap_r2(every, resamples, seed) if every else (lo, hi)
-            rec.update(r2_lin_lo=lo, r2_lin_hi=hi, r2_lin_all_lo=lo_all, r2_lin_all_hi=hi_all,
-                       n_heldout_windows=kept.windows)  # fmt: skip
+            kept, every = (boot[rec["layer"]] * 2)[:2]  # without a policy: all rows = kept
+            rec.update(r2_lin_lo=kept["lo"], r2_lin_hi=kept["hi"], r2_lin_all_lo=every["lo"],
+                       r2_lin_all_hi=every["hi"], n_fit_windows=kept["fit_windows"],
+                       n_heldout_windows=kept["heldout_windows"])  # fmt: skip
     if rank > 0:
+        say(f"probe: bilinear probe of rank {rank}")
         bases = {
             i: _bilinear_basis(st.train, st.train.hty.shape[0] - 1, rank) for i, st in lin.items()
         }

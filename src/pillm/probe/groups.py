@@ -39,6 +39,8 @@ class ProbeGroups:
     ):
         self.probe, self.gradient, self.jobs, self.params = probe, gradient, jobs, params
         self.resamples = int(params.get("bootstrap_resamples", 1000))
+        self.min_blocks = int(params.get("min_blocks", correlations.MIN_BLOCKS))
+        self.massive_change = float((params.get("rows") or {}).get("massive_change", 0.01))
         self._stats: dict[str, dict[str, Any]] = {}
         self.main = main_corpus(probe, params.get("main_corpus", "wikitext2"))
         self.corpora = order_corpora(probe["corpus"].to_list(), params.get("corpora", []))
@@ -125,7 +127,16 @@ class ProbeGroups:
             "drop", largest=True,
         )  # fmt: skip
         outl = argext(blocks, "outlier_share", largest=True)
+        swaps = df.filter(pl.col("delta_linear").is_not_null())
+        kept, every = (correlations.swap_rho(swaps, self.resamples, a) for a in (False, True))
+        diff = correlations.swap_rho_diff(swaps, self.resamples)
         return {
+            "swap_spearman": kept,
+            "swap_spearman_all": every,
+            "swap_diff": diff,
+            "swap_guard": correlations.guard(diff, kept, every, self.min_blocks)
+            if diff.value is not None
+            else None,
             "blocks": first.get("n_layers"),
             "d": first.get("d_in"),
             "rlin": mean_std(b["r2_lin"] for b in blocks)[0],
@@ -137,7 +148,10 @@ class ProbeGroups:
             "feature_median": mean_std(b["r2_feature_median"] for b in blocks)[0],
             "gain": mean_std(b["bilinear_gain"] for b in blocks)[0],
             "pearson": correlations.bilinear_r(df, self.resamples),
-            "rank_rho": correlations.rank_r(df, self.resamples),
+            "input_rho": correlations.rank_r(df, self.resamples, "effective_rank"),
+            "map_rho": correlations.rank_r(df, self.resamples, "map_rank"),
+            "map_rank": mean_std(b["map_rank"] for b in blocks)[0],
+            "massive_blocks": len(self.massive_rows(group)),
             "rlin_all": mean_std(b["r2_lin_all"] for b in blocks)[0],
             "excl_max": excl["excluded_share"] if excl else None,
             "excl_max_layer": excl["layer"] if excl else None,
@@ -163,13 +177,24 @@ class ProbeGroups:
             "ffn_lr": ratio("ffn_params", "lowrank_params"),
             "lin_lr": ratio("linear_params", "lowrank_params"),
             "rank": unique(b["lowrank_rank"] for b in blocks),
-            "swap_spearman": correlations.swap_rho(df, self.resamples),
-            "swap_spearman_all": correlations.swap_rho(df, self.resamples, all_rows=True),
-            "swap_diff": correlations.swap_rho_diff(df, self.resamples),
             "spread": spread[0] if spread else None,
             "spread_layer": spread[1] if spread else None,
             "grad_gap": mean_std(r["grad_closed_r2"] - r["grad_r2"] for r in grad)[0],
         }
+
+    def massive_rows(self, group: str) -> list[dict]:
+        """Seed-mean blocks of ``group`` on the main corpus whose R²_lin without the row
+        policy's massive-activation rule differs from their R²_lin by more than
+        ``probe.rows.massive_change``."""
+        return [
+            b for b in self.block_rows(group, self.main)
+            if finite(b["r2_lin_with_massive"]) and finite(b["r2_lin"])
+            and abs(b["r2_lin_with_massive"] - b["r2_lin"]) > self.massive_change
+        ]  # fmt: skip
+
+    def too_few(self, est: correlations.Estimate) -> bool:
+        """The estimate has too few blocks for a direction (``correlations.too_few``)."""
+        return correlations.too_few(est, self.min_blocks)
 
     def corpus_spread(self, group: str) -> tuple[float, int] | None:
         """Largest per-block range of the seed-mean R²_lin over corpora, and its block."""

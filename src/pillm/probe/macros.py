@@ -10,158 +10,32 @@ import re
 
 import polars as pl
 
-from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, fmt_range, mean_std, tex_escape
-from pillm.probe.rows import ProbeReport, fmt_ci
+from pillm.paper.latex import MISSING, finite, fmt_num, fmt_range, mean_std, tex_escape
+from pillm.probe.group_macros import fmt_pct, group_macros
+from pillm.probe.rows import ProbeReport
 from pillm.probe.summary import (
-    KNOWN_GROUPS,
     argext,
     corpus_name,
     device_name,
     fmt_lr,
-    fmt_r,
     group_key,
-    group_macro,
     is_proxy,
     join_words,
     ordinal,
+    row_policy_words,
     unique,
 )
 
-
-def fmt_pct(share: float | None) -> str:
-    """A share as a percentage with no decimals: 0.917 -> '92'."""
-    return fmt_num(None if share is None else 100 * share, 0)
-
-
-def row_policy_words(rows: dict | None) -> str:
-    """The row policy in words, from the config's probe.rows: 'special-token rows and
-    position-0 rows', 'no rows'."""
-    if not rows:
-        return MISSING
-    parts = ["special-token rows"] if rows.get("exclude_special", True) else []
-    pos = [int(p) for p in rows.get("exclude_positions", [])]
-    if pos:
-        names = join_words([str(p) for p in pos])
-        parts.append(f"the rows at window position{'s' if len(pos) > 1 else ''} {names}")
-    massive = float(rows.get("exclude_massive", 0) or 0)
-    if massive > 0:
-        parts.append(
-            "in each block the rows whose FFN output norm exceeds "
-            f"{fmt_num(massive, 0 if massive == int(massive) else 1)} times the median row of "
-            "their batch (massive activations of attention sinks elsewhere in the window)"
-        )
-    return join_words(parts, empty="no rows")
-
-
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
-GROUP_MACRO_SUFFIXES = [
-    "Label",
-    "Blocks",
-    "Rlin",
-    "RlinMin",
-    "RlinMax",
-    "FeatureMedian",
-    "BilinearGain",
-    "Pearson",
-    "LinSwapBest",
-    "LinSwapBestBlock",
-    "LinSwapWorst",
-    "LinSwapWorstBlock",
-    "LowRankSwapBest",
-    "LowRankSwapBestBlock",
-    "Intact",
-    "SwapSpearman",
-    "CorpusSpread",
-    "GradGap",
-    # issue #15: rows, outlier coordinates, within-model correlations with intervals
-    "RlinAll",
-    "ExcludedShareMean",
-    "ExcludedShareMax",
-    "ExcludedShareMaxBlock",
-    "RlinDropMax",
-    "RlinDropMaxBlock",
-    "RlinDropMaxKept",
-    "RlinDropMaxAll",
-    "OutlierShareMean",
-    "OutlierShareMax",
-    "OutlierShareMaxBlock",
-    "OutlierShareMaxRlin",
-    "OutlierShareMaxRest",
-    "NoOutliers",
-    "PearsonCI",
-    "PearsonN",
-    "RankSpearman",
-    "RankSpearmanCI",
-    "SwapSpearmanCI",
-    "SwapSpearmanAll",
-    "SwapSpearmanAllCI",
-    "SwapSpearmanN",
-    "SwapSpearmanDiff",
-    "SwapSpearmanDiffCI",
-]
-
-
-def _group_macros(rep: ProbeReport) -> dict[str, str]:
-    """Per-group macros for every known group and every group in the data."""
-    out: dict[str, str] = {}
-    names = {KNOWN_GROUPS[k]: None for k in KNOWN_GROUPS}
-    names.update({group_macro(g): g for g in rep.groups})
-    for name, g in names.items():
-        p = f"Probe{name}"
-        if g is None:
-            for suffix in GROUP_MACRO_SUFFIXES:
-                out[p + suffix] = MISSING
-            continue
-        s, dd = rep.group_stats(g), rep.delta_digits(g)
-        out.update(
-            {
-                p + "Label": rep.label(g),
-                p + "Blocks": fmt_num(s["blocks"], 0),
-                p + "Rlin": fmt_pm(s["rlin"], s["rlin_std"], 3),
-                p + "RlinMin": fmt_num(s["rlin_min"], 3),
-                p + "RlinMax": fmt_num(s["rlin_max"], 3),
-                p + "FeatureMedian": fmt_num(s["feature_median"], 3),
-                p + "BilinearGain": fmt_num(s["gain"], 3),
-                p + "Pearson": fmt_r(s["pearson"].value),
-                p + "PearsonCI": fmt_ci(s["pearson"].lo, s["pearson"].hi, 2),
-                p + "PearsonN": str(s["pearson"].n),
-                p + "LinSwapBest": fmt_num(s["lin_best"], dd),
-                p + "LinSwapBestBlock": fmt_num(s["lin_best_layer"], 0),
-                p + "LinSwapWorst": fmt_num(s["lin_worst"], dd),
-                p + "LinSwapWorstBlock": fmt_num(s["lin_worst_layer"], 0),
-                p + "LowRankSwapBest": fmt_num(s["lr_best"], dd),
-                p + "LowRankSwapBestBlock": fmt_num(s["lr_best_layer"], 0),
-                p + "Intact": fmt_num(s["base"], dd),
-                p + "SwapSpearman": fmt_r(s["swap_spearman"].value),
-                p + "SwapSpearmanCI": fmt_ci(s["swap_spearman"].lo, s["swap_spearman"].hi, 2),
-                p + "SwapSpearmanAll": fmt_r(s["swap_spearman_all"].value),
-                p + "SwapSpearmanAllCI": fmt_ci(
-                    s["swap_spearman_all"].lo, s["swap_spearman_all"].hi, 2
-                ),
-                p + "SwapSpearmanN": str(s["swap_spearman"].n),
-                p + "SwapSpearmanDiff": fmt_r(s["swap_diff"].value),
-                p + "SwapSpearmanDiffCI": fmt_ci(s["swap_diff"].lo, s["swap_diff"].hi, 2),
-                p + "RankSpearman": fmt_r(s["rank_rho"].value),
-                p + "RankSpearmanCI": fmt_ci(s["rank_rho"].lo, s["rank_rho"].hi, 2),
-                p + "RlinAll": fmt_num(s["rlin_all"], 3),
-                p + "ExcludedShareMean": fmt_pct(s["excl_mean"]),
-                p + "ExcludedShareMax": fmt_pct(s["excl_max"]),
-                p + "ExcludedShareMaxBlock": fmt_num(s["excl_max_layer"], 0),
-                p + "RlinDropMax": fmt_num(s["drop_max"], 3),
-                p + "RlinDropMaxBlock": fmt_num(s["drop_max_layer"], 0),
-                p + "RlinDropMaxKept": fmt_num(s["drop_max_rlin"], 3),
-                p + "RlinDropMaxAll": fmt_num(s["drop_max_rlin_all"], 3),
-                p + "OutlierShareMean": fmt_pct(s["outlier_mean"]),
-                p + "OutlierShareMax": fmt_pct(s["outlier_max"]),
-                p + "OutlierShareMaxBlock": fmt_num(s["outlier_max_layer"], 0),
-                p + "OutlierShareMaxRlin": fmt_num(s["outlier_max_rlin"], 3),
-                p + "OutlierShareMaxRest": fmt_num(s["outlier_max_rest"], 3),
-                p + "NoOutliers": fmt_num(s["no_outliers"], 3),
-                p + "CorpusSpread": fmt_num(s["spread"], 3),
-                p + "GradGap": fmt_num(s["grad_gap"], 3),
-            }
-        )
-    return out
+# Names paper/sections/probe.tex quotes for what is now called input conditioning: each expands
+# to its new name's macro, until the section quotes the new names.
+ALIASES = {
+    "ProbeEffRankMin": "ProbeInputCondMin",
+    "ProbeEffRankMinWhere": "ProbeInputCondMinWhere",
+    "ProbeEffRankMax": "ProbeInputCondMax",
+    "ProbeEffRankMaxWhere": "ProbeInputCondMaxWhere",
+    "ProbeFeatureGapRank": "ProbeFeatureGapInputCond",
+}
 
 
 def probe_macros(rep: ProbeReport) -> dict[str, str]:
@@ -218,7 +92,8 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
     out.update(_result_macros(rep))
     out.update(_gradient_macros(rep))
     out.update(_cost_macros(rep))
-    out.update(_group_macros(rep))
+    out.update(group_macros(rep))
+    out.update({old: f"\\{new}" for old, new in ALIASES.items()})
     return out
 
 
@@ -229,6 +104,17 @@ def _row_macros(rep: ProbeReport) -> dict[str, str]:
         "ProbeRowPolicy": row_policy_words(params.get("rows")),
         "ProbeOutlierK": str(params.get("outlier_features", MISSING)),
         "ProbeBootResamples": str(params.get("bootstrap_resamples", MISSING)),
+        "ProbeRefitResamples": str(params.get("refit_resamples", MISSING)),
+        "ProbeMinBlocks": str(params.get("min_blocks", MISSING)),
+        "ProbeMassiveChange": fmt_num((params.get("rows") or {}).get("massive_change"), 2),
+        "ProbeMassiveBlocks": str(sum(len(rep.massive_rows(g)) for g in rep.groups)),
+        "ProbeMassiveBlocksWhere": join_words(
+            [_blocks_of(rep.label(g), [b["layer"] for b in rep.massive_rows(g)])
+             for g in rep.groups if rep.massive_rows(g)]
+        ),
+        "ProbeFitWindows": fmt_range(
+            rep.probe["n_fit_windows"].min(), rep.probe["n_fit_windows"].max(), 0
+        ),
         "ProbeHeldoutWindows": fmt_range(
             rep.probe["n_heldout_windows"].min() if "n_heldout_windows" in rep.probe.columns
             else None,
@@ -242,6 +128,11 @@ def _row_macros(rep: ProbeReport) -> dict[str, str]:
         out[f"Probe{name}"] = fmt_pct(r[col] if r else None)
         out[f"Probe{name}Where"] = rep.where(r["model_group"], r["layer"]) if r else MISSING
     return out
+
+
+def _blocks_of(label: str, layers: list[int]) -> str:
+    """'SmolLM2, blocks 11 and 28'."""
+    return f"{label}, block{'s' if len(layers) > 1 else ''} {join_words([str(x) for x in layers])}"
 
 
 def _main_blocks(rep: ProbeReport) -> list[dict]:
@@ -296,10 +187,15 @@ def _result_macros(rep: ProbeReport) -> dict[str, str]:
     g = argext(gaps, "gap", largest=True)
     out["ProbeFeatureGapMax"] = fmt_num(g["gap"] if g else None, 3)
     out["ProbeFeatureGapMaxWhere"] = rep.where(g["model_group"], g["layer"]) if g else MISSING
-    out["ProbeFeatureGapRank"] = fmt_num(g["effective_rank"] if g else None, 1)
+    out["ProbeFeatureGapInputCond"] = fmt_num(g["effective_rank"] if g else None, 1)
+    out["ProbeFeatureGapMapRank"] = fmt_num(g["map_rank"] if g else None, 1)
     out["ProbeFeatureGapRlin"] = fmt_num(g["r2_lin"] if g else None, 3)
-    ext("EffRankMin", "effective_rank", False, 1, blocks)
-    ext("EffRankMax", "effective_rank", True, 1, blocks)
+    # Input conditioning: the effective rank of W itself; map rank: of the map on a whitened
+    # input (pillm.probe.fit.map_rank).
+    ext("InputCondMin", "effective_rank", False, 1, blocks)
+    ext("InputCondMax", "effective_rank", True, 1, blocks)
+    ext("MapRankMin", "map_rank", False, 1, blocks)
+    ext("MapRankMax", "map_rank", True, 1, blocks)
 
     # Swaps: causal models (ΔPPL) and encoders (proxy) are never pooled.
     causal = [b for b in blocks if not is_proxy(b["kind"], b["swap_metric"])]

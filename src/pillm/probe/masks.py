@@ -71,6 +71,14 @@ class RowMask:
             out = out & ~massive_rows(y, self.massive)
         return out
 
+    def massive_only(self, keep: Tensor | None, y: Tensor) -> Tensor:
+        """One block's rows that only the massive-activation rule leaves out (kept by token,
+        massive by output norm): what the policy would keep without that rule, less ``rows``."""
+        token = torch.ones(len(y), dtype=torch.bool, device=y.device) if keep is None else keep
+        if self.massive <= 0:
+            return torch.zeros_like(token)
+        return token & massive_rows(y, self.massive)
+
 
 def row_mask(policy: ProbeRowsConfig, special_ids: Iterable[int]) -> RowMask | None:
     """The policy for a model whose tokenizer's structural ids are ``special_ids``; None when it

@@ -164,11 +164,12 @@ def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
-    """probe-aggregate's ``--params``: the main corpus of the claim frame and the bootstrap
-    resamples of its interval."""
+    """probe-aggregate's ``--params``: the main corpus of the claim frame, the bootstrap
+    resamples of its interval and the fewest blocks per model a correlation's direction needs."""
     return {
         "main_corpus": main_corpus(config),
         "bootstrap_resamples": config["probe"]["bootstrap_resamples"],
+        "min_blocks": config["probe"]["min_blocks"],
     }
 
 
@@ -177,7 +178,8 @@ def table_params(config: dict[str, Any]) -> dict[str, Any]:
     tables and macros quote."""
     probe = config["probe"]
     keys = ("corpora", "swap_corpora", "bilinear_rank", "low_rank_factor", "holdout_every",
-            "rows", "outlier_features", "bootstrap_resamples")  # fmt: skip
+            "rows", "outlier_features", "bootstrap_resamples", "refit_resamples",
+            "min_blocks")  # fmt: skip
     quoted = {k: probe[k] for k in keys}
     return {"name": config["name"], "main_corpus": main_corpus(config), **quoted}
 

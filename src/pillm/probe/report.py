@@ -20,7 +20,7 @@ from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 from pillm.probe.correlations import claim_interval_rows
 from pillm.probe.macros import probe_macros
-from pillm.probe.rows import ProbeReport
+from pillm.probe.rows import FEW, ProbeReport
 from pillm.probe.summary import (
     PROBE_SCHEMA,
     PROXY,
@@ -28,6 +28,7 @@ from pillm.probe.summary import (
     corpus_name,
     load_summaries,
     main_corpus,
+    row_policy_words,
 )
 
 
@@ -41,6 +42,8 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
     main = corpus_name(rep.main) if rep.main else MISSING
     r = rep.params.get("bilinear_rank", MISSING)
     f = rep.params.get("low_rank_factor", MISSING)
+    policy = row_policy_words(rep.params.get("rows"))
+    few = rep.min_blocks
     proxy = (
         f"{PROXY}: encoder without an LM head; the swap metric is the proxy $1-\\cos$ between the "
         "mean-pooled final hidden states of the swapped and the intact model (mean over windows), "
@@ -71,12 +74,15 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
             ],
             "caption": f"Linear recoverability of the FFN blocks of every probed model on {main}. "
             "$L$: FFN blocks; $d$: FFN input width. $\\Rlin$: held-out $R^2$ of the closed-form "
-            "affine fit on the rows the row policy keeps, mean over blocks with the lowest and "
+            f"affine fit on the rows the row policy keeps (it leaves out {policy}), "
+            "mean over blocks with the lowest and "
             "highest block; all rows: the same with every row fitted and scored (mean over "
             "blocks). Feat.\\ med.: mean "
             "over blocks of the median per-coordinate held-out $R^2$. Bilin.\\ gain: mean held-out "
             f"$R^2$ added by the rank-{r} bilinear probe; $r$: Pearson correlation between "
-            "$1-\\Rlin$ and that gain over the blocks of the model (of all seeds). Swap columns: "
+            "$1-\\Rlin$ and that gain over the blocks of the model (several seeds: within "
+            f"each seed, mean over seeds; {FEW}: fewer than {few} blocks per model, or an "
+            "interval as wide as $[-1,1]$, too few blocks for a direction). Swap columns: "
             "change of the "
             "metric when one block is replaced by its linear fit (best and worst block) or by the "
             "rank-$k$ truncation of that fit (best block), block index (from 0) in parentheses; "
@@ -169,7 +175,8 @@ def render_probe_tables(
         "Block",
         "$\\Rlin$",
         _stack("Feat.", "med."),
-        _stack("Eff.", "rank"),
+        _stack("Input", "cond."),
+        _stack("Map", "rank"),
         _stack("Bilin.", "gain"),
         "$\\kappa$",
         "Solver",
@@ -178,7 +185,7 @@ def render_probe_tables(
         "$k$",
     ]
     blocks = [
-        Table(t["caption"], t["label"], "rrrrrrlrrr", header, t["rows"], "!htbp", "scriptsize")
+        Table(t["caption"], t["label"], "rrrrrrrlrrr", header, t["rows"], "!htbp", "scriptsize")
         for t in rep.block_tables()
     ]
     tables[Path(tables_dir) / "probe_blocks.tex"] = LongTable(
@@ -190,6 +197,7 @@ def render_probe_tables(
     masks_header = [
         "Block",
         _stack("$\\Rlin$", "kept rows"),
+        _stack("$\\Rlin$ w/o", "massive"),
         _stack("$\\Rlin$", "all rows"),
         _stack("Excl.", "share"),
         _stack(f"Top-{k}", "share"),
@@ -199,7 +207,9 @@ def render_probe_tables(
         _stack("Feat.", "med."),
     ]
     masks = [
-        Table(t["caption"], t["label"], "rllrrrrrr", masks_header, t["rows"], "!htbp", "scriptsize")
+        Table(
+            t["caption"], t["label"], "rlrlrrrrrr", masks_header, t["rows"], "!htbp", "scriptsize"
+        )  # fmt: skip
         for t in rep.mask_tables()
     ]
     tables[Path(tables_dir) / "probe_masks.tex"] = LongTable(
@@ -222,16 +232,19 @@ def aggregate_probe(
     """Probe jobs -> ``probe.parquet`` (one row per model x corpus x block), ``probe_gradient``
     (gradient-trained map curves), ``probe_jobs`` (one row per job: cost and provenance) and the
     study's claim frame ``claims`` (``pillm.probe.correlations``: per model, the swap
-    correlation of R²_lin on the kept rows minus that on all rows, on the main corpus).
+    correlation of R²_lin on the kept rows minus that on all rows, on the main corpus, or the
+    reason it is not evaluated).
 
-    ``params``: {"main_corpus": the first swap corpus, "bootstrap_resamples": over blocks}."""
+    ``params``: {"main_corpus": the first swap corpus, "bootstrap_resamples": over blocks,
+    "min_blocks": the fewest blocks per model a correlation's direction needs}."""
     out = Path(out_dir)
     blocks = concat_parquet(block_paths)
     blocks = blocks.with_columns(pl.col("seed").cast(pl.Int64)).sort("model", "corpus", "layer")
     write_parquet(blocks, out / "probe.parquet")
     summary = conform(blocks, PROBE_SCHEMA)
     main = main_corpus(summary, params.get("main_corpus"))
-    rows = claim_interval_rows(summary, main, int(params["bootstrap_resamples"]))
+    rows = claim_interval_rows(summary, main, int(params["bootstrap_resamples"]),
+                               int(params["min_blocks"]))  # fmt: skip
     write_claim_frame(claims, interval_rows=rows)
     grads = concat_parquet(gradient_paths)
     write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")

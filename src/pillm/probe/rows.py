@@ -25,8 +25,11 @@ from pillm.probe.summary import (
     group_key,
     order_corpora,
     order_groups,
+    row_policy_words,
     unique,
 )
+
+FEW = "$^{\\ddagger}$"  # a correlation with too few blocks for a direction
 
 
 def fmt_ci(lo: float | None, hi: float | None, digits: int) -> str:
@@ -76,7 +79,7 @@ class ProbeReport(ProbeGroups):
                     fmt_num(s["rlin_all"], 3),
                     fmt_num(s["feature_median"], 3),
                     fmt_num(s["gain"], 3),
-                    fmt_r(s["pearson"].value),
+                    fmt_r(s["pearson"].value) + (FEW if self.too_few(s["pearson"]) else ""),
                     self.mark(g, fmt_at(s["lin_best"], s["lin_best_layer"], dd)),
                     self.mark(g, fmt_at(s["lin_worst"], s["lin_worst_layer"], dd)),
                     self.mark(g, fmt_at(s["lr_best"], s["lr_best_layer"], dd)),
@@ -166,6 +169,7 @@ class ProbeReport(ProbeGroups):
                         fmt_pm(b["r2_lin"], b["r2_lin_std"], 3),
                         fmt_pm(b["r2_feature_median"], b["r2_feature_median_std"], 3),
                         fmt_pm(b["effective_rank"], b["effective_rank_std"], 1),
+                        fmt_pm(b["map_rank"], b["map_rank_std"], 1),
                         fmt_pm(b["bilinear_gain"], b["bilinear_gain_std"], 3),
                         fmt_sci(b["kappa"], 1),
                         tex_escape(b["solver"] or MISSING),
@@ -178,9 +182,14 @@ class ProbeReport(ProbeGroups):
             caption = f"Per-block probe results of {self.label(g, seeds=True)} on {main}"
             if not out:  # the first table explains the columns for all of them
                 caption += (
-                    " (blocks from 0); columns as in Table~\\ref{tab:probe-summary}. Eff.\\ rank: "
-                    "exponential of the entropy of the normalised singular values of the fitted "
-                    "linear map; $\\kappa$: condition number of the Gram matrix of the fitting "
+                    " (blocks from 0); columns as in Table~\\ref{tab:probe-summary}. Input "
+                    "cond.: input conditioning, the effective rank (exponential of the entropy of "
+                    "the normalised singular values) of the fitted linear map $W$ itself, which a "
+                    "few input directions of tiny variance and huge weight dominate when the "
+                    "input is ill-conditioned; map rank: the effective rank of the map after "
+                    "whitening its input, $\\Sigma^{1/2}W$ ($\\Sigma$: input covariance of "
+                    "the fitting rows), whose singular values are those of the fitted outputs' "
+                    "covariance; $\\kappa$: condition number of the Gram matrix of the fitting "
                     "rows of $[X,1]$ (largest over seeds); solver: Cholesky, or the minimum-norm "
                     "eigendecomposition solve when $\\kappa$ exceeds $10^{10}$ or Cholesky "
                     "fails; $k$: rank of the low-rank replacement."
@@ -204,11 +213,13 @@ class ProbeReport(ProbeGroups):
         for g in self.groups:
             multi = self.n_models[g] > 1
             rows = []
+            moved = {b["layer"] for b in self.massive_rows(g)}
             for b in self.block_rows(g, self.main):
                 rows.append(
                     [
                         str(b["layer"]),
                         _r2_cell(b, "r2_lin", multi),
+                        fmt_num(b["r2_lin_with_massive"], 3) if b["layer"] in moved else "",
                         _r2_cell(b, "r2_lin_all", multi),
                         fmt_num(b["excluded_share"], 3),
                         fmt_num(b["outlier_share"], 3),
@@ -223,10 +234,19 @@ class ProbeReport(ProbeGroups):
                 f"Rows and outlier coordinates per block of {self.label(g, seeds=True)} on {main}"
             )
             if not out:
+                change = fmt_num((self.params.get("rows") or {}).get("massive_change"), 2)
+                policy = row_policy_words(self.params.get("rows"))
+                refits = self.params.get("refit_resamples", MISSING)
                 caption += (
-                    " (blocks from 0). $\\Rlin$: on the rows the row policy keeps, and on all "
-                    "rows, each with its 95\\,\\% percentile-bootstrap interval over held-out "
-                    "windows (several seeds: mean $\\pm$ sd over seeds instead). Excl.: share of "
+                    f" (blocks from 0). The row policy leaves out {policy}. "
+                    "$\\Rlin$: on the rows the row policy keeps, and on all rows, each with its "
+                    "95\\,\\% bootstrap interval over the fitting and the held-out windows "
+                    f"({refits} resamples), the map refitted on each resample and the percentiles "
+                    "centred on the sample's "
+                    "value (several seeds: mean $\\pm$ sd over seeds instead). W/o massive: "
+                    "$\\Rlin$ fitted and scored on the rows the policy keeps without its "
+                    "massive-activation rule (the rule's rows kept), shown where it differs from "
+                    f"the block's $\\Rlin$ by more than {change}. Excl.: share of "
                     "the all-rows held-out output variance carried by the rows the policy leaves "
                     "out. Top-$k$: share of the held-out variance in the $k$ output coordinates of "
                     "largest variance on the fitting rows, and $\\Rlin$ of the same fit over the "

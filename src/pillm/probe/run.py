@@ -47,12 +47,14 @@ from pillm.probe.swap import (
     swap_ffns,
 )
 
-# Per block, beside R²_lin on the rows the policy keeps: the same on all rows, the bootstrap
-# intervals over held-out windows, where the held-out variance sits (pillm.probe.variance).
+# Per block, beside R²_lin on the rows the policy keeps: the same on all rows and without the
+# policy's massive-activation rule, the bootstrap intervals over fitting and held-out windows
+# (pillm.probe.refit), where the held-out variance sits (pillm.probe.variance).
 PROBE_ROW_KEYS = (
-    "r2_lin_all", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo", "r2_lin_all_hi",
-    "n_heldout_windows", "n_excluded_rows", "excluded_share", "outlier_k", "outlier_share",
-    "r2_no_outliers", "outlier_features", "outlier_share_all", "r2_no_outliers_all",
+    "r2_lin_all", "r2_lin_with_massive", "r2_lin_lo", "r2_lin_hi", "r2_lin_all_lo",
+    "r2_lin_all_hi", "n_fit_windows", "n_heldout_windows", "n_excluded_rows", "n_massive_rows",
+    "excluded_share", "outlier_k", "outlier_share", "r2_no_outliers", "outlier_features",
+    "outlier_share_all", "r2_no_outliers_all",
 )  # fmt: skip
 
 
@@ -226,7 +228,7 @@ def run_probe(
     mask = row_mask(cfg.rows, pm.special_ids)
     blocks = probe_model(
         model, fit, device, hold, cfg.bilinear_rank, row_mask=mask,
-        outlier_k=cfg.outlier_features, resamples=cfg.bootstrap_resamples,
+        outlier_k=cfg.outlier_features, resamples=cfg.refit_resamples,
         seed=own_seed(pm.name) or 0,
     )  # fmt: skip
     sync(device)
@@ -243,7 +245,7 @@ def run_probe(
                 "layer": i, "n_layers": n_layers, "depth": i / max(n_layers - 1, 1),
                 "name": rec["name"],
                 **{k: rec[k] for k in (
-                    "r2_lin", "r2_feature_median", "effective_rank", "r2_bilinear",
+                    "r2_lin", "r2_feature_median", "effective_rank", "map_rank", "r2_bilinear",
                     "bilinear_gain", "bilinear_rank", "n_train_rows", "n_heldout_rows",
                     "d_in", "d_out", "solver", "kappa", *PROBE_ROW_KEYS,
                 )},

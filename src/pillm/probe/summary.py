@@ -40,10 +40,11 @@ KNOWN_GROUPS = {
     "pythia160m": "Pythia",
     "llama160m": "Llama",
 }
-# The row policy's columns (issue #15): R²_lin on all rows beside the kept rows' value, their
-# bootstrap intervals over held-out windows, and where the held-out variance sits.
+# The row policy's columns: R²_lin on all rows and without the massive-activation rule beside
+# the kept rows' value, their bootstrap intervals over windows, where the held-out variance sits.
 ROW_POLICY_COLS = [
     "r2_lin_all",
+    "r2_lin_with_massive",
     "r2_lin_lo",
     "r2_lin_hi",
     "r2_lin_all_lo",
@@ -60,6 +61,7 @@ MEAN_COLS = [
     "r2_lin",
     "r2_feature_median",
     "effective_rank",
+    "map_rank",
     "r2_bilinear",
     "bilinear_gain",
     "base_value",
@@ -104,6 +106,7 @@ PROBE_SCHEMA: dict[str, Any] = {
     "r2_lin": pl.Float64,
     "r2_feature_median": pl.Float64,
     "effective_rank": pl.Float64,
+    "map_rank": pl.Float64,
     "r2_bilinear": pl.Float64,
     "bilinear_gain": pl.Float64,
     "bilinear_rank": pl.Int64,
@@ -131,7 +134,9 @@ PROBE_SCHEMA: dict[str, Any] = {
     "row_policy": pl.String,
     **{c: pl.Float64 for c in ROW_POLICY_COLS},
     "n_excluded_rows": pl.Int64,
+    "n_massive_rows": pl.Int64,
     "outlier_k": pl.Int64,
+    "n_fit_windows": pl.Int64,
     "n_heldout_windows": pl.Int64,
     "outlier_features": pl.String,
     "outlier_features_all": pl.String,
@@ -298,6 +303,26 @@ def spearman(x: Sequence[float | None], y: Sequence[float | None]) -> float | No
 
 def n_pairs(x: Sequence[float | None], y: Sequence[float | None]) -> int:
     return sum(1 for a, b in zip(x, y, strict=True) if finite(a) and finite(b))
+
+
+def row_policy_words(rows: dict | None) -> str:
+    """The row policy in words, from the config's probe.rows: 'special-token rows and
+    position-0 rows', 'no rows'."""
+    if not rows:
+        return MISSING
+    parts = ["special-token rows"] if rows.get("exclude_special", True) else []
+    pos = [int(p) for p in rows.get("exclude_positions", [])]
+    if pos:
+        names = join_words([str(p) for p in pos])
+        parts.append(f"the rows at window position{'s' if len(pos) > 1 else ''} {names}")
+    massive = float(rows.get("exclude_massive", 0) or 0)
+    if massive > 0:
+        parts.append(
+            "in each block the rows whose FFN output norm exceeds "
+            f"{fmt_num(massive, 0 if massive == int(massive) else 1)} times the median row of "
+            "their batch (massive activations of attention sinks elsewhere in the window)"
+        )
+    return join_words(parts, empty="no rows")
 
 
 def fmt_at(value: float | None, layer: int | None, digits: int) -> str:
