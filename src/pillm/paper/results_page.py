@@ -26,14 +26,16 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import yaml
 
 from pillm.core.records import write_text
 from pillm.paper.html import STYLE as TABLE_STYLE
 from pillm.paper.html import latex_text
+
+if TYPE_CHECKING:  # polars only where a page is written: the Snakefile imports this on GPU hosts
+    import polars as pl
 
 CAPTIONS_DIR = "workflow/report/captions"  # where a wing's captions file lives, for messages
 
@@ -167,6 +169,8 @@ def badge(verdict: str) -> str:
 
 def verdict_counts(claims: pl.DataFrame) -> str:
     """One line per study: how many of its claims got each verdict."""
+    import polars as pl
+
     lines = []
     for study in claims["study"].unique(maintain_order=True).to_list():
         sub = claims.filter(pl.col("study") == study)
@@ -269,6 +273,8 @@ def page_html(
             f"no captions file for section(s) {missing}: add {CAPTIONS_DIR}/<wing>.yaml with "
             "title:, question:, tables: and figures: (see pillm.paper.results_page)"
         )
+    import polars as pl
+
     order = {w: i for i, w in enumerate(sections)}  # a study's claims where its section is
     claims = (
         claims.with_row_index("_declared")
@@ -318,6 +324,8 @@ def write_results_page(
     tables' ``.tex`` files (the ``.html`` beside each is read), the figures' PNGs and the
     captions files; ``params``: the config ``name`` and the ``sections`` in page order
     (``stems(page_sections(...))``: [wing, {"tables": stems, "figures": stems}] pairs)."""
+    import polars as pl
+
     html_tables = {stem: p.with_suffix(".html") for stem, p in by_stem(tables).items()}
     page = page_html(
         params["name"],
