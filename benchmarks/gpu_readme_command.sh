@@ -9,11 +9,22 @@
 #   bash benchmarks/gpu_readme_command.sh                          # every visible GPU
 #   CUDA_VISIBLE_DEVICES=0 bash benchmarks/gpu_readme_command.sh   # one GPU of a larger host
 # SNAKE_TIMEOUT (seconds, default 540) interrupts Snakemake so the logs still come back.
+# RESUME=<results.tgz> continues a build whose results an earlier call sent back without their
+# bulk: it unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk
+# outputs feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
 set -u
 . benchmarks/gpu_env.sh
 rm -rf results/paper .snakemake/locks
 printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
   "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
+TRIGGERS=()
+if [ -n "${RESUME:-}" ]; then
+  tar xzf "$RESUME"
+  for d in ${RERUN:-}; do rm -rf "results/paper/$d"; done
+  python benchmarks/assemble_gpu_results.py --configfile config/config.yaml /tmp/gpu_data.yaml \
+    | tail -3
+  TRIGGERS=(--rerun-triggers mtime)
+fi
 OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
 OMIT="$OMIT claims provenance timing_macros"
 [ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
@@ -22,7 +33,7 @@ nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,cl
 SAMPLER=$!
 t0=$(date +%s.%N)
 timeout -s INT -k 30 "${SNAKE_TIMEOUT:-540}" python -m snakemake --cores all \
-  --configfile config/config.yaml /tmp/gpu_data.yaml --omit-from $OMIT \
+  --configfile config/config.yaml /tmp/gpu_data.yaml --omit-from $OMIT "${TRIGGERS[@]}" \
   >"$OUT/snakemake.log" 2>&1
 rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
 kill $SAMPLER 2>/dev/null
