@@ -27,15 +27,6 @@ from pillm.probe.summary import (
 )
 
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
-# Names paper/sections/probe.tex quotes for what is now called input conditioning: each expands
-# to its new name's macro, until the section quotes the new names.
-ALIASES = {
-    "ProbeEffRankMin": "ProbeInputCondMin",
-    "ProbeEffRankMinWhere": "ProbeInputCondMinWhere",
-    "ProbeEffRankMax": "ProbeInputCondMax",
-    "ProbeEffRankMaxWhere": "ProbeInputCondMaxWhere",
-    "ProbeFeatureGapRank": "ProbeFeatureGapInputCond",
-}
 
 
 def probe_macros(rep: ProbeReport) -> dict[str, str]:
@@ -93,7 +84,6 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
     out.update(_gradient_macros(rep))
     out.update(_cost_macros(rep))
     out.update(group_macros(rep))
-    out.update({old: f"\\{new}" for old, new in ALIASES.items()})
     return out
 
 
