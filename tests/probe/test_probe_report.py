@@ -581,7 +581,7 @@ def test_masks_table_and_row_macros(tmp_path):
     assert macros["ProbeMassiveBlocks"] == "2" and macros["ProbePillmMassiveBlocks"] == "1"
     where = "pillm baseline, block 1 and all-MiniLM-L6-v2, block 1"  # one block each
     assert macros["ProbeMassiveBlocksWhere"] == where
-    assert macros["ProbeMassiveChange"] == "0.01"
+    assert macros["ProbeMassiveChange"] == "0.01" and macros["ProbeExcludeMassive"] == "20"
     caption = texts["probe_masks"].split("\\caption{")[1]
     assert "exceeds 20 times the median row" in caption and "refitted" in caption
     assert "$\\pm$" in texts["probe_masks"].split("\\end{table}")[0]  # pillm: sd over seeds

@@ -21,6 +21,7 @@ from pillm.probe.summary import (
     group_key,
     is_proxy,
     join_words,
+    massive_factor,
     ordinal,
     row_policy_words,
     unique,
@@ -96,6 +97,7 @@ def _row_macros(rep: ProbeReport) -> dict[str, str]:
         "ProbeBootResamples": str(params.get("bootstrap_resamples", MISSING)),
         "ProbeRefitResamples": str(params.get("refit_resamples", MISSING)),
         "ProbeMinBlocks": str(params.get("min_blocks", MISSING)),
+        "ProbeExcludeMassive": massive_factor(params.get("rows")),
         "ProbeMassiveChange": fmt_num((params.get("rows") or {}).get("massive_change"), 2),
         "ProbeMassiveBlocks": str(sum(len(rep.massive_rows(g)) for g in rep.groups)),
         "ProbeMassiveBlocksWhere": join_words(
