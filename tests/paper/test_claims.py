@@ -15,6 +15,7 @@ import yaml
 from pillm.paper import claim_report as report
 from pillm.paper import claim_text as text
 from pillm.paper import claims as cl
+from pillm.paper import verdicts as v
 from pillm.paper.claim_frame import claim_frame
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,6 +178,80 @@ def test_interval_claim_reads_the_study_interval_and_names_its_method(tmp_path):
     row_noise = dict(row, lo=-0.1)
     r = cl.evaluate(claims, specs, {"probe": claim_frame(interval_rows=[row_noise])})[0]
     assert r.verdict == cl.INDISTINGUISHABLE and "indistinguishable" in r.sentence
+
+
+PROBE_SPEC = {"metrics": {"rho": {"noun": "Spearman correlation with the swap cost",
+                                  "better": "lower", "digits": 2}},
+              "names": {"masked": "kept-row R\\textsuperscript{2}"},
+              "claims": [{"id": "probe_masked", "metric": "rho", "arms": ["masked", "all"],
+                          "test": "interval"}]}  # fmt: skip
+
+
+def evaluate_probe(tmp_path: Path, **row: object) -> cl.Result:
+    """The one interval claim of ``PROBE_SPEC`` against a frame of one row (masked - all)."""
+    path = tmp_path / "probe.yaml"
+    path.write_text(yaml.safe_dump(PROBE_SPEC))
+    claims, specs = cl.load_claims([path])
+    base = {"a": "masked", "b": "all", "metric": "rho", "diff": -0.3, "lo": -0.5, "hi": -0.1,
+            "n": 4, "method": "bootstrap over blocks; probe.min_blocks = 10"}  # fmt: skip
+    return cl.evaluate(claims, specs, {"probe": claim_frame(interval_rows=[{**base, **row}])})[0]
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["with-interval", "without-interval"])
+def test_guard_row_too_few_blocks_gives_its_verdict_and_no_direction(tmp_path, nan):
+    """A study's guard row (``too_few_blocks``) in place of the claim's row: the verdict says
+    why no direction is stated, the sentence quotes the difference as evidence."""
+    lo_hi = {"lo": math.nan, "hi": math.nan} if nan else {}
+    r = evaluate_probe(tmp_path, metric=v.TOO_FEW_METRIC, **lo_hi)
+    assert r.verdict == v.TOO_FEW == "too few blocks" and r.guard == v.TOO_FEW_METRIC
+    assert r.sentence.startswith("kept-row R\\textsuperscript{2} and all are not compared in "
+                                 "Spearman correlation with the swap cost: too few blocks for a "
+                                 "direction (")  # fmt: skip
+    assert "probe.min\\_blocks = 10, n = 4)" in r.sentence and "$-$0.30" in r.sentence
+    assert ("no interval" in r.sentence) == nan and ("[$-$0.50, $-$0.10]" in r.sentence) != nan
+    assert typed_directions(r.sentence) == []
+    macros = text.claim_macros([r], {"probe": {**PROBE_SPEC, "study": "probe"}})
+    assert macros["ClaimProbeMaskedVerdict"] == "too few blocks"
+    assert macros["ClaimProbeMasked"] == r.sentence
+
+
+def test_guard_row_both_null_is_not_evaluated(tmp_path):
+    r = evaluate_probe(tmp_path, metric=v.BOTH_NULL_METRIC, n=40)
+    assert r.verdict == v.NOT_EVALUATED and r.p_value is None and r.p_holm is None
+    assert (
+        "are not compared in Spearman correlation with the swap cost: for each of them it is "
+        "indistinguishable from zero ($-$0.30, 95\\,\\% CI [$-$0.50, $-$0.10]" in r.sentence
+    )
+    assert typed_directions(r.sentence) == []
+
+
+def test_interval_row_without_an_interval_says_no_interval(tmp_path):
+    """The claim's own row with no interval (NaN bounds): no direction and no 'one seed'."""
+    r = evaluate_probe(tmp_path, lo=math.nan, hi=math.nan)
+    assert r.verdict == v.NO_INTERVAL and r.ci_lo is None and r.ci_hi is None and not r.guard
+    assert r.sentence.endswith("($-$0.30, no interval, bootstrap over blocks; "
+                               "probe.min\\_blocks = 10, n = 4)")  # fmt: skip
+    assert "seed" not in r.sentence and typed_directions(r.sentence) == []
+    row = text.claims_table([r], {"probe": PROBE_SPEC}).rows[0]
+    assert row[4].startswith("--, bootstrap over blocks") and row[8] == "no interval"
+
+
+def test_declared_probe_claims_read_the_guard_rows(tmp_path):
+    """paper/claims/probe.yaml against the guard rows pillm.probe.correlations writes."""
+    claims, specs = cl.load_claims([ROOT / "paper" / "claims" / "probe.yaml"])
+    rows = [
+        {"a": "pillm_masked", "b": "pillm_all", "metric": v.TOO_FEW_METRIC, "diff": 0.1,
+         "lo": math.nan, "hi": math.nan, "n": 4, "method": "hierarchical bootstrap"},
+        {"a": "minilm_masked", "b": "minilm_all", "metric": v.BOTH_NULL_METRIC, "diff": 0.05,
+         "lo": -0.2, "hi": 0.3, "n": 12, "method": "bootstrap over blocks"},
+    ]  # fmt: skip
+    res = {r.id: r for r in cl.evaluate(claims, specs, {"probe": claim_frame(interval_rows=rows)})}
+    assert res["probe_pillm_masked_vs_all_swap"].verdict == v.TOO_FEW
+    assert res["probe_minilm_masked_vs_all_swap"].verdict == v.NOT_EVALUATED
+    assert res["probe_smollm2_masked_vs_all_swap"].verdict == cl.NOT_RUN
+    for r in res.values():
+        assert typed_directions(r.sentence) == [], r.sentence
+    assert text.claim_macros(list(res.values()), specs)["ClaimNDeclined"] == "2"
 
 
 def test_claim_ids_are_unique_across_study_files(tmp_path):

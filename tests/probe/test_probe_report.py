@@ -581,7 +581,7 @@ def test_masks_table_and_row_macros(tmp_path):
     assert macros["ProbeMassiveBlocks"] == "2" and macros["ProbePillmMassiveBlocks"] == "1"
     where = "pillm baseline, block 1 and all-MiniLM-L6-v2, block 1"  # one block each
     assert macros["ProbeMassiveBlocksWhere"] == where
-    assert macros["ProbeMassiveChange"] == "0.01"
+    assert macros["ProbeMassiveChange"] == "0.01" and macros["ProbeExcludeMassive"] == "20"
     caption = texts["probe_masks"].split("\\caption{")[1]
     assert "exceeds 20 times the median row" in caption and "refitted" in caption
     assert "$\\pm$" in texts["probe_masks"].split("\\end{table}")[0]  # pillm: sd over seeds
@@ -618,7 +618,8 @@ def test_a_claim_with_too_few_blocks_or_two_null_correlations_is_not_evaluated(t
     """The frame holds a guard row (the difference under the reason's metric) in place of the
     interval row: no claim states a direction from it."""
     from pillm.paper.claim_frame import claim_frame
-    from pillm.paper.claims import HOLDS, REVERSED, evaluate, load_claims
+    from pillm.paper.claims import evaluate, load_claims
+    from pillm.paper.verdicts import GUARDS
     from pillm.probe.correlations import BOTH_NULL, TOO_FEW, claim_interval_rows
 
     probe, _, _ = fake_summaries(groups=("pillm", "minilm"))
@@ -638,10 +639,10 @@ def test_a_claim_with_too_few_blocks_or_two_null_correlations_is_not_evaluated(t
     claims, specs = load_claims([REPO / "paper" / "claims" / "probe.yaml"])
     for rows in (few, null):
         frame = {"probe": claim_frame(interval_rows=rows)}
-        guarded = {x["b"] for x in rows if x["metric"] != "swap_rho"}
+        guarded = {x["b"]: x["metric"] for x in rows if x["metric"] != "swap_rho"}
         for r in evaluate(claims, specs, frame):
-            if r.b in guarded:
-                assert r.verdict not in (HOLDS, REVERSED), r.sentence
+            if r.b in guarded:  # the verdict names the reason; the sentence states no direction
+                assert r.verdict == GUARDS[guarded[r.b]] and "not compared" in r.sentence
 
 
 def test_degenerate_correlations_read_too_few_blocks(tmp_path):
@@ -653,8 +654,16 @@ def test_degenerate_correlations_read_too_few_blocks(tmp_path):
         assert macros[f"Probe{g}SwapVerdict"] == "too few blocks"
     assert macros["ProbePillmPearsonN"] == "4" and macros["ProbeMinBlocks"] == "10"
     assert all(r[7].endswith("$^{\\ddagger}$") for r in table_rows(texts["probe_summary"]))
-    # the names the section quotes for input conditioning expand to the new macros
-    assert macros["ProbePillmRankSpearmanCI"] == "\\ProbePillmInputCondSpearmanCI"
-    assert macros["ProbeEffRankMin"] == "\\ProbeInputCondMin"
+    assert macros["ProbePillmInputCondSpearmanCI"].endswith("too few blocks")
+    assert not {"ProbeEffRankMin", "ProbePillmRankSpearmanCI"} & set(macros)  # the old names
     blocks = texts["probe_blocks"]
     assert "Input" in blocks and "Map" in blocks and "Eff." not in blocks
+
+
+def test_section_quotes_only_macros_the_probe_defines(tmp_path):
+    """Every \\Probe... name in paper/sections/probe.tex is a macro of the render (the compile
+    test catches the same, where pdflatex is installed)."""
+    _, macros = render(tmp_path, groups=tuple(GROUPS))
+    tex = re.sub(r"(?<!\\)%.*", "", (REPO / "paper" / "sections" / "probe.tex").read_text())
+    quoted = set(re.findall(r"\\(Probe[A-Za-z]+)", tex))
+    assert quoted and not quoted - set(macros), sorted(quoted - set(macros))

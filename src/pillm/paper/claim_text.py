@@ -15,12 +15,15 @@ from pillm.paper.verdicts import (
     BOOTSTRAP,
     HOLDS,
     IDENTICAL,
+    NO_INTERVAL,
     NO_SEEDS,
     NOT_EQUIVALENT,
+    NOT_EVALUATED,
     NOT_RUN,
     ONE_SEED,
     OPPONENT_UNTRAINED,
     REVERSED,
+    TOO_FEW,
     ClaimsError,
     Result,
 )
@@ -78,12 +81,14 @@ def seeds_word(n: int) -> str:
 
 
 def evidence(r: Result, spec: Mapping[str, Any]) -> str:
-    """'(difference, 95 % CI [lo, hi], k/n seeds)'; for one seed, no interval."""
-    if r.ci_lo is None:
-        return f"({fmt_diff(r, spec)} at one seed, no interval)"
+    """'(difference, 95 % CI [lo, hi], k/n seeds)'; for one seed, no interval; for a study's
+    own interval, its method and n, or 'no interval' where the study computed none."""
     if r.test == "interval":  # the study's own interval: say how it was made and over how many
         how = tex_escape(r.ci_method)
-        return f"({fmt_diff(r, spec)}, 95\\,\\% CI {fmt_ci(r, spec)}, {how}, n = {r.n})"
+        ci = "no interval" if r.ci_lo is None else f"95\\,\\% CI {fmt_ci(r, spec)}"
+        return f"({fmt_diff(r, spec)}, {ci}, {how}, n = {r.n})"
+    if r.ci_lo is None:
+        return f"({fmt_diff(r, spec)} at one seed, no interval)"
     return f"({fmt_diff(r, spec)}, 95\\,\\% CI {fmt_ci(r, spec)}, {fmt_agree(r)} seeds)"
 
 
@@ -109,6 +114,18 @@ def sentence(r: Result, spec: Mapping[str, Any]) -> str:
             f"{a} and {b} are identical by construction: the paired difference in {noun} is "
             f"exactly 0 at each of the {seeds_word(r.n)}"
         )
+    if r.verdict == TOO_FEW:
+        return (
+            f"{a} and {b} are not compared in {noun}: too few blocks for a direction "
+            f"{evidence(r, spec)}"
+        )
+    if r.verdict == NOT_EVALUATED:
+        return (
+            f"{a} and {b} are not compared in {noun}: for each of them it is indistinguishable "
+            f"from zero {evidence(r, spec)}"
+        )
+    if r.verdict == NO_INTERVAL:
+        return f"{a} and {b} are not compared in {noun} {evidence(r, spec)}"
     if r.test == "interval" and r.verdict in (HOLDS, REVERSED):
         higher = (r.diff or 0) > 0
         return (
@@ -193,7 +210,8 @@ def claim_macros(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
 def family_macros(results: list[Result]) -> dict[str, str]:
     """The multiple-comparison counts over every study's claims: how many were tested (the
     family), how many hold unadjusted, after Holm and after Benjamini-Hochberg; how many are
-    identical by construction, and how many were not evaluated for an untrained opponent."""
+    identical by construction, how many were not evaluated for an untrained opponent, and how
+    many the study declined (a guard row: too few blocks, or both arms indistinguishable from 0)."""
     family = [r for r in results if r.p_holm is not None]
     return {
         "ClaimNAll": str(len(results)),
@@ -203,6 +221,7 @@ def family_macros(results: list[Result]) -> dict[str, str]:
         "ClaimNHoldBH": str(sum(bool(r.holds_bh) for r in family)),
         "ClaimNIdentical": str(sum(r.verdict == IDENTICAL for r in results)),
         "ClaimNUntrained": str(sum(r.verdict == OPPONENT_UNTRAINED for r in results)),
+        "ClaimNDeclined": str(sum(r.verdict in (TOO_FEW, NOT_EVALUATED) for r in results)),
         "ClaimAlpha": f"{ALPHA:g}",
     }
 
@@ -246,7 +265,9 @@ def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
         "claim on an interval the study computed (over blocks or windows) names its method "
         "after the interval and has no $p$. A direction is stated in the text only where every "
         "interval excludes zero. Identical by construction: every paired difference is exactly "
-        "0. Opponent did not train: the claim is not evaluated.",
+        "0. Opponent did not train: the claim is not evaluated. Too few blocks, not evaluated: "
+        "the study declined the comparison (too few blocks per model for a direction, or both "
+        "arms' values indistinguishable from zero); its difference is shown, no direction.",
         label="tab:claim-checks",
         colspec=COLSPEC,
         header=[

@@ -5,7 +5,10 @@ aggregate rule hands over ``summary/claims/<study>.parquet`` (``pillm.paper.clai
 ``evaluate`` pairs the two arms seed by seed (the same seed in both), takes the mean difference
 ``a - b``, a 95 % t interval over seeds and, from ``bootstrap.min_seeds`` seeds on, a seeded
 percentile bootstrap of the mean, and counts the seeds whose difference has the mean's sign; an
-``interval`` claim takes the difference and interval the study computed (over blocks, windows).
+``interval`` claim takes the difference and interval the study computed (over blocks, windows);
+where the study declines the comparison it writes a guard row of the same arms instead
+(``pillm.paper.verdicts.GUARDS``), whose metric is the verdict ("too few blocks", "not
+evaluated") and whose difference and interval are quoted as evidence, with no direction.
 A direction is stated only where every interval of the record excludes zero; otherwise the
 sentence says the arms are indistinguishable at n seeds (one seed gives no interval, and the
 sentence says so). An arm or study the build does not run makes the claim "not run", never an
@@ -29,6 +32,7 @@ The sentences, macros and appendix table are ``pillm.paper.claim_text``'s; the c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +48,11 @@ from pillm.paper.tidy import ci95, loss_share
 from pillm.paper.verdicts import (
     ALPHA,
     BOOTSTRAP,
+    GUARDS,
     HOLDS,
     IDENTICAL,
     INDISTINGUISHABLE,
+    NO_INTERVAL,
     NO_SEEDS,
     NOT_EQUIVALENT,
     NOT_RUN,
@@ -245,6 +251,8 @@ def verdict(r: Result) -> str:
     """The verdict from the intervals: a side is stated only when every interval excludes 0."""
     if r.missing:
         return NOT_RUN
+    if r.guard:
+        return GUARDS[r.guard]
     if r.n == 0:
         return NO_SEEDS
     if r.untrained:
@@ -252,7 +260,7 @@ def verdict(r: Result) -> str:
     if r.identical:
         return IDENTICAL
     if r.ci_lo is None:
-        return ONE_SEED
+        return NO_INTERVAL if r.test == "interval" else ONE_SEED
     bounds = _bounds(r)
     if r.test == "equivalence":
         inside = all(-r.margin < lo and hi < r.margin for lo, hi in bounds)  # type: ignore[operator]
@@ -323,10 +331,16 @@ def untrained(c: Claim, frame: pl.DataFrame, seeds: list[int] | None) -> str:
 
 
 def _interval_row(c: Claim, frame: pl.DataFrame) -> dict[str, Any] | None:
-    rows = frame.filter(
-        (pl.col("a") == c.a) & (pl.col("b") == c.b) & (pl.col("metric") == c.metric)
-    )
+    """The claim's interval row, else a guard row of its arms (``GUARDS``), else None."""
+    same = frame.filter((pl.col("a") == c.a) & (pl.col("b") == c.b))
+    rows = same.filter(pl.col("metric") == c.metric)
+    if not len(rows):
+        rows = same.filter(pl.col("metric").is_in(list(GUARDS)))
     return rows.row(0, named=True) if len(rows) else None
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
 
 
 def evaluate(
@@ -354,6 +368,9 @@ def evaluate(
             else:
                 r.n, r.diff, r.ci_lo, r.ci_hi = row["n"], row["value"], row["lo"], row["hi"]
                 r.ci_method = row["method"]
+                r.guard = row["metric"] if row["metric"] in GUARDS else ""
+                if not (_finite(r.ci_lo) and _finite(r.ci_hi)):  # NaN or null: no interval
+                    r.ci_lo = r.ci_hi = None
                 if c.opponents:
                     r.untrained = untrained(c, frame, None)
         else:

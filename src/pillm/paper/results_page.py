@@ -33,6 +33,18 @@ import yaml
 from pillm.core.records import write_text
 from pillm.paper.html import STYLE as TABLE_STYLE
 from pillm.paper.html import latex_text
+from pillm.paper.verdicts import (
+    HOLDS,
+    INDISTINGUISHABLE,
+    NO_INTERVAL,
+    NO_SEEDS,
+    NOT_EQUIVALENT,
+    NOT_EVALUATED,
+    NOT_RUN,
+    ONE_SEED,
+    REVERSED,
+    TOO_FEW,
+)
 
 if TYPE_CHECKING:  # polars only where a page is written: the Snakefile imports this on GPU hosts
     import polars as pl
@@ -41,13 +53,16 @@ CAPTIONS_DIR = "workflow/report/captions"  # where a wing's captions file lives,
 
 # Verdict -> CSS class (colour of its badge); any other verdict shows uncoloured.
 VERDICT_CLASS = {
-    "holds": "holds",
-    "reversed": "reversed",
-    "indistinguishable": "neutral",
-    "not equivalent": "neutral",
-    "no interval (1 seed)": "weak",
-    "no common seeds": "weak",
-    "not run": "missing",
+    HOLDS: "holds",
+    REVERSED: "reversed",
+    INDISTINGUISHABLE: "neutral",
+    NOT_EQUIVALENT: "neutral",
+    ONE_SEED: "weak",
+    NO_INTERVAL: "weak",
+    TOO_FEW: "weak",
+    NOT_EVALUATED: "weak",
+    NO_SEEDS: "weak",
+    NOT_RUN: "missing",
 }
 
 PAGE_STYLE = (

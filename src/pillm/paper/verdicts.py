@@ -15,6 +15,9 @@ INDISTINGUISHABLE = "indistinguishable"
 NOT_EQUIVALENT = "not equivalent"  # equivalence: the interval leaves the margin
 IDENTICAL = "identical by construction"  # every paired difference is exactly 0
 OPPONENT_UNTRAINED = "opponent did not train"  # a gradient opponent's training loss never fell
+TOO_FEW = "too few blocks"  # the study's interval rests on too few blocks for a direction
+NOT_EVALUATED = "not evaluated"  # the study declines the comparison (its guard row says why)
+NO_INTERVAL = "no interval"  # an interval claim whose study computed no interval
 ONE_SEED = "no interval (1 seed)"
 NO_SEEDS = "no common seeds"
 NOT_RUN = "not run"
@@ -22,6 +25,13 @@ NOT_RUN = "not run"
 # The seed-row metric in which a study's frame records, per arm and seed, whether a gradient
 # opponent trained (1) or not (0); a claims file lists its gradient arms under ``opponents:``.
 TRAINED_METRIC = "trained"
+
+# Guard rows: in place of an interval claim's row under its metric, a study's frame may hold a row
+# of the same arms under one of these metrics; its value, lo, hi, n and method are the
+# difference's, and the metric names the verdict (pillm.probe.correlations writes them).
+TOO_FEW_METRIC = "too_few_blocks"  # fewer blocks per model than the study needs, or no interval
+BOTH_NULL_METRIC = "both_indistinguishable_from_zero"  # each arm's value is compatible with 0
+GUARDS = {TOO_FEW_METRIC: TOO_FEW, BOTH_NULL_METRIC: NOT_EVALUATED}
 
 
 class ClaimsError(ValueError):
@@ -57,6 +67,7 @@ class Result:
     holds_bh: bool | None = None
     margin: float | None = None
     missing: str = ""  # arms the config does not run
+    guard: str = ""  # the guard metric (``GUARDS``) the study wrote in place of the interval row
     opponents: str = ""  # the claim's arms listed under the file's ``opponents:``
     untrained: str = ""  # '<arm>: seeds 0, 2' where a gradient opponent did not train
     group: str = ""

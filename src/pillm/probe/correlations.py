@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from pillm.paper.verdicts import BOTH_NULL_METRIC, TOO_FEW_METRIC
 from pillm.probe.intervals import (
     Estimate,
     Statistic,
@@ -42,8 +43,8 @@ CORR_RANGE = 2.0  # the width of a correlation's range [-1, 1]
 MIN_BLOCKS = 10  # probe.min_blocks where the params do not say
 # Guard rows of the claim frame: the metric names why the claim is not evaluated; value, lo,
 # hi and n are the difference's (pillm.paper.claims reads them as the verdict and its evidence).
-TOO_FEW = "too_few_blocks"
-BOTH_NULL = "both_indistinguishable_from_zero"
+TOO_FEW = TOO_FEW_METRIC
+BOTH_NULL = BOTH_NULL_METRIC
 
 
 def blocks_of(probe: pl.DataFrame, group: str, corpus: str | None) -> pl.DataFrame:

@@ -66,9 +66,6 @@ GROUP_MACRO_SUFFIXES = [
     "SwapVerdict",
     "MassiveBlocks",
 ]
-# Names paper/sections/probe.tex quotes for what the macros above now call input conditioning:
-# each expands to its new name's macro, until the section quotes the new names.
-ALIASES = {"RankSpearman": "InputCondSpearman", "RankSpearmanCI": "InputCondSpearmanCI"}
 VERDICT_WORDS = {
     None: "evaluated",
     correlations.TOO_FEW: "too few blocks",
@@ -96,7 +93,6 @@ def group_macros(rep: ProbeReport) -> dict[str, str]:
     names.update({group_macro(g): g for g in rep.groups})
     for name, g in names.items():
         p = f"Probe{name}"
-        out.update({p + old: f"\\{p}{new}" for old, new in ALIASES.items()})
         if g is None:
             for suffix in GROUP_MACRO_SUFFIXES:
                 out[p + suffix] = MISSING

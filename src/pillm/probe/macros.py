@@ -21,21 +21,13 @@ from pillm.probe.summary import (
     group_key,
     is_proxy,
     join_words,
+    massive_factor,
     ordinal,
     row_policy_words,
     unique,
 )
 
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
-# Names paper/sections/probe.tex quotes for what is now called input conditioning: each expands
-# to its new name's macro, until the section quotes the new names.
-ALIASES = {
-    "ProbeEffRankMin": "ProbeInputCondMin",
-    "ProbeEffRankMinWhere": "ProbeInputCondMinWhere",
-    "ProbeEffRankMax": "ProbeInputCondMax",
-    "ProbeEffRankMaxWhere": "ProbeInputCondMaxWhere",
-    "ProbeFeatureGapRank": "ProbeFeatureGapInputCond",
-}
 
 
 def probe_macros(rep: ProbeReport) -> dict[str, str]:
@@ -93,7 +85,6 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
     out.update(_gradient_macros(rep))
     out.update(_cost_macros(rep))
     out.update(group_macros(rep))
-    out.update({old: f"\\{new}" for old, new in ALIASES.items()})
     return out
 
 
@@ -106,6 +97,7 @@ def _row_macros(rep: ProbeReport) -> dict[str, str]:
         "ProbeBootResamples": str(params.get("bootstrap_resamples", MISSING)),
         "ProbeRefitResamples": str(params.get("refit_resamples", MISSING)),
         "ProbeMinBlocks": str(params.get("min_blocks", MISSING)),
+        "ProbeExcludeMassive": massive_factor(params.get("rows")),
         "ProbeMassiveChange": fmt_num((params.get("rows") or {}).get("massive_change"), 2),
         "ProbeMassiveBlocks": str(sum(len(rep.massive_rows(g)) for g in rep.groups)),
         "ProbeMassiveBlocksWhere": join_words(

@@ -315,14 +315,21 @@ def row_policy_words(rows: dict | None) -> str:
     if pos:
         names = join_words([str(p) for p in pos])
         parts.append(f"the rows at window position{'s' if len(pos) > 1 else ''} {names}")
-    massive = float(rows.get("exclude_massive", 0) or 0)
-    if massive > 0:
+    if float(rows.get("exclude_massive", 0) or 0) > 0:
         parts.append(
-            "in each block the rows whose FFN output norm exceeds "
-            f"{fmt_num(massive, 0 if massive == int(massive) else 1)} times the median row of "
-            "their batch (massive activations of attention sinks elsewhere in the window)"
+            f"in each block the rows whose FFN output norm exceeds {massive_factor(rows)} times "
+            "the median row of their batch (massive activations of attention sinks elsewhere in "
+            "the window)"
         )
     return join_words(parts, empty="no rows")
+
+
+def massive_factor(rows: dict | None) -> str:
+    """probe.rows.exclude_massive as the text quotes it: '20', '12.5'; '0' when the rule is off."""
+    if not rows:
+        return MISSING
+    massive = float(rows.get("exclude_massive", 0) or 0)
+    return fmt_num(massive, 0 if massive == int(massive) else 1)
 
 
 def fmt_at(value: float | None, layer: int | None, digits: int) -> str:
