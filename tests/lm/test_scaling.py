@@ -65,10 +65,9 @@ def test_point_params_set_the_size_heads_epochs_and_families():
     base = p["runs"]["baseline"]
     assert base["model"] | {} == {**PAPER["model"], "d_model": 768, "n_layer": 4, "n_head": 12}
     assert base["train"]["epochs"] == PAPER["scaling"]["epochs"]
-    # the fused output layer holds one tile of the width: dense above FUSED_MAX_D
-    assert base["train"]["output_layer"] == "dense"
-    small = plan.point_params(PAPER, "wikitext2", "d256_L4_f100")["runs"]["baseline"]["train"]
-    assert small["output_layer"] == PAPER["train"]["output_layer"]
+    # the config's output layer at every width: the trainer decides where the fused kernels
+    # serve a width on its device (pillm.lm.train_step.output_layer_at)
+    assert base["train"]["output_layer"] == PAPER["train"]["output_layer"] == "fused"
     assert "pil" in p["runs"]["pil_then_attn"] and "pil" not in base
     assert p["families"] == {"full": ["baseline", "frozen_ffn_attn", "pil_then_attn"],
                              "attn": ["attn_only"], "ffn": ["ffn_only"]}  # fmt: skip

@@ -34,10 +34,6 @@ FAMILIES = {
     "attn": ("attn_only",),
     "ffn": ("ffn_only",),
 }
-# The fused output layer keeps the whole width in one tile (lm/fused_ce.py): from d = 384 its
-# kernels need more shared memory than an H100/H200 has (320 KiB, 227 KiB there), so wider
-# points compute the logits densely (train.output_layer is a speed lever: same loss and update).
-FUSED_MAX_D = 256
 # Claims and shares need these arms at every point (scaling.variants, scaling.corpus_variants)
 SHARE_ARMS = ("baseline", "attn_only")
 
@@ -182,20 +178,14 @@ def model_section(config: dict[str, Any], p: Point) -> dict[str, Any]:
     }
 
 
-def train_at(train: dict[str, Any], d_model: int) -> dict[str, Any]:
-    """A train section at width ``d_model``: the fused output layer gives way to the dense one
-    above FUSED_MAX_D."""
-    if train.get("output_layer") == "fused" and d_model > FUSED_MAX_D:
-        return {**train, "output_layer": "dense", "ce_chunk": 0}
-    return dict(train)
-
-
-def train_section(config: dict[str, Any], d_model: int) -> dict[str, Any]:
-    """The LM train section at width ``d_model`` (``train_at``), its epochs and step cap
-    replaced by scaling.epochs and scaling.max_steps where those are set."""
+def train_section(config: dict[str, Any]) -> dict[str, Any]:
+    """The LM train section, its epochs and step cap replaced by scaling.epochs and
+    scaling.max_steps where those are set. ``train.output_layer`` holds at every width: where
+    the fused kernels cannot serve a width on the device, the trainer computes the logits
+    densely (``pillm.lm.train_step.output_layer_at``)."""
     sc = config["scaling"]
     over = {k: sc[k] for k in ("epochs", "max_steps") if sc[k]}
-    return train_at({**config["train"], **over}, d_model)
+    return {**config["train"], **over}
 
 
 def point_params(config: dict[str, Any], corpus: str, name: str) -> dict[str, Any]:
@@ -210,7 +200,7 @@ def point_params(config: dict[str, Any], corpus: str, name: str) -> dict[str, An
         runs[v] = {
             **cfg,
             "model": model_section(config, p),
-            "train": train_section(config, p.d_model),
+            "train": train_section(config),
         }
     return {
         "corpus": corpus,
@@ -234,7 +224,7 @@ def cost_params(config: dict[str, Any]) -> dict[str, Any]:
     base = Point(main_corpus(config), sc["base"]["d_model"], sc["base"]["n_layer"], 1.0)
     return {
         "model": model_section(config, base),
-        "train": train_section(config, 0),  # the cost job sets each width's (train_at)
+        "train": train_section(config),
         "pil": config["pil"],
         "widths": sorted(sc["widths"]),
         "head_dim": sc["head_dim"],
