@@ -101,6 +101,23 @@ BAD = [
     ("saffu.lrs", [0.1, 0.1], r"saffu\.lrs: .* has non-unique elements"),
     ("saffu.seeds", [0, 0], r"saffu\.seeds: .* has non-unique elements"),
     ("saffu.kn.orders", [], r"saffu\.kn\.orders: \[\] should be non-empty"),
+    # scaling (pillm.lm.scaling.check, run by the LM wing's check; tests/lm/test_scaling.py has
+    # every case) and its schema
+    ("scaling.widths", [64, 128], r"scaling\.widths: \[64, 128\] must hold 32 "),
+    ("scaling.depths", [2, 4], r"scaling\.depths: \[2, 4\] must hold 1 "),
+    ("scaling.fractions", [0.5], r"scaling\.fractions: \[0\.5\] is too short"),
+    ("scaling.fractions", [0.5, 0.75], r"scaling\.fractions: \[0\.5, 0\.75\] must hold 1\.0"),
+    ("scaling.fractions", [0.5, 1.5], r"scaling\.fractions\.1: 1\.5 is greater than the maximum"),
+    ("scaling.fractions", [0, 1.0], r"scaling\.fractions\.0: 0 is less than or equal to"),
+    ("scaling.head_dim", 24, r"scaling\.widths: 32 is not a multiple of scaling\.head_dim 24"),
+    ("scaling.corpus_widths", [32, 128], r"scaling\.corpus_widths: \[128\] not in scaling\.widths"),
+    (
+        "scaling.corpus_variants",
+        ["baseline", "attn_only", "linear_ffn"],
+        r"scaling\.corpus_variants: \['linear_ffn'\] not in scaling\.variants",
+    ),
+    ("scaling.margin", 0.0, r"scaling\.margin: 0\.0 is less than or equal to the minimum of 0"),
+    ("scaling.corpora", ["lambada"], r"scaling\.corpora\.0: 'lambada' is not one of"),
 ]
 
 
@@ -154,6 +171,7 @@ def test_cuda_needs_a_visible_gpu_and_index(monkeypatch):
         ("name=../../escape", {}, "name: '../../escape' is not a safe folder name"),
         ("device=cuda", {"CUDA_VISIBLE_DEVICES": ""}, "device: cuda needs a CUDA GPU"),
         ("model={d_model: 250, n_head: 4}", {}, "model.d_model = 250 is not divisible"),
+        ("scaling={head_dim: 24}", {}, "scaling.widths: 32 is not a multiple of"),
     ],
 )
 def test_snakemake_dry_run_stops_before_any_job(tmp_path, override, env, message):

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pillm.core.config import ConfigError
-from pillm.lm.plan import lm_params
-from pillm.lm.variants import dependencies
+from pillm.lm.variants import dependencies, lm_params
 
 AXES = ("width", "depth", "data")
 TABLES = ("points", "trends", "lr", "corpora", "cost")  # generated/tables/scaling_<name>.tex
