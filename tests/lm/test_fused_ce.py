@@ -24,18 +24,20 @@ try:
 except ImportError:  # the tests that need it say so
     triton = None
 
-from pillm.accel.kernels import interpreting, triton_available, uses_kernels
+from pillm.accel.kernels import block_width, interpreting, triton_available, uses_kernels
 from pillm.core.config import ConfigError
 from pillm.lm.config import TrainConfig
 from pillm.lm.kernels import fused_ce
 from pillm.lm.kernels.fused_ce import Blocks, fused_linear_cross_entropy
-from pillm.lm.train_step import StepOptions, TrainStep
+from pillm.lm.kernels.tiles import choose_tiles, shared_bytes
+from pillm.lm.train_step import StepOptions, TrainStep, output_layer_at
 from pillm.models.gpt import GPT, GPTConfig
 from tests.triton_interpreter import run_interpreter_check
 
 ROOT = Path(__file__).resolve().parents[2]
 # small tiles so a few rows and columns give several blocks, slices to merge and masked edges
 INTERPRETER_BLOCKS = "lse_m=16,lse_n=32,dx_m=16,dx_n=32,dw_m=16,dw_n=32"
+H100_SHARED = 227 * 1024  # shared memory a block may use on an H100 or H200
 # largest gradient error over the largest gradient entry (entries are ~1/N: a fixed atol would
 # pass anything at the paper's N)
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
@@ -134,6 +136,12 @@ def _interpreter_check() -> None:
     for case in loose:
         for dtype in (torch.float32, torch.bfloat16):
             _check(*case, dtype)
+    # The tiles chosen past the defaults' width (d = 384 on an H100: 64-row gradient tiles,
+    # 32-row streamed ones), on a width the tiles pad (the interpreter takes them as given)
+    fused_ce.BLOCKS = choose_tiles(384, 300, 2, H100_SHARED, Blocks()).blocks
+    for dtype in (torch.float32, torch.bfloat16):
+        _check(*_case(70, 300, 384, seed=7), dtype)
+    fused_ce.BLOCKS = Blocks.parse(INTERPRETER_BLOCKS)
     # Without that fallback the bounded pass alone is exact on the usual rows but not on these:
     # so the cases above ran both paths.
     from pillm.lm.kernels import fused_ce_kernels
@@ -169,35 +177,59 @@ def _compile_for_hopper(kernel, dtype: str, constexprs: dict, warps: int, stages
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def _builds(b: Blocks, d: int, masked: bool):
+    """(launch, kernel, constexprs, warps, stages) of every kernel build at width ``d``, bf16."""
+    from pillm.lm.kernels import fused_ce_kernels
+
+    base = {"D": d, "BD": block_width(d), "MASK_N": masked, "MASK_V": masked,
+            "MASK_D": d != block_width(d), "PRECISION": None, "UPCAST": False}  # fmt: skip
+    return [
+        *(("dx", fused_ce_kernels.softmax_pass,
+           {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True, "FINISH": f}, b.dx_warps,
+           b.dx_stages) for f in (False, True)),
+        ("lse", fused_ce_kernels.softmax_pass,
+         {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False, "FINISH": True}, b.lse_warps,
+         b.lse_stages),
+        ("dw", fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps,
+         b.dw_stages),
+    ]  # fmt: skip
+
+
 def test_kernels_compile_for_an_h100(tmp_path):
     """Ahead of time, no GPU needed: the default bf16 tiles of both kernels (and their masked
     forms) build for sm_90 with Hopper's tensor-core instructions, within its 227 KiB of shared
-    memory per block, and spill no registers (the first version of the rows' finish in
-    softmax_pass spilled 664 bytes a thread). (float32 operands, the tests' exact mode, build
-    for minutes: not here.)"""
+    memory per block and the choice's estimate (``tiles.shared_bytes``), and spill no registers
+    (the first version of the rows' finish in softmax_pass spilled 664 bytes a thread).
+    (float32 operands, the tests' exact mode, build for minutes: not here.)"""
     if not triton_available():
         pytest.skip("Triton is not installed: the kernels cannot be compiled here")
-    from pillm.lm.kernels import fused_ce_kernels
-
-    b, dtype, precision = fused_ce.BLOCKS.for_dtype(torch.bfloat16), "bf16", None
-    for masked in (False, True):
-        base = {"D": 200 if masked else 256, "BD": 256, "MASK_N": masked, "MASK_V": masked,
-                "MASK_D": masked, "PRECISION": precision, "UPCAST": False}  # fmt: skip
-        builds = [
-            *((fused_ce_kernels.softmax_pass,
-               {**base, "BM": b.dx_m, "BN": b.dx_n, "GRAD": True, "FINISH": f}, b.dx_warps,
-               b.dx_stages) for f in (False, True)),
-            (fused_ce_kernels.softmax_pass,
-             {**base, "BM": b.lse_m, "BN": b.lse_n, "GRAD": False, "FINISH": True}, b.lse_warps,
-             b.lse_stages),
-            (fused_ce_kernels.grad_w_kernel, {**base, "BM": b.dw_m, "BN": b.dw_n}, b.dw_warps,
-             b.dw_stages),
-        ]  # fmt: skip
-        for kernel, constexprs, warps, stages in builds:
-            compiled = _compile_for_hopper(kernel, dtype, constexprs, warps, stages)
-            assert 0 < compiled.metadata.shared <= 227 * 1024, (kernel, constexprs)
+    choice = choose_tiles(256, 50257, 2, H100_SHARED, fused_ce.BLOCKS)
+    assert choice.blocks == fused_ce.BLOCKS.for_itemsize(2) and choice.reason == ""
+    for masked, d in ((False, 256), (True, 200)):
+        for launch, kernel, constexprs, warps, stages in _builds(choice.blocks, d, masked):
+            compiled = _compile_for_hopper(kernel, "bf16", constexprs, warps, stages)
+            shared = compiled.metadata.shared
+            assert 0 < shared <= shared_bytes(choice.blocks, launch, d, 2) <= H100_SHARED
             assert "wgmma" in compiled.asm["ptx"]  # Hopper's tensor cores
             assert _stack_bytes(compiled.asm["cubin"], tmp_path) == 0, (kernel, constexprs)
+
+
+def test_wider_tiles_compile_for_an_h100(tmp_path):
+    """The tiles ``choose_tiles`` picks at d = 384 (padded to 512; every mask on, as at the
+    GPT-2 vocabulary) build for sm_90 within the shared memory it estimated, where the
+    defaults would need 320 KiB. The dx launch (64 rows, a 64 x 512 float32 accumulator over
+    two warpgroups) spills a few dozen bytes a thread; the others none."""
+    if not triton_available():
+        pytest.skip("Triton is not installed: the kernels cannot be compiled here")
+    assert shared_bytes(fused_ce.BLOCKS, "dx", 384, 2) > H100_SHARED
+    choice = choose_tiles(384, 50257, 2, H100_SHARED, fused_ce.BLOCKS)
+    assert choice.fused, choice.reason
+    for launch, kernel, constexprs, warps, stages in _builds(choice.blocks, 384, True):
+        compiled = _compile_for_hopper(kernel, "bf16", constexprs, warps, stages)
+        assert 0 < compiled.metadata.shared <= shared_bytes(choice.blocks, launch, 384, 2)
+        assert "wgmma" in compiled.asm["ptx"]
+        spill = _stack_bytes(compiled.asm["cubin"], tmp_path)
+        assert spill <= (128 if launch == "dx" else 0), (launch, constexprs, spill)
 
 
 def _stack_bytes(cubin: bytes, tmp_path) -> int:
@@ -209,6 +241,20 @@ def _stack_bytes(cubin: bytes, tmp_path) -> int:
     usage = subprocess.run([str(tool), "-res-usage", str(tmp_path / "k.cubin")],
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     return int(re.search(r"STACK:(\d+)", usage)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [512, 768])
+def test_fused_output_layer_on_gpu_past_the_paper_width(d):
+    """bf16 at d = 512 and 768 against the dense head's loss and gradients: at 512 the kernels
+    run with the tiles ``choose_tiles`` picks for this GPU; at 768 (padded to 1024) no tiles
+    hold the accumulator, so the op computes with torch operations and the trainer's step
+    computes the logits densely."""
+    choice = fused_ce.kernel_tiles(d, 50304, torch.bfloat16, torch.device("cuda"))
+    assert choice.fused == (d == 512), choice.reason
+    assert output_layer_at("fused", d, 50304, "cuda") == ("fused" if d == 512 else "dense")
+    for n in (4096, 1000):
+        _check(*_case(n, 50304, d, seed=n + d, device="cuda"), torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -65,10 +65,9 @@ def test_point_params_set_the_size_heads_epochs_and_families():
     base = p["runs"]["baseline"]
     assert base["model"] | {} == {**PAPER["model"], "d_model": 768, "n_layer": 4, "n_head": 12}
     assert base["train"]["epochs"] == PAPER["scaling"]["epochs"]
-    # the fused output layer holds one tile of the width: dense above FUSED_MAX_D
-    assert base["train"]["output_layer"] == "dense"
-    small = plan.point_params(PAPER, "wikitext2", "d256_L4_f100")["runs"]["baseline"]["train"]
-    assert small["output_layer"] == PAPER["train"]["output_layer"]
+    # the config's output layer at every width: the trainer decides where the fused kernels
+    # serve a width on its device (pillm.lm.train_step.output_layer_at)
+    assert base["train"]["output_layer"] == PAPER["train"]["output_layer"] == "fused"
     assert "pil" in p["runs"]["pil_then_attn"] and "pil" not in base
     assert p["families"] == {"full": ["baseline", "frozen_ffn_attn", "pil_then_attn"],
                              "attn": ["attn_only"], "ffn": ["ffn_only"]}  # fmt: skip
@@ -100,21 +99,64 @@ def test_files_and_params_of_the_rules():
 
 
 @pytest.mark.parametrize(
-    "change, key",
+    "change, message",
     [
-        ({"widths": [64, 128]}, "scaling.widths"),
-        ({"head_dim": 48}, "scaling.widths"),
-        ({"fractions": [0.333, 1.0]}, "scaling.fractions"),
-        ({"variants": ["attn_only", "ffn_only"]}, "scaling.variants"),
-        ({"corpus_variants": ["baseline", "attn_only", "attn_then_pil"]}, "scaling.corpus_variants"),
-        ({"corpus_widths": [32, 96]}, "scaling.corpus_widths"),
+        ({"widths": [64, 128]}, r"scaling\.widths: \[64, 128\] must hold 32 \(scaling\.base\.d_model\)"),
+        ({"depths": [2, 3]}, r"scaling\.depths: \[2, 3\] must hold 1 .*Add 1 to scaling\.depths"),
+        ({"fractions": [0.25, 0.5]}, r"scaling\.fractions: \[0\.25, 0\.5\] must hold 1\.0"),
+        ({"head_dim": 48}, r"scaling\.widths: 32 is not a multiple of scaling\.head_dim 48"),
+        ({"fractions": [0.333, 1.0]}, r"scaling\.fractions: .* distinct whole percentages"),
+        ({"fractions": [0.501, 0.5, 1.0]}, r"scaling\.fractions: .* distinct whole percentages"),
+        ({"variants": ["attn_only", "ffn_only"]}, r"scaling\.variants needs \['baseline'\]"),
+        ({"corpus_variants": ["baseline", "attn_only", "attn_then_pil"]},
+         r"scaling\.corpus_variants: \['attn_then_pil'\] build on other runs.*Remove them"),
+        ({"variants": ["baseline", "attn_only", "pil_then_attn"]},
+         r"scaling\.variants lists pil_then_attn without frozen_ffn_attn.*List both or neither"),
+        ({"corpus_variants": ["baseline", "attn_only", "frozen_ffn_attn"]},
+         r"scaling\.corpus_variants lists frozen_ffn_attn without pil_then_attn"),
+        ({"corpus_variants": ["baseline", "attn_only", "linear_ffn"]},
+         r"scaling\.corpus_variants: \['linear_ffn'\] not in scaling\.variants.*Add them"),
+        ({"corpus_widths": [32, 96]}, r"scaling\.corpus_widths: \[96\] not in scaling\.widths"),
+        ({"lrs": [1e-3], "lr_extend": 1}, r"scaling\.lrs = \[0\.001\]: extending it .*scaling\.lr_extend"),
     ],
-)
-def test_check_names_the_bad_key(change, key):
+)  # fmt: skip
+def test_check_names_the_bad_key_and_the_fix(change, message):
     cfg = copy.deepcopy(SMOKE)
     cfg["scaling"].update(change)
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=message):
         plan.check(cfg)
+
+
+def test_a_fraction_too_small_for_one_batch_is_named():
+    """The smallest fraction of the main corpus's train split (its bytes, an upper bound on its
+    tokens, in the offline mirror) must hold train.batch_size windows of model.context."""
+    cfg = copy.deepcopy(SMOKE)
+    cfg["scaling"]["fractions"] = [0.01, 1.0]
+    cfg["train"]["batch_size"] = 1000
+    with pytest.raises(ConfigError, match=r"scaling\.fractions: the wikitext2 train split at "
+                       r"fraction 0\.01 holds at most \d+ windows of model\.context = 64 tokens, "
+                       r"fewer than one batch \(train\.batch_size = 1000\): raise its smallest "
+                       r"value 0\.01, or lower train\.batch_size"):  # fmt: skip
+        plan.check(cfg)
+
+
+def test_a_corpus_too_small_for_one_batch_is_named(monkeypatch):
+    """The width axis of scaling.corpora trains on the whole split: a split whose bytes (an
+    upper bound on its tokens) hold fewer than train.batch_size windows stops the check."""
+    sizes = {"wikitext2": 10**6, "ptb": 16 * 64}  # ptb: 1,024 bytes, 15 windows of 64 < 16
+    monkeypatch.setattr(plan, "split_bytes", lambda data, corpus: {"train": sizes[corpus]})
+    with pytest.raises(ConfigError, match=r"scaling\.corpora: the ptb train split at fraction "
+                       r"1\.0 holds at most 15 windows .*drop ptb from it"):  # fmt: skip
+        plan.check(SMOKE)
+    monkeypatch.setattr(plan, "split_bytes", lambda data, corpus: None)  # hub: sizes unknown
+    plan.check(SMOKE)
+
+
+def test_each_treatment_and_its_control_are_a_compared_pair():
+    from pillm.lm.scaling_summary import PAIRS
+
+    pairs = {(a, b) for _, a, b in PAIRS}
+    assert all(pair in pairs for pair in plan.CONTROLS.items())
 
 
 def test_both_configs_pass_the_check():

@@ -101,6 +101,29 @@ BAD = [
     ("saffu.lrs", [0.1, 0.1], r"saffu\.lrs: .* has non-unique elements"),
     ("saffu.seeds", [0, 0], r"saffu\.seeds: .* has non-unique elements"),
     ("saffu.kn.orders", [], r"saffu\.kn\.orders: \[\] should be non-empty"),
+    # scaling (pillm.lm.scaling.check, run by the LM wing's check; tests/lm/test_scaling.py has
+    # every case) and its schema
+    ("scaling.widths", [64, 128], r"scaling\.widths: \[64, 128\] must hold 32 \(scaling\.base"),
+    ("scaling.depths", [2, 4], r"scaling\.depths: \[2, 4\] must hold 1 \(scaling\.base"),
+    ("scaling.fractions", [0.5], r"scaling\.fractions: \[0\.5\] is too short"),
+    ("scaling.fractions", [0.5, 0.75], r"scaling\.fractions: \[0\.5, 0\.75\] must hold 1\.0"),
+    ("scaling.fractions", [0.5, 1.5], r"scaling\.fractions\.1: 1\.5 is greater than the maximum"),
+    ("scaling.fractions", [0, 1.0], r"scaling\.fractions\.0: 0 is less than or equal to"),
+    ("scaling.head_dim", 24, r"scaling\.widths: 32 is not a multiple of scaling\.head_dim 24"),
+    ("scaling.corpus_widths", [32, 128], r"scaling\.corpus_widths: \[128\] not in scaling\.widths"),
+    (
+        "scaling.corpus_variants",
+        ["baseline", "attn_only", "linear_ffn"],
+        r"scaling\.corpus_variants: \['linear_ffn'\] not in scaling\.variants",
+    ),
+    (
+        "scaling.variants",
+        ["baseline", "attn_only", "ffn_only", "pil_then_attn"],
+        r"scaling\.variants lists pil_then_attn without frozen_ffn_attn",
+    ),
+    ("scaling.margin", 0.0, r"scaling\.margin: 0\.0 is less than or equal to the minimum of 0"),
+    ("scaling.corpora", ["lambada"], r"scaling\.corpora\.0: 'lambada' is not one of"),
+    ("scaling.lr_extend", 1, None),  # set below with one rate
 ]
 
 
@@ -120,6 +143,9 @@ def test_a_meaningless_value_stops_the_config_check_naming_its_key(key, value, m
     if key == "lora.lrs":
         cfg["lora"]["lr_extend"] = 1
         message = r"lora\.lrs = \[0\.001\]: extending it .*lora\.lr_extend"
+    if key == "scaling.lr_extend":
+        cfg["scaling"]["lrs"] = [1e-3]
+        message = r"scaling\.lrs = \[0\.001\]: extending it .*scaling\.lr_extend"
     with pytest.raises(ConfigError, match=message):
         check_config(cfg, SCHEMA)
 
@@ -154,6 +180,7 @@ def test_cuda_needs_a_visible_gpu_and_index(monkeypatch):
         ("name=../../escape", {}, "name: '../../escape' is not a safe folder name"),
         ("device=cuda", {"CUDA_VISIBLE_DEVICES": ""}, "device: cuda needs a CUDA GPU"),
         ("model={d_model: 250, n_head: 4}", {}, "model.d_model = 250 is not divisible"),
+        ("scaling={head_dim: 24}", {}, "scaling.widths: 32 is not a multiple of"),
     ],
 )
 def test_snakemake_dry_run_stops_before_any_job(tmp_path, override, env, message):
@@ -170,3 +197,21 @@ def test_snakemake_dry_run_stops_before_any_job(tmp_path, override, env, message
     assert proc.returncode != 0 and message in proc.stdout + proc.stderr, proc.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no ../../escape beside it
     assert not (work / "results").exists()
+
+
+def test_corpus_names_are_the_ones_the_data_wing_reads():
+    """Every corpus list of the schema (data.corpus, probe.corpora, probe.swap_corpora,
+    scaling.corpora) names exactly the corpora pillm.data.sources can read, so the schema's
+    'is not one of' stops a name no job could load."""
+    from pillm.core.config import load_schema
+    from pillm.data.sources import CORPORA
+
+    props = load_schema(SCHEMA)["properties"]
+    enums = {
+        "data.corpus": props["data"]["properties"]["corpus"]["enum"],
+        "probe.corpora": props["probe"]["properties"]["corpora"]["items"]["enum"],
+        "probe.swap_corpora": props["probe"]["properties"]["swap_corpora"]["items"]["enum"],
+        "scaling.corpora": props["scaling"]["properties"]["corpora"]["items"]["enum"],
+    }
+    for key, names in enums.items():
+        assert sorted(names) == sorted(CORPORA), key

@@ -2,10 +2,8 @@
 # others (pillm.lm.scaling). One job per point runs all its variants and seeds in one process,
 # each learning-rate family's rate searched first; one job times the solve against width; one
 # report job writes the summaries, claim frame, tables and \Scal* macros; one the figures.
+# Its config is checked with the LM study's (pillm.lm.plan.check), before any job.
 from pillm.lm import scaling as scaling_plan
-
-# What the schema cannot say about `scaling`, checked before any job.
-scaling_plan.check(config)
 
 # The GPU jobs' commands (gpu_shell adds the device, threads and log).
 SCALING_POINT = gpu_shell(

@@ -11,7 +11,8 @@ from typing import Any
 from pillm.core.config import ConfigError
 from pillm.core.selection import check_extendable
 from pillm.data.check import split_bytes
-from pillm.lm.variants import VARIANTS, dependencies
+from pillm.lm import scaling
+from pillm.lm.variants import VARIANTS, dependencies, lm_params
 
 
 def patch_schema(schema: dict[str, Any]) -> None:
@@ -21,11 +22,13 @@ def patch_schema(schema: dict[str, Any]) -> None:
 
 
 def check(config: dict[str, Any]) -> None:
-    """What the schema cannot say about ``model``, ``lm``, ``pil`` and ``sensitivity``."""
+    """What the schema cannot say about ``model``, ``lm``, ``pil``, ``sensitivity`` and
+    ``scaling`` (``pillm.lm.scaling.check``)."""
     check_model(config)
     check_variant_dependencies(config)
     check_solve_grids(config)
     sensitivity_points(config)
+    scaling.check(config)
 
 
 def check_model(config: dict[str, Any]) -> None:
@@ -73,14 +76,6 @@ def check_variant_dependencies(config: dict[str, Any]) -> None:
             f"lm.variants needs {missing}: listed variants build on them (pillm.lm.variants.VARIANTS). "
             "Add them to lm.variants."
         )
-
-
-def lm_params(config: dict[str, Any], variant: str) -> dict[str, Any]:
-    """Config one LM run depends on: the solve settings only for variants that solve."""
-    cfg = {"model": config["model"], "train": config["train"]}
-    if VARIANTS[variant].solves:
-        cfg["pil"] = config["pil"]
-    return cfg
 
 
 # ---- Sensitivity of the contribution share: a learning-rate x dropout grid -------------------

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pillm.core.config import ConfigError
-from pillm.lm.plan import lm_params
-from pillm.lm.variants import dependencies
+from pillm.core.selection import check_extendable
+from pillm.data.check import split_bytes
+from pillm.lm.variants import dependencies, lm_params
 
 AXES = ("width", "depth", "data")
 TABLES = ("points", "trends", "lr", "corpora", "cost")  # generated/tables/scaling_<name>.tex
@@ -34,12 +35,10 @@ FAMILIES = {
     "attn": ("attn_only",),
     "ffn": ("ffn_only",),
 }
-# The fused output layer keeps the whole width in one tile (lm/fused_ce.py): from d = 384 its
-# kernels need more shared memory than an H100/H200 has (320 KiB, 227 KiB there), so wider
-# points compute the logits densely (train.output_layer is a speed lever: same loss and update).
-FUSED_MAX_D = 256
 # Claims and shares need these arms at every point (scaling.variants, scaling.corpus_variants)
 SHARE_ARMS = ("baseline", "attn_only")
+# treatment -> its control: a point runs both or neither (scaling_summary.PAIRS compares them)
+CONTROLS = {"pil_then_attn": "frozen_ffn_attn"}
 
 
 @dataclass(frozen=True)
@@ -123,50 +122,97 @@ def families(variants: list[str]) -> dict[str, list[str]]:
 
 
 def check(config: dict[str, Any]) -> None:
-    """What the schema cannot say about ``scaling``: the base point lies on every axis, heads
-    divide every width, fractions print as distinct whole percentages, the variants need no
-    other run and include both arms of the share."""
+    """What the schema cannot say about ``scaling`` (run by ``pillm.lm.plan.check``, so by
+    ``pillm.plan.check_config`` before any job): the base point lies on every axis, heads
+    divide every width, fractions name distinct folders, the variants need no other run, hold
+    both arms of the share and each treatment with its control, the corpus lists are subsets,
+    the rate grid can be extended, and every point's train split holds a batch."""
     sc = config["scaling"]
     base = sc["base"]
-    for key, values, want in (
-        ("widths", sc["widths"], base["d_model"]),
-        ("depths", sc["depths"], base["n_layer"]),
-        ("fractions", sc["fractions"], 1.0),
+    for key, values, want, base_key in (
+        ("widths", sc["widths"], base["d_model"], "scaling.base.d_model"),
+        ("depths", sc["depths"], base["n_layer"], "scaling.base.n_layer"),
+        ("fractions", sc["fractions"], 1.0, "the whole train split"),
     ):
         if want not in values:
             raise ConfigError(
-                f"scaling.{key}: {values} must hold {want} (the base point "
-                "scaling.base, where the three axes meet)"
+                f"scaling.{key}: {values} must hold {want} ({base_key}): the width, depth and "
+                f"data axes meet at the base point. Add {want} to scaling.{key}"
             )
     for d in sc["widths"]:
         if d % sc["head_dim"]:
             raise ConfigError(
-                f"scaling.widths: {d} is not a multiple of scaling.head_dim "
-                f"{sc['head_dim']} (heads = d / head_dim)"
+                f"scaling.widths: {d} is not a multiple of scaling.head_dim {sc['head_dim']} "
+                "(heads = d / head_dim): use multiples of head_dim, or a head_dim that divides "
+                "every width"
             )
     pcts = [round(100 * f) for f in sc["fractions"]]
     if len(set(pcts)) != len(pcts) or any(
         abs(100 * f - p) > 1e-9 for f, p in zip(sc["fractions"], pcts, strict=True)
     ):
         raise ConfigError(
-            f"scaling.fractions: {sc['fractions']} must be distinct whole "
-            "percentages (0.25, 0.5, 1.0): they name the points' folders"
+            f"scaling.fractions: {sc['fractions']} must be distinct whole percentages "
+            "(e.g. 0.25, 0.5, 1.0): they name the points' folders"
         )
     for key in ("variants", "corpus_variants"):
-        if missing := [a for a in SHARE_ARMS if a not in sc[key]]:
-            raise ConfigError(
-                f"scaling.{key} needs {missing}: the attention share compares "
-                "baseline with attn_only at every point"
-            )
-        if built := [v for v in sc[key] if dependencies(v)]:
-            raise ConfigError(
-                f"scaling.{key}: {built} build on other runs; a scaling point "
-                "runs variants trained or solved from scratch only"
-            )
+        check_variants(sc[key], f"scaling.{key}")
     for key, sub, full in (("corpus_variants", sc["corpus_variants"], sc["variants"]),
                            ("corpus_widths", sc["corpus_widths"], sc["widths"])):  # fmt: skip
-        if extra := sorted(set(sub) - set(full)):
-            raise ConfigError(f"scaling.{key}: {extra} not in scaling.{key.split('_')[1]}")
+        if extra := [x for x in sub if x not in full]:
+            whole = f"scaling.{key.split('_')[1]}"
+            raise ConfigError(
+                f"scaling.{key}: {extra} not in {whole}: the other corpora repeat part of the "
+                f"main corpus's design. Add them to {whole} or drop them from scaling.{key}"
+            )
+    check_extendable(sc["lrs"], sc["lr_extend"], "scaling.lrs", "scaling.lr_extend")
+    check_batches(config)
+
+
+def check_variants(variants: list[str], key: str) -> None:
+    """A point's variants: both arms of the share, each treatment with its control, and
+    nothing that builds on another run."""
+    if missing := [a for a in SHARE_ARMS if a not in variants]:
+        raise ConfigError(
+            f"{key} needs {missing}: the attention share compares baseline with attn_only at "
+            f"every point. Add them to {key}"
+        )
+    for treatment, control in CONTROLS.items():
+        if (treatment in variants) != (control in variants):
+            have, lack = (treatment, control) if treatment in variants else (control, treatment)
+            raise ConfigError(
+                f"{key} lists {have} without {lack}: each point compares {treatment} with its "
+                f"control {control} (pillm.lm.scaling_summary.PAIRS). List both or neither"
+            )
+    if built := [v for v in variants if dependencies(v)]:
+        raise ConfigError(
+            f"{key}: {built} build on other runs, and a scaling point runs variants trained "
+            f"or solved from scratch only. Remove them from {key}"
+        )
+
+
+def check_batches(config: dict[str, Any]) -> None:
+    """Every point's train split holds ``train.batch_size`` windows of ``model.context`` tokens
+    (``pillm.lm.train.fit`` needs one batch), where the split sizes are known before a job: a
+    split has at most as many tokens as bytes (``pillm.data.check.split_bytes``)."""
+    context, batch = config["model"]["context"], config["train"]["batch_size"]
+    main = main_corpus(config)
+    for corpus in corpus_axes(config):
+        sizes = split_bytes(config["data"], corpus)
+        if sizes is None:
+            continue
+        fraction = min(config["scaling"]["fractions"]) if corpus == main else 1.0
+        windows = (int(round(fraction * sizes["train"])) - 1) // context
+        if windows < batch:
+            key, fix = (
+                ("scaling.fractions", f"raise its smallest value {fraction}")
+                if corpus == main
+                else ("scaling.corpora", f"drop {corpus} from it")
+            )
+            raise ConfigError(
+                f"{key}: the {corpus} train split at fraction {fraction} holds at most "
+                f"{windows} windows of model.context = {context} tokens, fewer than one batch "
+                f"(train.batch_size = {batch}): {fix}, or lower train.batch_size"
+            )
 
 
 # ---- what a point's job receives ---------------------------------------------------------------
@@ -182,20 +228,14 @@ def model_section(config: dict[str, Any], p: Point) -> dict[str, Any]:
     }
 
 
-def train_at(train: dict[str, Any], d_model: int) -> dict[str, Any]:
-    """A train section at width ``d_model``: the fused output layer gives way to the dense one
-    above FUSED_MAX_D."""
-    if train.get("output_layer") == "fused" and d_model > FUSED_MAX_D:
-        return {**train, "output_layer": "dense", "ce_chunk": 0}
-    return dict(train)
-
-
-def train_section(config: dict[str, Any], d_model: int) -> dict[str, Any]:
-    """The LM train section at width ``d_model`` (``train_at``), its epochs and step cap
-    replaced by scaling.epochs and scaling.max_steps where those are set."""
+def train_section(config: dict[str, Any]) -> dict[str, Any]:
+    """The LM train section, its epochs and step cap replaced by scaling.epochs and
+    scaling.max_steps where those are set. ``train.output_layer`` holds at every width: where
+    the fused kernels cannot serve a width on the device, the trainer computes the logits
+    densely (``pillm.lm.train_step.output_layer_at``)."""
     sc = config["scaling"]
     over = {k: sc[k] for k in ("epochs", "max_steps") if sc[k]}
-    return train_at({**config["train"], **over}, d_model)
+    return {**config["train"], **over}
 
 
 def point_params(config: dict[str, Any], corpus: str, name: str) -> dict[str, Any]:
@@ -210,7 +250,7 @@ def point_params(config: dict[str, Any], corpus: str, name: str) -> dict[str, An
         runs[v] = {
             **cfg,
             "model": model_section(config, p),
-            "train": train_section(config, p.d_model),
+            "train": train_section(config),
         }
     return {
         "corpus": corpus,
@@ -234,7 +274,7 @@ def cost_params(config: dict[str, Any]) -> dict[str, Any]:
     base = Point(main_corpus(config), sc["base"]["d_model"], sc["base"]["n_layer"], 1.0)
     return {
         "model": model_section(config, base),
-        "train": train_section(config, 0),  # the cost job sets each width's (train_at)
+        "train": train_section(config),
         "pil": config["pil"],
         "widths": sorted(sc["widths"]),
         "head_dim": sc["head_dim"],

@@ -25,7 +25,6 @@ from typing import Any
 
 from pillm.core.records import provenance, write_json
 from pillm.lm.config import ScalingCostParams
-from pillm.lm.scaling import train_at
 
 WARM_STEPS = 20  # AdamW steps of the untimed warm-up run (compile, CUDA-graph capture)
 
@@ -80,6 +79,7 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
     token splits are the folder of ``tokens``."""
     from pillm.core.runtime import resolve_device
     from pillm.data.corpus import load_tokens
+    from pillm.lm.train_step import StepOptions, output_layer_at
 
     cfg = ScalingCostParams.from_dict(params, "scaling cost")
     device = resolve_device(device)
@@ -90,25 +90,25 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
     rows = []
     for d in cfg.widths:
         model_cfg = replace(cfg.model, d_model=d, n_head=d // cfg.head_dim)
-        at = train_at({"output_layer": train.output_layer, "ce_chunk": train.ce_chunk}, d)
-        train_d = replace(train, **at)
         rows_warm = 4 * model_cfg.context * pil.batch_size
         warm = {"train": arrays["train"][:rows_warm], "valid": arrays["valid"][: rows_warm // 2]}
         _time_solve(model_cfg, vocab, warm, pil, device)
         _time_adamw(
-            model_cfg, vocab, arrays, meta, replace(train_d, max_steps=WARM_STEPS), 0, device
+            model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device
         )
         reps = [
             {
                 **_time_solve(model_cfg, vocab, arrays, pil, device),
-                **_time_adamw(model_cfg, vocab, arrays, meta, train_d, k, device),
+                **_time_adamw(model_cfg, vocab, arrays, meta, train, k, device),
             }
             for k in range(cfg.repeats)
         ]
         row = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
         row |= {
             "d_model": d,
-            "output_layer": train_d.output_layer,
+            "output_layer": output_layer_at(  # what the trainer ran at this width
+                StepOptions.from_config(train, device).output_layer, d, vocab, device
+            ),
             "n_layer": model_cfg.n_layer,
             "repeats": cfg.repeats,
             "train_tokens_split": len(arrays["train"]),

@@ -13,7 +13,9 @@ metrics stay bit-identical whatever the keys say):
 - ``output_layer``: how the output layer and cross-entropy run: ``dense`` (the model's own
   logits, then ``F.cross_entropy``), ``chunked`` (``kernels.linear_ce``, ``ce_chunk`` rows at a
   time, so the (tokens x vocab) logits never exist at once) or ``fused`` (``kernels.fused_ce``:
-  Triton kernels that keep the logits on chip, for the small model width of the paper).
+  Triton kernels that keep the logits on chip, for the small model width of the paper). Where
+  the kernels' tiles cannot serve the model's width on the device (``kernels.tiles``), a
+  ``fused`` step computes the logits densely and says why in one line (``output_layer_at``).
 
 If compiling or capturing fails (e.g. a variant's module that Dynamo or graph capture cannot
 handle) the step falls back, warns on stderr, and ``path()`` reports what actually ran, which
@@ -22,6 +24,7 @@ handle) the step falls back, warns on stderr, and ``path()`` reports what actual
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +32,14 @@ from dataclasses import dataclass
 import torch
 
 from pillm.accel.cuda_graph import GraphedStep
+from pillm.accel.kernels import uses_kernels
 from pillm.lm.config import TrainConfig, check_output_layer
-from pillm.lm.kernels.fused_ce import fused_linear_cross_entropy
+from pillm.lm.kernels.fused_ce import fused_linear_cross_entropy, kernel_tiles
 from pillm.lm.kernels.linear_ce import linear_cross_entropy
 from pillm.models.gpt import GPT
 
 GRAPH_WARMUP = 3  # eager steps before capture (pillm.accel.cuda_graph)
+AMP = torch.bfloat16  # the matmuls' dtype on CUDA (autocast); CPU runs float32
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,26 @@ def make_optimizer(
     return opt
 
 
+def output_layer_at(output_layer: str, d: int, vocab: int, device: str) -> str:
+    """The output layer a step on ``device`` runs for ``output_layer`` at width ``d`` and
+    ``vocab`` classes: ``fused`` gives way to ``dense`` where the kernels have no tiles for that
+    width there (``kernels.tiles.choose_tiles``), said once on stderr."""
+    dev = torch.device(device)
+    if output_layer != "fused" or not uses_kernels(dev):
+        return output_layer
+    choice = kernel_tiles(d, vocab, AMP if dev.type == "cuda" else torch.float32, dev)
+    if choice.blocks is None:
+        _say_dense(choice.reason)
+        return "dense"
+    return output_layer
+
+
+@functools.cache
+def _say_dense(reason: str) -> None:
+    print(f"train.output_layer: fused: {reason}; the logits are computed densely "
+          "(train.output_layer: dense)", file=sys.stderr)  # fmt: skip
+
+
 class TrainStep:
     """``step(chunk, lr) -> loss``: one AdamW step on a (B, T+1) batch of token windows.
 
@@ -101,9 +126,10 @@ class TrainStep:
             raise ValueError(f"train.cuda_graphs needs a CUDA device, got {device!r}")
         self.model, self.device, self.options = model, device, options
         self.ce_chunk = options.ce_chunk  # plain values: what the compiled loss guards on
-        self.output_layer = options.output_layer
         self.clip = float(train_cfg.grad_clip)
-        self.amp = torch.bfloat16 if device.startswith("cuda") else None
+        self.amp = AMP if device.startswith("cuda") else None
+        vocab, d = model.lm_head.weight.shape
+        self.output_layer = output_layer_at(options.output_layer, d, vocab, device)
         self.opt = make_optimizer(model, train_cfg, device, capturable=options.cuda_graphs)
         self.lr = self.opt.param_groups[0]["lr"] if options.cuda_graphs else None
         self.loss_fn = (

@@ -1,8 +1,10 @@
-"""The LM variant registry: how each variant is built and what it builds on. Torch-free."""
+"""The LM variant registry: how each variant is built, what it builds on and the config a run
+of it depends on. Torch-free."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # ---- LM variants ---------------------------------------------------------------------------
 # Each variant is one config entry and one target per seed. A variant that starts from another
@@ -95,3 +97,11 @@ def dependencies(name: str) -> list[str]:
     """Variants whose same-seed runs this variant needs, in order (base, then teacher)."""
     v = VARIANTS[name]
     return [d for d in dict.fromkeys([v.base, v.teacher]) if d is not None]
+
+
+def lm_params(config: dict[str, Any], variant: str) -> dict[str, Any]:
+    """Config one LM run depends on: the solve settings only for variants that solve."""
+    cfg = {"model": config["model"], "train": config["train"]}
+    if VARIANTS[variant].solves:
+        cfg["pil"] = config["pil"]
+    return cfg

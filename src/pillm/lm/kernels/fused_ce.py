@@ -4,8 +4,9 @@ Contract: ``fused_linear_cross_entropy(h, w, y)`` equals ``F.cross_entropy(h @ w
 over rows, a float32 scalar); gradients reach ``h`` and ``w`` in their own dtypes. The matmuls
 run in the compute dtype (bf16 on CUDA) with float32 accumulation; softmax statistics are
 float32, as the dense head's ``logits.float()`` (its logits are rounded to bf16 first, these are
-not). Without Triton (or on a CPU tensor outside the Triton interpreter) the op computes the same
-values with ``linear_ce``.
+not). Without Triton (or on a CPU tensor outside the Triton interpreter), and at a width whose
+tiles do not fit the device (``tiles.choose_tiles``), the op computes the same values with
+``linear_ce``, saying why in one line.
 
 Why: at a small model width (the paper's d = 256, vocabulary 50,304) the logits, not the FLOPs,
 cost the time: each bf16 logit carries only 512 FLOPs, so writing it, reading it for the softmax
@@ -41,57 +42,43 @@ import functools
 import math
 import os
 import sys
-from dataclasses import dataclass, replace
 
 import torch
 
 from pillm.accel.kernels import block_width, interpreting, uses_kernels
 from pillm.lm.kernels.linear_ce import loss_and_grads
+from pillm.lm.kernels.tiles import Blocks, TileChoice, choose_tiles
 
-
-@dataclass(frozen=True)
-class Blocks:
-    """Tile sizes, warps and pipeline stages of the kernels' three launches (rows x vocabulary;
-    the width is one tile). The defaults build for an H100 without register spills (tests
-    compile them); ``benchmarks/output_layer_speed.py --blocks`` times other settings."""
-
-    lse_m: int = 128  # the softmax pass without gradients: rows, vocabulary tile, warps
-    lse_n: int = 64  # 128 needs 256 KiB of shared memory once Triton specializes the pointers
-    lse_warps: int = 8
-    lse_stages: int = 3  # software pipelining of the streamed tiles (3 beats 2 on an H100)
-    dx_m: int = 128  # the softmax pass with dL/dh
-    dx_n: int = 64
-    dx_warps: int = 8
-    dx_stages: int = 3
-    dw_m: int = 64  # grad_w_kernel: rows per step, vocabulary rows per program
-    dw_n: int = 128
-    dw_warps: int = 8
-    dw_stages: int = 3
-    waves: int = 1  # slices are added until the programs fill this many waves of the SMs
-    # (1 beats 2 and 4 at 4,096 and 32,768 rows on an H100: benchmarks/output_layer_speed.py
-    # --blocks compares settings)
-
-    def for_dtype(self, dtype: torch.dtype) -> Blocks:
-        """float32 operands take twice the shared memory: tiles of at most 64 (H100: 227 KiB)."""
-        if dtype.itemsize <= 2:
-            return self
-        small = ("lse_m", "lse_n", "dx_m", "dx_n", "dw_m", "dw_n")
-        return replace(self, **{k: min(64, getattr(self, k)) for k in small})
-
-    @classmethod
-    def parse(cls, text: str) -> Blocks:
-        """'dx_m=64,dx_warps=4' -> Blocks with those fields changed (benchmarks, tuning)."""
-        fields = {}
-        for item in filter(None, text.split(",")):
-            key, _, value = item.partition("=")
-            if key not in cls.__dataclass_fields__ or not value.isdigit():
-                raise ValueError(f"fused CE blocks {text!r}: expected key=int pairs of "
-                                 f"{', '.join(cls.__dataclass_fields__)}")  # fmt: skip
-            fields[key] = int(value)
-        return cls(**fields)
-
-
+# The tiles asked for (tiles.Blocks's defaults, fields changed by PILLM_FUSED_CE_BLOCKS); each
+# call takes the tiles kernel_tiles chooses from them for its width and device.
 BLOCKS = Blocks.parse(os.environ.get("PILLM_FUSED_CE_BLOCKS", ""))
+TORCH_PATH = "the output layer runs as chunked torch operations"
+
+
+@functools.cache
+def shared_limit(device: torch.device) -> int | None:
+    """Bytes of shared memory a block may use on this CUDA device (its opt-in maximum); None
+    elsewhere (the Triton interpreter has no limit)."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    limit = getattr(props, "shared_memory_per_block_optin", 0)
+    if not limit:  # a torch without the field: Triton's driver reads the same attribute
+        from triton.runtime import driver
+
+        limit = driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    return int(limit)
+
+
+_choose = functools.cache(choose_tiles)  # pure: one choice per width, dtype, device, tiles
+
+
+def kernel_tiles(d: int, vocab: int, dtype: torch.dtype, device: torch.device) -> TileChoice:
+    """The kernels' tiles at width ``d`` for ``vocab`` classes with ``dtype`` operands on
+    ``device``, from ``BLOCKS`` (``tiles.choose_tiles``); ``blocks`` None where they cannot
+    serve that width there, with the reason."""
+    return _choose(d, vocab, dtype.itemsize, shared_limit(device), BLOCKS)
 
 
 @functools.cache
@@ -215,16 +202,21 @@ def _fused_op(
     The matmuls take ``h`` and ``w`` cast to ``dtype``."""
     hc, wc = h.to(dtype).contiguous(), w.to(dtype).contiguous()
     if uses_kernels(h.device):
-        return _kernels(hc, wc, t.contiguous(), with_grad, BLOCKS.for_dtype(dtype))
-    if h.device.type == "cuda":
-        _warn_no_triton()
+        choice = kernel_tiles(h.shape[1], w.shape[0], dtype, h.device)
+        if choice.blocks is not None:
+            _say(choice.reason, "the kernels take these tiles")
+            return _kernels(hc, wc, t.contiguous(), with_grad, choice.blocks)
+        _say(choice.reason, TORCH_PATH)
+    elif h.device.type == "cuda":
+        _say("Triton is not installed (pip install triton)", TORCH_PATH)
     return _torch(hc, wc, t, with_grad)
 
 
 @functools.cache
-def _warn_no_triton() -> None:
-    print("warning: train.output_layer: fused without Triton (pip install triton): the output "
-          "layer runs as chunked torch operations", file=sys.stderr)  # fmt: skip
+def _say(reason: str, outcome: str) -> None:
+    """One line on stderr per reason and outcome (none for an empty reason)."""
+    if reason:
+        print(f"fused output layer: {reason}; {outcome}", file=sys.stderr)
 
 
 @_fused_op.register_fake
