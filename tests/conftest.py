@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -10,10 +11,25 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("PILLM_DATA", REPO.parent / "shared" / "data"))
-# The pipeline's data folder is data.local_dir, else $PILLM_DATA, else ~/.cache/pillm/data: the
-# tests' builds and commands read the offline mirror.
-os.environ.setdefault("PILLM_DATA", str(SHARED_DATA.resolve()))
+
+
+def mirror_folder() -> Path:
+    """The data folder the tests read: $PILLM_DATA, else an offline mirror beside the checkout
+    where one is (CI's layout), else the pipeline's own default (pillm.data.files), where the
+    README's first command, run once online, builds the mirror."""
+    if os.environ.get("PILLM_DATA"):
+        return Path(os.environ["PILLM_DATA"])
+    beside = REPO.parent / "shared" / "data"
+    if (beside / "SHA256SUMS").is_file():
+        return beside
+    from pillm.data.files import default_data_dir
+
+    return default_data_dir()
+
+
+SHARED_DATA = mirror_folder()
+# The tests' builds and commands read that folder (the pipeline's data.local_dir is empty).
+os.environ["PILLM_DATA"] = str(SHARED_DATA.resolve())
 SMOKE = ["--configfile", "config/smoke.yaml"]
 SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 10 min alone)
 
@@ -35,7 +51,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "SHA256SUMS").is_file():
-        pytest.fail(f"offline data mirror not found at {SHARED_DATA}; set PILLM_DATA")
+        pytest.fail(f"no data mirror in {SHARED_DATA} (no SHA256SUMS): run the README's first "
+                    "command once online (it builds the mirror there from the hub), or set "
+                    "PILLM_DATA to an offline mirror's folder")  # fmt: skip
     return SHARED_DATA
 
 
@@ -99,8 +117,11 @@ class SmokeBuild:
             raise AssertionError(f"smoke build still running after {SMOKE_TIMEOUT_S} s "
                                  f"(log: {self.log})") from None  # fmt: skip
         if rc != 0:
+            text = self.log.read_text()
+            # A job's own error (no data, bad config) says the fix; a traceback's tail may not.
+            causes = sorted(set(re.findall(r"^\S*(?:DataError|ConfigError): .*$", text, re.M)))
             raise AssertionError(f"smoke build failed (rc {rc}, log {self.log}):\n"
-                                 f"{self.log.read_text()[-6000:]}")  # fmt: skip
+                                 + "".join(f"{c}\n" for c in causes) + text[-6000:])  # fmt: skip
         return self.repo
 
     def stop(self) -> None:
