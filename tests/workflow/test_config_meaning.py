@@ -56,7 +56,11 @@ BAD = [
         r"probe\.seq_len = 100000 exceeds pillm's longest input \(model\.context = 64\)",
     ),
     ("probe.rows.exclude_positions", [64], r"probe\.rows\.exclude_positions: \[64\] lie outside"),
-    ("probe.fit_windows", 16, r"probe\.fit_windows = 16 makes 1 batch"),
+    (
+        "probe.fit_windows",
+        SMOKE["probe"]["batch_size"],  # one batch, and every holdout_every-th is held out
+        rf"probe\.fit_windows = {SMOKE['probe']['batch_size']} makes 1 batch",
+    ),
     (
         "probe.swap_corpora",
         ["tinyshakespeare"],
