@@ -95,7 +95,7 @@ BAD = [
     (
         "lora.n_train",
         67_300,
-        r"lora\.n_train \+ lora\.n_dev = 67300 \+ 128 exceeds the 67,349 rows",
+        rf"lora\.n_train \+ lora\.n_dev = 67300 \+ {SMOKE['lora']['n_dev']} exceeds the 67,349 rows",
     ),
     ("lora.max_len", 100, r"lora\.max_len = 100 exceeds the pillm base model's context"),
     ("lora.lrs", [1e-3], None),  # set below with lr_extend: 1
