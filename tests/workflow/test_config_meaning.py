@@ -56,7 +56,11 @@ BAD = [
         r"probe\.seq_len = 100000 exceeds pillm's longest input \(model\.context = 64\)",
     ),
     ("probe.rows.exclude_positions", [64], r"probe\.rows\.exclude_positions: \[64\] lie outside"),
-    ("probe.fit_windows", 16, r"probe\.fit_windows = 16 makes 1 batch"),
+    (
+        "probe.fit_windows",
+        SMOKE["probe"]["batch_size"],  # one batch, and every holdout_every-th is held out
+        rf"probe\.fit_windows = {SMOKE['probe']['batch_size']} makes 1 batch",
+    ),
     (
         "probe.swap_corpora",
         ["tinyshakespeare"],
@@ -91,7 +95,7 @@ BAD = [
     (
         "lora.n_train",
         67_300,
-        r"lora\.n_train \+ lora\.n_dev = 67300 \+ 128 exceeds the 67,349 rows",
+        rf"lora\.n_train \+ lora\.n_dev = 67300 \+ {SMOKE['lora']['n_dev']} exceeds the 67,349 rows",
     ),
     ("lora.max_len", 100, r"lora\.max_len = 100 exceeds the pillm base model's context"),
     ("lora.lrs", [1e-3], None),  # set below with lr_extend: 1
