@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pillm.paper.latex import fmt_num
+
 from ..conftest import SMOKE, SMOKE_TIMEOUT_S
 
 pytestmark = pytest.mark.workflow
@@ -123,7 +125,7 @@ def test_probe_every_model_and_corpus_into_the_paper(workdir):
     smol = probe.filter(pl.col("model") == "smollm2", pl.col("corpus") == "wikitext2")
     lo = smol["r2_lin"].min()
     numbers = (workdir / GEN / "probe_numbers.tex").read_text()
-    assert f"\\newcommand{{\\ProbeSmolLMRlinMin}}{{{lo:.3f}}}" in numbers
+    assert f"\\newcommand{{\\ProbeSmolLMRlinMin}}{{{fmt_num(lo, 3)}}}" in numbers
     for name in ["r2_depth", "bilinear", "feature_median", "corpora", "gradient"]:
         assert (workdir / GEN / f"figures/probe_{name}.pdf").stat().st_size > 1000
 
