@@ -16,6 +16,7 @@ from pillm.generative.adamw_out import (
     pick_rate,
     solve_problem,
     train_output_layer,
+    train_output_layers,
 )
 from pillm.generative.convergence import flattened, rel_gain, trained
 from pillm.generative.diffusion import DiffusionConfig, eps_heldout_mse, fit_pil_diffusion
@@ -137,6 +138,14 @@ def test_output_layer_adamw_approaches_the_ridge_solve_on_the_same_pairs():
     assert m["flattened"] == 1.0 and m["capped"] == 0.0 and m["n_lrs"] == 3
     assert m["heldout_mse_pass1"] >= mse and m["trainable_params"] == fit.n_features * 2
     assert {r["lr"] for r in curve if r["curve"] == "adamw_out_grid"} == {3e-3, 1e-2, 3e-2}
+    # A later seed given the pick trains that rate alone: here from the same seed, so it is the
+    # grid's run of that rate (the grid's rates trained in lockstep, one wider product).
+    again, m1, curve1 = fit_adamw_out(fcfg, config(lr_grid=(3e-3, 1e-2, 3e-2)), x, 0, "cpu",
+                                      evaluate, lr=m["adamw_lr"])  # fmt: skip
+    torch.testing.assert_close(again.w_out, net.w_out, rtol=1e-4, atol=1e-6)
+    assert m1["n_lrs"] == 1.0 and m1["epochs_run"] == m["epochs_run"]
+    assert m1["lr_chosen_here"] == 0.0 and m["lr_chosen_here"] == 1.0
+    assert {r["lr"] for r in curve1 if r["curve"] == "adamw_out_grid"} == {m["adamw_lr"]}
 
 
 def test_bucketed_output_layer_trains_one_map_per_bucket():
@@ -162,3 +171,50 @@ def test_pick_rate_skips_diverged_rates_and_names_the_key_when_all_did():
     assert pick_rate(runs) == 1e-3  # a tie goes to the smaller rate
     with pytest.raises(ValueError, match="generative.adamw_out.lr_grid"):
         pick_rate({1e-2: NS(best=math.inf)})
+
+
+def test_a_later_seed_reads_only_its_first_seeds_pick(tmp_path):
+    import json
+
+    from pillm.generative.fit import read_lr
+    from pillm.generative.plan import Setting
+
+    setting = Setting("flow_adamw_out", "flow", "adamw_out", "main", "adamw_out", {})
+    row = {"variant": "flow_adamw_out", "seed": 0}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps([{**row, "metric": "adamw_lr", "value": 3e-4},
+                                {**row, "metric": "lr_chosen_here", "value": 1.0}]))  # fmt: skip
+    assert read_lr(str(path), setting) == 3e-4
+    assert read_lr(None, setting) is None  # the first seed picks its own
+    path.write_text(json.dumps([{**row, "metric": "adamw_lr", "value": 3e-4},
+                                {**row, "metric": "lr_chosen_here", "value": 0.0}]))  # fmt: skip
+    with pytest.raises(ValueError, match="chose its rate on the grid"):
+        read_lr(str(path), setting)  # a run that reused a rate is no pick
+    other = Setting("diff_adamw_out", "diffusion", "adamw_out", "main", "adamw_out", {})
+    with pytest.raises(ValueError, match="diff_adamw_out"):
+        read_lr(str(path), other)
+
+
+def test_rates_in_lockstep_train_as_each_would_alone():
+    """A grid trained in lockstep (one batch, one wider product, per-rate AdamW state and stop)
+    gives each rate the run it has alone on the same shuffles, bucketed maps included."""
+    x = mixture(300, 0)
+    dcfg = DiffusionConfig(FeatureConfig(width=32), timesteps=60, n_buckets=2, chunk_size=256)
+    _, features, pairs, n = solve_problem(dcfg, x, 0, CPU)
+    h, y = cache_rows(features, pairs, n, 256, CPU)
+    gen = torch.Generator().manual_seed(1)
+    probe = torch.randn(h.shape[0], h.shape[2], y.shape[2], generator=gen)
+
+    def evaluate(w):  # a fixed quadratic of W, as a held-out error is
+        return float((w - probe).pow(2).mean())
+
+    cfg = config(max_epochs=12, flat_evals=2, flat_tol=0.01)
+    together = train_output_layers(h, y, [1e-3, 3e-2, 3.0], cfg, 0, CPU, evaluate)
+    for lr, run in together.items():
+        alone = train_output_layer(h, y, lr, cfg, 0, CPU, evaluate)
+        assert [c["epoch"] for c in run.curve] == [c["epoch"] for c in alone.curve]
+        assert run.capped == alone.capped and run.best_epoch == alone.best_epoch
+        torch.testing.assert_close(run.weight, alone.weight, rtol=1e-4, atol=1e-6)
+        assert run.first_loss == pytest.approx(alone.first_loss, rel=1e-5)
+    lengths = {len(r.curve) for r in together.values()}
+    assert len(lengths) > 1  # the rates stopped at different passes: each had its own stop

@@ -82,7 +82,8 @@ def run_dir(root: Path, setting: str, seed: int = 0) -> Path:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     """The DAG of one tiny MNIST config, in its order: images, classifier, one learning-rate grid
-    per arm pair, then every (setting, seed) job (AdamW ones read their grid's pick)."""
+    per arm pair, then every (setting, seed) job, first seeds first (AdamW ones read their grid's
+    pick, the output-layer arm's later seeds their first seed's record)."""
     root = tmp_path_factory.mktemp("gen")
     cfg = tiny_cfg()
     images = str(root / "mnist/images.npz")
@@ -93,11 +94,12 @@ def jobs(tmp_path_factory):
         for lr, run in zip(cfg["gradient"]["lr_grid"], runs, strict=True):
             lr_run_job(ds, fam, lr, job_params(cfg), images, "cpu", run)
         lr_pick_job(runs, str(root / ds / f"lr_{fam}"))
-    known = settings(cfg, "mnist")
-    for ds, s, seed in generative_jobs({"generative": cfg}):
-        lr = root / ds / f"lr_{known[s].family}/lr.json" if known[s].method == "adamw" else None
+    config = {"generative": cfg}
+    for ds, s, seed in sorted(generative_jobs(config), key=lambda job: job[2]):
+        rate = gen_plan.job_inputs(config, ds, s, seed)["lr"]  # paths under results/
+        lr = str(root / rate[0].removeprefix("generative/")) if rate else None
         generative_job(ds, s, seed, job_params(cfg), images, str(root / "mnist/classifier.pt"),
-                       lr and str(lr), "cpu", str(run_dir(root, s, seed)))  # fmt: skip
+                       lr, "cpu", str(run_dir(root, s, seed)))  # fmt: skip
     return root, cfg
 
 
@@ -164,12 +166,14 @@ def test_job_args_name_every_flag_of_the_command_and_the_lr_pick_of_an_adamw_arm
     config = {"generative": tiny_cfg()}
     out = NS(metrics="r/generative/mnist/flow_adamw/seed0/metrics.json")
     for setting in ("flow_pil", "flow_adamw", "flow_adamw_out"):
-        ins = gen_plan.job_inputs(config, "mnist", setting)
+        ins = gen_plan.job_inputs(config, "mnist", setting, 0)
         ins["lr"] = " ".join(ins["lr"])  # a named input list prints its paths, space-separated
         w = NS(dataset="mnist", setting=setting, seed="0")
         args = gen_plan.job_args(config, w, NS(**ins), out)
         assert ("--lr generative/mnist/lr_flow/lr.json" in args) == (setting == "flow_adamw")
-        bulk = "" if setting == "flow_adamw" else " --mps-bulk"  # large kernels yield under MPS
+        # Large kernels yield under MPS, but not the output-layer arm's first seed: later seeds
+        # wait for its rate.
+        bulk = "" if setting != "flow_pil" else " --mps-bulk"
         assert args.endswith(f" --out-dir r/generative/mnist/flow_adamw/seed0{bulk}")
         params = json.loads(args.split("--params '")[1].split("' --images")[0])
         assert params == gen_plan.job_params(config)
@@ -184,7 +188,25 @@ def test_gpu_memory_of_the_output_layer_arm_grows_with_its_cached_rows():
     rows = 4 * 54_000 * (4881 + 784) * 4 / 2**20
     assert 1024 + 1.25 * rows < need["flow_adamw_out"] < 1024 + 1.3 * rows
     assert need["diff_adamw_out"] < need["flow_adamw_out"] < need["diff_bucketed_adamw_out"]
-    assert gen_plan.priority_class(config, "mnist", "flow_adamw_out") == "generative_adamw"
+    first, later = g["seeds"][:2]
+    prio = {s: gen_plan.priority_class(config, "mnist", "flow_adamw_out", s) for s in g["seeds"]}
+    assert prio[first] == "generative_out_rate" and prio[later] == "generative_adamw"
+
+
+def test_output_layer_arm_later_seeds_wait_for_the_first_seeds_rate():
+    from types import SimpleNamespace as NS
+
+    config = {"generative": tiny_cfg()}
+    first, later = config["generative"]["seeds"][:2]
+    assert gen_plan.job_inputs(config, "mnist", "diff_adamw_out", first)["lr"] == []
+    rate = gen_plan.job_inputs(config, "mnist", "diff_adamw_out", later)["lr"]
+    assert rate == [f"generative/mnist/diff_adamw_out/seed{first}/metrics.json"]
+    assert gen_plan.job_inputs(config, "mnist", "diff_pil", later)["lr"] == []
+    out = NS(metrics=f"r/generative/mnist/diff_adamw_out/seed{later}/metrics.json")
+    w = NS(dataset="mnist", setting="diff_adamw_out", seed=str(later))
+    ins = NS(**{**gen_plan.job_inputs(config, "mnist", "diff_adamw_out", later), "lr": rate[0]})
+    args = gen_plan.job_args(config, w, ins, out)
+    assert f" --lr {rate[0]} " in args and args.endswith(" --mps-bulk")
 
 
 def test_config_errors_name_the_key():
@@ -313,6 +335,15 @@ def test_output_layer_arm_sees_the_solves_pairs_and_stops_on_its_heldout_curve(j
         assert held["y"][0] == out["heldout_mse_pass1"]
         grid = curve.filter(pl.col("curve") == "adamw_out_grid")
         assert set(grid["lr"]) == set(cfg["adamw_out"]["lr_grid"])
+        assert out["lr_chosen_here"] == 1.0 and out["n_lrs"] == len(cfg["adamw_out"]["lr_grid"])
+        # A later seed trains the first seed's pick alone.
+        later = metrics_of(run_dir(root, f"{fam}_adamw_out", cfg["seeds"][1]))
+        assert later["adamw_lr"] == out["adamw_lr"]
+        assert later["lr_chosen_here"] == 0.0 and later["n_lrs"] == 1.0
+        assert later["train_pairs"] == out["train_pairs"]
+        later_run = run_dir(root, f"{fam}_adamw_out", cfg["seeds"][1])
+        curve = pl.read_parquet(later_run / "curves.parquet")
+        assert set(curve.filter(pl.col("curve") == "adamw_out_grid")["lr"]) == {out["adamw_lr"]}
 
 
 def test_bucketed_pair_has_equal_output_maps(jobs):

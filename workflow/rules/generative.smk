@@ -10,6 +10,10 @@ wildcard_constraints:
     family="|".join(gen_plan.FAMILIES),
 
 
+# A generative job's (dataset, setting, seed) from its wildcards.
+gen_job = lambda w: (w.dataset, w.setting, int(w.seed))
+
+
 rule gen_images:
     input:
         code=code("gen-images"),
@@ -95,7 +99,7 @@ rule gen_lr_grid:
 
 rule generative:
     input:
-        unpack(lambda w: in_results(gen_plan.job_inputs(config, w.dataset, w.setting))),
+        unpack(lambda w: in_results(gen_plan.job_inputs(config, *gen_job(w)))),
         code=code("generative"),
     output:
         **in_results(gen_plan.job_outputs()),
@@ -103,7 +107,7 @@ rule generative:
         logfile("generative/{dataset}/{setting}/seed{seed}"),
     benchmark:
         benchfile("generative/{dataset}/{setting}/seed{seed}")
-    priority: lambda w: PRIORITY[gen_plan.priority_class(config, w.dataset, w.setting)]
+    priority: lambda w: PRIORITY[gen_plan.priority_class(config, *gen_job(w))]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

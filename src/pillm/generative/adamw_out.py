@@ -15,17 +15,19 @@ start is not a flat end), or after ``max_epochs`` passes, and keeps the weights 
 held-out error. Schedule: linear warm-up, then cosine decay to a tenth over ``max_epochs``
 passes (the cap's length), as the full-network arm's over its steps.
 
-Learning rate: each rate of ``lr_grid`` trains so from the same seed; the lowest held-out error
-at its kept pass wins, and a pick on an edge of the grid extends it by up to ``lr_extend`` rates
-per side (pillm.core.selection.search_grid). The held-out error is the one every fit is scored
-on (``evaluate``), on the held-out images the PIL fit picks λ on.
+Learning rate, chosen on the first seed as the full-network arm's is: there each rate of
+``lr_grid`` trains so; the lowest held-out error at its kept pass wins, and a pick on an edge of
+the grid extends it by up to ``lr_extend`` rates per side (pillm.core.selection.search_grid).
+The later seeds train that rate alone (``lr``, read from the first seed's record). The held-out
+error is the one every fit is scored on (``evaluate``), on the held-out images the PIL fit picks
+λ on.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -141,53 +143,81 @@ def train_output_layer(
     h: Tensor, y: Tensor, lr: float, cfg: AdamwOutConfig, seed: int, device: torch.device,
     evaluate: Callable[[Tensor], float],
 ) -> OutputRun:  # fmt: skip
-    """AdamW on W (K, p, D), zero at the start, minimising mean ‖h W - y‖² over passes of the
-    cached rows until the held-out curve (``evaluate(W)`` after each pass) flattens or
-    ``cfg.max_epochs`` passes ran; the shuffles drawn from ``seed``."""
+    """One rate's run (``train_output_layers`` of one rate)."""
+    return train_output_layers(h, y, [lr], cfg, seed, device, evaluate)[lr]
+
+
+def train_output_layers(
+    h: Tensor, y: Tensor, lrs: Sequence[float], cfg: AdamwOutConfig, seed: int,
+    device: torch.device, evaluate: Callable[[Tensor], float],
+) -> dict[float, OutputRun]:  # fmt: skip
+    """AdamW on W (K, p, D) per rate of ``lrs``, zero at the start, minimising mean ‖h W - y‖²
+    over passes of the cached rows until its held-out curve (``evaluate(W)`` after each pass)
+    flattens or ``cfg.max_epochs`` passes ran; the shuffles drawn from ``seed``.
+
+    The rates train in lockstep: each step gathers one batch and multiplies it by every running
+    rate's W at once (one wider product, so a grid takes about as long as its slowest rate, not
+    the sum of its rates); each rate has its own AdamW state, schedule and stop, as if it ran
+    alone on the same shuffles. A rate's ``seconds`` is its share of each pass it ran in (a
+    pass's time split evenly over the rates running in it)."""
     k, n, p = h.shape
     rows = max(1, cfg.batch_size // k)  # per bucket and step
     per_epoch = math.ceil(n / rows)
     total = cfg.max_epochs * per_epoch
     warmup = max(1, min(cfg.warmup, total // 10))
-    w = torch.zeros(k, p, y.shape[2], device=device, requires_grad=True)
-    opt = torch.optim.AdamW([w], lr=lr, weight_decay=0.0, fused=device.type == "cuda")
+    ws = {lr: torch.zeros(k, p, y.shape[2], device=device, requires_grad=True) for lr in lrs}
+    groups = [{"params": [w], "lr": lr} for lr, w in ws.items()]
+    opt = torch.optim.AdamW(groups, weight_decay=0.0, fused=device.type == "cuda")
     g = torch.Generator(device=device).manual_seed(block_seed(seed, 7, 0))
     bucket = torch.arange(k, device=device)[:, None]
-    run = OutputRun(lr, w.detach().clone(), math.nan)
-    step, first = 0, None
+    runs = {lr: OutputRun(lr, w.detach().clone(), math.nan) for lr, w in ws.items()}
+    running, step, first = list(ws), 0, None
     for epoch in range(1, cfg.max_epochs + 1):
         order = torch.rand(k, n, generator=g, device=device).argsort(dim=1)  # a shuffle per bucket
-        sse = torch.zeros((), device=device)
+        sse = torch.zeros(len(running), device=device)
+        many = len(running) > 1
         sync(device)
         t0 = time.perf_counter()
         for i in range(per_epoch):
             idx = order[:, i * rows : (i + 1) * rows]
-            for group in opt.param_groups:
+            for lr, group in zip(ws, opt.param_groups, strict=True):
                 group["lr"] = lr_at(step, total, lr, warmup, cfg.min_lr_frac)
-            loss = F.mse_loss(torch.bmm(h[bucket, idx], w), y[bucket, idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            x, target = h[bucket, idx], y[bucket, idx]
+            if not many:
+                losses = F.mse_loss(torch.bmm(x, ws[running[0]]), target)[None]
+            else:  # every running rate's output from one product; the mean error per rate
+                weight = torch.cat([ws[lr] for lr in running], dim=2)
+                out = torch.bmm(x, weight).unflatten(2, (len(running), -1))
+                losses = (out - target[:, :, None]).pow(2).mean(dim=(0, 1, 3))
+            opt.zero_grad(set_to_none=True)  # a stopped rate keeps no gradient: AdamW skips it
+            losses.sum().backward()
             opt.step()
-            first = loss.detach() if first is None else first
-            sse += loss.detach() * idx.shape[1]
+            first = losses.detach() if first is None else first
+            sse += losses.detach() * idx.shape[1]
             step += 1
         sync(device)
-        run.seconds += time.perf_counter() - t0
-        err = evaluate(w.detach())
-        if math.isfinite(err) and err < run.best:  # the best before this pass
-            run.weight, run.best_epoch = w.detach().clone(), epoch
-        run.curve.append({"epoch": epoch, "step": step, "seconds": run.seconds, "y": err,
-                          "train_loss": float(sse) / n})  # fmt: skip
-        # Stop once the curve has flattened after the run has trained: a slow start (a small
-        # rate's first passes) is not the flat end of a curve.
-        learned = trained(float(first), run.curve[-1]["train_loss"], cfg.trained_drop)
-        if not math.isfinite(err) or (learned and flattened(run.errors, cfg.flat_evals,
-                                                            cfg.flat_tol)):  # fmt: skip
+        share = (time.perf_counter() - t0) / len(running)
+        for j, lr in enumerate(list(running)):
+            run, w = runs[lr], ws[lr].detach()
+            run.seconds += share
+            err = evaluate(w)
+            if math.isfinite(err) and err < run.best:  # the best before this pass
+                run.weight, run.best_epoch = w.clone(), epoch
+            run.curve.append({"epoch": epoch, "step": step, "seconds": run.seconds, "y": err,
+                              "train_loss": float(sse[j]) / n})  # fmt: skip
+            if math.isnan(run.first_loss):
+                run.first_loss = float(first[lrs.index(lr)])
+            # Stop once the curve has flattened after the run has trained: a slow start (a small
+            # rate's first passes) is not the flat end of a curve.
+            learned = trained(run.first_loss, run.curve[-1]["train_loss"], cfg.trained_drop)
+            if not math.isfinite(err) or (learned and flattened(run.errors, cfg.flat_evals,
+                                                                cfg.flat_tol)):  # fmt: skip
+                running.remove(lr)
+        if not running:
             break
-    else:
-        run.capped = True
-    run.first_loss = float(first)
-    return run
+    for lr in running:
+        runs[lr].capped = True
+    return runs
 
 
 def pick_rate(runs: dict[float, OutputRun]) -> float:
@@ -201,11 +231,12 @@ def pick_rate(runs: dict[float, OutputRun]) -> float:
 
 def fit_adamw_out(
     model_cfg: FlowConfig | DiffusionConfig, cfg: AdamwOutConfig, x_fit: Tensor, seed: int,
-    device: str, evaluate: Callable[[nn.Module], float],
+    device: str, evaluate: Callable[[nn.Module], float], lr: float | None = None,
 ) -> tuple[nn.Module, dict, list[dict]]:  # fmt: skip
-    """The output-layer arm from ``seed``: cache the solve's rows, train each rate of the grid,
-    keep the best on held-out images (``evaluate(model) -> held-out MSE``). Returns (model with
-    the kept weights, metrics, curve rows)."""
+    """The output-layer arm from ``seed``: cache the solve's rows, train each rate of the grid
+    (or ``lr`` alone, the first seed's pick), keep the best on held-out images
+    (``evaluate(model) -> held-out MSE``). Returns (model with the kept weights, metrics, curve
+    rows)."""
     dev = torch.device(device)
     model, features, pairs, n = solve_problem(model_cfg, x_fit, seed, dev)
     sync(dev)
@@ -221,23 +252,29 @@ def fit_adamw_out(
     runs: dict[float, OutputRun] = {}
 
     def pick(grid: list[float]) -> tuple[OutputRun, float, dict[float, float]]:
-        for lr in grid:
-            if lr not in runs:
-                with tf32(dev.type == "cuda"):
-                    runs[lr] = train_output_layer(h, y, lr, cfg, seed, dev, held)
+        new = [lr for lr in grid if lr not in runs]  # in lockstep (train_output_layers)
+        if new:
+            with tf32(dev.type == "cuda"):
+                runs.update(train_output_layers(h, y, new, cfg, seed, dev, held))
         lr = pick_rate({r: runs[r] for r in grid})
         return runs[lr], lr, {r: runs[r].best for r in grid}
 
-    run, grid = search_grid(cfg.lr_grid, cfg.lr_extend, pick, key="generative.adamw_out.lr_grid",
-                            extend_key="generative.adamw_out.lr_extend")  # fmt: skip
+    if lr is None:
+        run, grid = search_grid(cfg.lr_grid, cfg.lr_extend, pick,
+                                key="generative.adamw_out.lr_grid",
+                                extend_key="generative.adamw_out.lr_extend")  # fmt: skip
+        choice = {"lr_at_grid_edge": float(grid.edge_hit), "lr_extensions": float(grid.extensions),
+                  "lr_on_edge": float(grid.on_edge), "lr_chosen_here": 1.0}  # fmt: skip
+    else:
+        run = pick([lr])[0]
+        choice = {"lr_chosen_here": 0.0}  # the first seed's record says how it was chosen
     set_output(model, run.weight)
     k, _, p = h.shape
     gain = rel_gain(run.errors, cfg.flat_evals)
     metrics = {
         "fit_seconds": cache_seconds + run.seconds, "cache_seconds": cache_seconds,
         "tune_seconds": cache_seconds + sum(r.seconds for r in runs.values()),
-        "adamw_lr": run.lr, "n_lrs": float(len(runs)), "lr_at_grid_edge": float(grid.edge_hit),
-        "lr_extensions": float(grid.extensions), "lr_on_edge": float(grid.on_edge),
+        "adamw_lr": run.lr, "n_lrs": float(len(runs)), **choice,
         "epochs_run": float(len(run.curve)), "best_epoch": float(run.best_epoch),
         "max_epochs": float(cfg.max_epochs), "capped": float(run.capped),
         "flattened": float(flattened(run.errors, cfg.flat_evals, cfg.flat_tol)),

@@ -109,7 +109,7 @@ def fit_setting(
     if setting.method == "adamw_out":
         evaluate = lambda m: heldout_mse(setting, gen, m, x_val, seed, device)  # noqa: E731
         solve = fcfg if setting.model == "flow" else dcfg
-        return fit_adamw_out(solve, adamw_out_config(gen), x_fit, seed, device, evaluate)
+        return fit_adamw_out(solve, adamw_out_config(gen), x_fit, seed, device, evaluate, lr)
     if setting.method == "pil" and setting.model == "flow":
         net, fit = fit_pil_flow(x_fit, fcfg, seed, device, x_val=x_val)
         fits = [fit]
@@ -174,7 +174,11 @@ def known_setting(cfg: dict, dataset: str, setting_name: str) -> Setting:
 
 
 def read_lr(path: str | None, setting: Setting) -> float | None:
-    """The learning rate the grid job picked (``lr.json``), for an AdamW setting."""
+    """The learning rate the grid job picked (``lr.json``), for an AdamW setting; for an
+    output-layer arm's later seed, the rate its first seed picked (that run's ``metrics.json``;
+    None: this run picks it)."""
+    if setting.method == "adamw_out":
+        return None if not path else first_seed_lr(path, setting)
     if setting.method != "adamw":
         return None
     if not path:
@@ -186,3 +190,14 @@ def read_lr(path: str | None, setting: Setting) -> float | None:
     if pick.get("family") != setting.family:
         raise ValueError(f"{path} is the grid of {pick.get('family')!r}, not of {setting.family!r}")
     return float(pick["lr"])
+
+
+def first_seed_lr(path: str, setting: Setting) -> float:
+    """The rate an output-layer arm's first seed picked on its grid: the ``adamw_lr`` row of that
+    run's ``metrics.json``, which must be a run of the same setting that chose its rate."""
+    rows = {r["metric"]: r for r in json.loads(Path(path).read_text())}
+    pick, chosen = rows.get("adamw_lr"), rows.get("lr_chosen_here")
+    if pick is None or pick.get("variant") != setting.name or not (chosen and chosen["value"]):
+        raise ValueError(f"{path} is not the record of a {setting.name!r} run that chose its "
+                         "rate on the grid (generative.adamw_out.lr_grid): rerun that first seed")  # fmt: skip
+    return float(pick["value"])

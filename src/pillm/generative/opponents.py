@@ -13,7 +13,7 @@ from pillm.paper.latex import MISSING, fmt_num
 OUT_TABLE = (  # tables.TABLES entry: (label, colspec, header, caption)
     "tab:gen-adamw-out", "llrrrrrrrl",
     ["Data", "Pair", "Train pairs", "PIL MSE", "AdamW, 1 pass", "AdamW, at stop", "Passes",
-     "Kept pass", "Capped", "Rates"],
+     "Kept pass", "Capped", "Rate"],
     "The closed form against its direct gradient opponent: AdamW on the output layer alone, over "
     "the PIL fit's own frozen random features and its own training pairs (same seed; the same "
     "(input, target) pairs the solve streamed, train pairs), from the zero map, in shuffled "
@@ -22,8 +22,10 @@ OUT_TABLE = (  # tables.TABLES entry: (label, colspec, header, caption)
     "at its kept pass (the lowest held-out MSE). A run stops once its held-out MSE has "
     "flattened (its best improved by less than \\GenFlatTolPercent\\,\\% over \\GenFlatEvals{} "
     "passes) or after \\GenOutMaxEpochs{} passes (capped: seeds that hit the cap). Passes: mean "
-    "(fewest--most) over seeds. Rates: the learning rates picked per seed from "
-    "\\GenOutLrGrid{} (extended past an edge pick) on held-out images.",
+    "(fewest--most) over seeds. Rate: the learning rate the first seed picked from "
+    "\\GenOutLrGrid{} (extended past an edge pick by \\GenOutLrExtend{} per side) on "
+    "held-out images, every seed trains it; (edge): the pick is still the grid's smallest or "
+    "largest rate, so a better one may lie outside it.",
 )  # fmt: skip
 
 
@@ -64,6 +66,8 @@ def out_rows(runs: pl.DataFrame) -> list:
                 continue
             pil = _runs(runs, ds, f"{fam}_pil")
             rates = ", ".join(f"{x:g}" for x in sorted(set(out["adamw_lr"].to_list())))
+            if "lr_on_edge" in out.columns and (out["lr_on_edge"] == 1).any():
+                rates += " (edge)"
             rows.append([
                 DATASETS[ds], FAMILY_NAMES[fam], fmt_num(out["train_pairs"].mean(), 0),
                 mean_ci(_stats(pil, "heldout_mse"), "heldout_mse", 4),
@@ -86,6 +90,7 @@ def opponent_macros(runs: pl.DataFrame, g: dict) -> dict[str, str]:
         macro("FlatTolPercent"): fmt_num(100 * gr["flat_tol"], 1),
         macro("OutLrGrid"): ", ".join(f"{x:g}" for x in out["lr_grid"]),
         macro("OutMaxEpochs"): str(out["max_epochs"]),
+        macro("OutLrExtend"): str(out["lr_extend"]),
     }
     for ds in DATASETS:
         for fam in FAMILY_NAMES:

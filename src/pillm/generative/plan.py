@@ -208,13 +208,15 @@ def lr_pick_outputs() -> dict[str, str]:
     return {"lr": f"{GRID}/lr.json", "curves": f"{GRID}/curves.parquet"}
 
 
-def job_inputs(config: dict[str, Any], dataset: str, setting: str) -> dict[str, Any]:
-    """A generative job's images, the classifier its samples are scored in and, for an AdamW
-    arm, its grid's learning-rate pick (``lr``: empty for a PIL fit)."""
+def job_inputs(config: dict[str, Any], dataset: str, setting: str, seed: int) -> dict[str, Any]:
+    """A generative job's images, the classifier its samples are scored in and its learning
+    rate's source (``lr``): an AdamW arm's grid pick, an output-layer arm's first seed's record
+    for a later seed; empty for a PIL fit and for the output-layer arm's first seed."""
+    rate = lr_pick_files(config, dataset, setting) + out_rate_files(config, dataset, setting, seed)
     return {
         "images": IMAGES.format(dataset=dataset),
         "classifier": classifier_files()["model"].format(dataset=dataset),
-        "lr": lr_pick_files(config, dataset, setting),
+        "lr": rate,
     }
 
 
@@ -268,6 +270,23 @@ def lr_pick_files(config: dict[str, Any], dataset: str, setting: str) -> list[st
     return [f"{GRID.format(dataset=dataset, family=s.family)}/lr.json"]
 
 
+def out_rate_files(config: dict[str, Any], dataset: str, setting: str, seed: int) -> list[str]:
+    """An output-layer AdamW arm's later seed trains the rate its first seed picked on the grid
+    (as the full-network arm's seeds train their grid's pick): that run's metrics; none else."""
+    if settings(config["generative"], dataset)[setting].method != "adamw_out":
+        return []
+    first = config["generative"]["seeds"][0]
+    if seed == first:
+        return []
+    return [f"{RUN.format(dataset=dataset, setting=setting, seed=first)}/metrics.json"]
+
+
+def chooses_out_rate(config: dict[str, Any], dataset: str, setting: str, seed: int) -> bool:
+    """The output-layer arm's first seed: the later seeds wait for its rate."""
+    s = settings(config["generative"], dataset)[setting]
+    return s.method == "adamw_out" and seed == config["generative"]["seeds"][0]
+
+
 def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
     """What gen-aggregate stacks: every fit's records, every classifier's, every grid's."""
     return {
@@ -289,11 +308,13 @@ def is_adamw(config: dict[str, Any], dataset: str, setting: str) -> bool:
     return settings(config["generative"], dataset)[setting].method == "adamw"
 
 
-def is_bulk(config: dict[str, Any], dataset: str, setting: str) -> bool:
+def is_bulk(config: dict[str, Any], dataset: str, setting: str, seed: int) -> bool:
     """A PIL or output-layer AdamW fit: their kernels (Gram products, the feature cache and its
     held-out passes) are large and fill the GPU, so under MPS they yield to the full-network
-    AdamW arms' chains of small kernels (``--mps-bulk``, pillm.cli)."""
-    return not is_adamw(config, dataset, setting)
+    AdamW arms' chains of small kernels (``--mps-bulk``, pillm.cli); not the output-layer arm's
+    first seed, which later seeds wait for."""
+    job = (config, dataset, setting)
+    return not is_adamw(*job) and not chooses_out_rate(*job, seed)
 
 
 def gpu_need(config: dict[str, Any], dataset: str, setting: str) -> str | int:
@@ -307,9 +328,11 @@ def gpu_need(config: dict[str, Any], dataset: str, setting: str) -> str | int:
     return "generative_adamw" if s.method == "adamw" else pil_fit_memory_mb(g, dataset, s)
 
 
-def priority_class(config: dict[str, Any], dataset: str, setting: str) -> str:
-    """A fit's start-priority class (config/resources.yaml): the gradient arms before the PIL
-    fits."""
+def priority_class(config: dict[str, Any], dataset: str, setting: str, seed: int) -> str:
+    """A fit's start-priority class (config/resources.yaml): the output-layer arm's first seed
+    (later seeds wait for its rate) first, then the gradient arms, then the PIL fits."""
+    if chooses_out_rate(config, dataset, setting, seed):
+        return "generative_out_rate"
     gradient = settings(config["generative"], dataset)[setting].method != "pil"
     return "generative_adamw" if gradient else "generative_pil"
 
@@ -370,10 +393,12 @@ def lr_run_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any)
 
 def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
     """generative's arguments: ``--dataset``, ``--setting``, ``--seed``, ``--params``
-    (``job_params``), ``--images``, ``--classifier``, ``--lr`` (an AdamW arm's pick) and
-    ``--out-dir`` (the run folder); ``--mps-bulk`` for a PIL fit (``is_bulk``)."""
+    (``job_params``), ``--images``, ``--classifier``, ``--lr`` (an AdamW arm's pick, an
+    output-layer arm's first seed's record) and ``--out-dir`` (the run folder); ``--mps-bulk``
+    for a PIL fit (``is_bulk``)."""
     lr = f" --lr {input.lr}" if input.lr else ""
-    bulk = " --mps-bulk" if is_bulk(config, wildcards.dataset, wildcards.setting) else ""
+    job = (wildcards.dataset, wildcards.setting, int(wildcards.seed))
+    bulk = " --mps-bulk" if is_bulk(config, *job) else ""
     return (
         f"--dataset {wildcards.dataset} --setting {wildcards.setting} --seed {wildcards.seed}"
         f" --params {_json_arg(job_params(config))} --images {input.images}"
