@@ -161,7 +161,7 @@ def test_bucketed_output_layer_trains_one_map_per_bucket():
     assert model.w_buckets.shape == pil.w_buckets.shape
     assert not torch.equal(model.w_buckets[0], model.w_buckets[1])
     assert m["train_pairs"] == sum(f.n_train for f in fits) == 2 * 300
-    assert m["batch_rows"] == 64 and evaluate(model) < evaluate(lambda xt, t: xt * 0) * 0.9
+    assert m["batch_rows"] == 2 * 64 and evaluate(model) < evaluate(lambda xt, t: xt * 0) * 0.9
 
 
 def test_pick_rate_skips_diverged_rates_and_names_the_key_when_all_did():

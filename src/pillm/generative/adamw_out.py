@@ -7,8 +7,11 @@ streams (flow: stream 0; diffusion: stream 10 + 2b in bucket b), caches their fe
 (float32, TF32 off, as the solve computes them) and targets on the device, and trains W_out from
 zero (the PIL net's start) by AdamW on the mean squared error, in passes over those N pairs: it
 sees the closed form's training pairs and no others. A pass is one shuffled sweep in batches of
-``batch_size`` rows (bucketed diffusion: equally many rows of every bucket, each row through its
-own bucket's map, as the full-network arm). After each pass the held-out error is evaluated with
+``batch_size`` rows per output map (bucketed diffusion: that many rows of every bucket at once,
+each row through its own bucket's map: the maps are independent least-squares problems, so each
+gets the batch an unbucketed map gets, and each step's update of every bucket's map, the step's
+main cost, serves a full batch per map).
+After each pass the held-out error is evaluated with
 the clock stopped; training stops at the first evaluation where the curve has flattened
 (convergence.flattened) once the run has trained (convergence.trained: a small rate's slow
 start is not a flat end), or after ``max_epochs`` passes, and keeps the weights of the lowest
@@ -161,7 +164,7 @@ def train_output_layers(
     alone on the same shuffles. A rate's ``seconds`` is its share of each pass it ran in (a
     pass's time split evenly over the rates running in it)."""
     k, n, p = h.shape
-    rows = max(1, cfg.batch_size // k)  # per bucket and step
+    rows = cfg.batch_size  # per bucket (output map) and step
     per_epoch = math.ceil(n / rows)
     total = cfg.max_epochs * per_epoch
     warmup = max(1, min(cfg.warmup, total // 10))
@@ -280,7 +283,7 @@ def fit_adamw_out(
         "flattened": float(flattened(run.errors, cfg.flat_evals, cfg.flat_tol)),
         **({} if gain is None else {"heldout_rel_gain": gain}),
         "train_pairs": float(k * n), "pair_visits": float(k * n * len(run.curve)),
-        "batch_rows": float(k * max(1, cfg.batch_size // k)),
+        "batch_rows": float(k * cfg.batch_size),
         "first_train_loss": run.first_loss, "final_train_loss": run.best_train_loss,
         "trained": float(trained(run.first_loss, run.best_train_loss, cfg.trained_drop)),
         "heldout_mse_pass1": run.curve[0]["y"],
