@@ -59,6 +59,17 @@ def test_points_meet_at_the_base_and_cover_every_axis():
     assert [p.d_model for p in plan.axis_points(PAPER, "ptb", "width")] == [128, 256]
 
 
+def test_every_scaling_claim_arm_has_a_sentence_label():
+    claims = yaml.safe_load((REPO / "paper/claims/scaling.yaml").read_text())["claims"]
+    labels = plan.arm_labels(PAPER, {"ffn_only": "FFN only", "attn_only": "attention only"})
+    arms = {a for c in claims for a in c["arms"]}
+    assert arms <= set(labels)  # no claim falls back to its raw arm id in the paper
+    assert labels["ptb/d256_L4_f100/ffn_only"] == (
+        "FFN only: PTB, $d=256$, 4 layers, 100\\,\\% of the tokens"
+    )
+    assert labels["wikitext2/d256_L4_f25/pil_then_attn"].endswith("25\\,\\% of the tokens")
+
+
 def test_point_params_set_the_size_heads_epochs_and_families():
     p = plan.point_params(PAPER, "wikitext2", "d768_L4_f100")
     assert list(p["runs"]) == PAPER["scaling"]["variants"] and p["seeds"] == [0, 1, 2]

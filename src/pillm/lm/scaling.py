@@ -39,6 +39,7 @@ FAMILIES = {
 SHARE_ARMS = ("baseline", "attn_only")
 # treatment -> its control: a point runs both or neither (scaling_summary.PAIRS compares them)
 CONTROLS = {"pil_then_attn": "frozen_ffn_attn"}
+CORPUS_NAMES = {"wikitext2": "WikiText-2", "ptb": "PTB", "tinyshakespeare": "Tiny Shakespeare"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,18 @@ def points(config: dict[str, Any]) -> list[Point]:
             for p in axis_points(config, corpus, axis):
                 out.setdefault(f"{corpus}/{p.name}", p)
     return list(out.values())
+
+
+def arm_labels(config: dict[str, Any], variant_labels: dict[str, str]) -> dict[str, str]:
+    """Every claim arm of the config's points (``corpus/point/variant``, scaling_summary.arm) ->
+    its name in the claim sentences and table: the variant's label and where it ran."""
+    out = {}
+    for p in points(config):
+        where = (f"{CORPUS_NAMES.get(p.corpus, p.corpus)}, $d={p.d_model}$, {p.n_layer} layers, "
+                 f"{p.pct}\\,\\% of the tokens")  # fmt: skip
+        for v in point_variants(config, p.corpus):
+            out[f"{p.corpus}/{p.name}/{v}"] = f"{variant_labels.get(v, v)}: {where}"
+    return out
 
 
 def point_variants(config: dict[str, Any], corpus: str) -> list[str]:

@@ -8,12 +8,12 @@ from typing import Any
 import polars as pl
 
 from pillm.lm.config import ScalingReportParams
+from pillm.lm.scaling import CORPUS_NAMES
 from pillm.lm.scaling_summary import PAIRS, ordered_axes
 from pillm.paper.latex import MISSING, fmt_num, fmt_sci, tex_escape
 from pillm.paper.table import Table
 from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, REVERSED
 
-CORPUS_NAMES = {"wikitext2": "WikiText-2", "ptb": "PTB", "tinyshakespeare": "Tiny Shakespeare"}
 VARIANT_COLS = (
     ("baseline", "Full"),
     ("attn_only", "Attn"),

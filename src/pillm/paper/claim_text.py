@@ -287,8 +287,9 @@ def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
 
 
 def _wrap(share: str) -> str:
-    """A left-aligned wrapping column of ``share`` times the line width."""
-    return ">{\\raggedright\\arraybackslash}p{" + share + "\\linewidth}"
+    """A left-aligned wrapping column of ``share`` times the line width; a cell's first word may
+    be hyphenated too (\\hspace{0pt}), so one long word ("indistinguishable") fits."""
+    return ">{\\raggedright\\arraybackslash\\hspace{0pt}}p{" + share + "\\linewidth}"
 
 
 # Long cells (ids, arm names, intervals, verdicts) wrap in fixed-width columns, so the table's
@@ -296,11 +297,11 @@ def _wrap(share: str) -> str:
 COLSPEC = (
     "@{}"
     + _wrap("0.15")
-    + _wrap("0.21")
+    + _wrap("0.20")
     + _wrap("0.08")
     + "r"
     + _wrap("0.16")
     + "rrr"
-    + _wrap("0.09")
+    + _wrap("0.10")
     + "@{}"
 )
