@@ -103,7 +103,8 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     """Every GPU job's shell tells the slot picker its memory; the jobs whose kernels fill the
     GPU (PIL generative fits, SAFFU) run at MPS's below-normal client priority (--mps-bulk), the
     latency-bound ones (LM training, probes, SST-2, the generative classifier, AdamW arms and
-    their rate grids) and the SAFFU jobs whose rates other jobs wait for at the normal one."""
+    their rate grids) and the jobs whose rates other jobs wait for (SAFFU's, the generative
+    output-layer arm's first seed) at the normal one."""
     out = dry_run("-p", "--forceall", "--configfile", "config/smoke.yaml")
     gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
     bulk = {"saffu", "generative"}
@@ -115,9 +116,11 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
         seen.add(command)
         assert "PILLM_GPU_MEM_MB=" in prefix, (command, prefix)
         method = "adamw" if re.search(r"--setting \S+_adamw ", rest) else "pil"
-        gates = (command == "generative" and method == "adamw") or (
+        out_rate = re.search(r"--setting \S+_adamw_out ", rest) and "--lr" not in rest.split()
+        gates = (command == "generative" and (method == "adamw" or out_rate)) or (
             command == "saffu" and "--rates-from" not in rest
-        )  # the AdamW arms and the SAFFU jobs whose rates other jobs reuse: normal priority
+        )  # the AdamW arms, the output-layer arm's first seed and the SAFFU jobs whose rates
+        # other jobs reuse: normal priority
         low = command in bulk and not gates
         assert ("--mps-bulk" in rest.split()) == low, (command, rest)
     assert seen == set(gpu)
@@ -270,12 +273,15 @@ def test_start_order_puts_awaited_and_long_jobs_first():
             )
         elif rule == "generative":
             key = "generative adamw" if "_adamw" in wc[1] else "generative pil"
+            if re.search(r"_adamw_out, seed=0$", wc[1]):
+                key = "generative out rate"  # the later seeds train its rate
         elif rule == "lora":
             key = "lora gradient" if "method=lora" in wc[1] else "lora head"
         prio.setdefault(key, set()).add(int(p[1]) if p else 0)
     one = {k: v.pop() for k, v in prio.items() if len(v) == 1}
     assert set(one) == set(prio), prio  # one priority per kind of job
-    order = ["saffu rates", "gen_classifier", "run_lm baseline", "gen_lr_run", "generative adamw",
+    order = ["saffu rates", "gen_classifier", "run_lm baseline", "gen_lr_run",
+             "generative out rate", "generative adamw",
              "saffu other", "run_lm scratch", "run_lm derived", "generative pil"]  # fmt: skip
     assert [one[k] for k in order] == sorted((one[k] for k in order), reverse=True), one
     assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm scratch"]
