@@ -209,15 +209,11 @@ def lr_pick_outputs() -> dict[str, str]:
 
 
 def job_inputs(config: dict[str, Any], dataset: str, setting: str, seed: int) -> dict[str, Any]:
-    """A generative job's images, the classifier its samples are scored in and its learning
-    rate's source (``lr``): an AdamW arm's grid pick, an output-layer arm's first seed's record
-    for a later seed; empty for a PIL fit and for the output-layer arm's first seed."""
+    """A job's images, the classifier its samples are scored in and its rate's source (``lr``:
+    an AdamW arm's grid pick, ``out_rate_files``; none for a PIL fit)."""
     rate = lr_pick_files(config, dataset, setting) + out_rate_files(config, dataset, setting, seed)
-    return {
-        "images": IMAGES.format(dataset=dataset),
-        "classifier": classifier_files()["model"].format(dataset=dataset),
-        "lr": rate,
-    }
+    model = classifier_files()["model"].format(dataset=dataset)
+    return {"images": IMAGES.format(dataset=dataset), "classifier": model, "lr": rate}
 
 
 def job_outputs() -> dict[str, str]:
@@ -273,18 +269,16 @@ def lr_pick_files(config: dict[str, Any], dataset: str, setting: str) -> list[st
 def out_rate_files(config: dict[str, Any], dataset: str, setting: str, seed: int) -> list[str]:
     """An output-layer AdamW arm's later seed trains the rate its first seed picked on the grid
     (as the full-network arm's seeds train their grid's pick): that run's metrics; none else."""
-    if settings(config["generative"], dataset)[setting].method != "adamw_out":
-        return []
     first = config["generative"]["seeds"][0]
-    if seed == first:
+    if settings(config["generative"], dataset)[setting].method != "adamw_out" or seed == first:
         return []
     return [f"{RUN.format(dataset=dataset, setting=setting, seed=first)}/metrics.json"]
 
 
 def chooses_out_rate(config: dict[str, Any], dataset: str, setting: str, seed: int) -> bool:
     """The output-layer arm's first seed: the later seeds wait for its rate."""
-    s = settings(config["generative"], dataset)[setting]
-    return s.method == "adamw_out" and seed == config["generative"]["seeds"][0]
+    method = settings(config["generative"], dataset)[setting].method
+    return method == "adamw_out" and seed == config["generative"]["seeds"][0]
 
 
 def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
