@@ -203,3 +203,14 @@ def test_sections_come_from_the_wings_registrations():
         ["lm", {"tables": ["lm_main"], "figures": ["curves"]}],
         ["sensitivity", {"tables": ["lm_sensitivity"], "figures": []}],
     ]
+
+
+def test_every_verdict_has_a_badge_colour():
+    from pillm.paper import verdicts
+    from pillm.paper.results_page import VERDICT_CLASS
+
+    declared = {
+        v for k, v in vars(verdicts).items() if k.isupper() and isinstance(v, str)
+        and not k.endswith("_METRIC") and k not in ("GUARDS",)
+    }  # fmt: skip
+    assert declared - set(VERDICT_CLASS) == set()

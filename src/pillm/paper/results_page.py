@@ -35,6 +35,7 @@ from pillm.paper.html import STYLE as TABLE_STYLE
 from pillm.paper.html import latex_text
 from pillm.paper.verdicts import (
     HOLDS,
+    IDENTICAL,
     INDISTINGUISHABLE,
     NO_INTERVAL,
     NO_SEEDS,
@@ -42,6 +43,7 @@ from pillm.paper.verdicts import (
     NOT_EVALUATED,
     NOT_RUN,
     ONE_SEED,
+    OPPONENT_UNTRAINED,
     REVERSED,
     TOO_FEW,
 )
@@ -51,12 +53,14 @@ if TYPE_CHECKING:  # polars only where a page is written: the Snakefile imports 
 
 CAPTIONS_DIR = "workflow/report/captions"  # where a wing's captions file lives, for messages
 
-# Verdict -> CSS class (colour of its badge); any other verdict shows uncoloured.
+# Verdict -> CSS class (colour of its badge); every verdict of pillm.paper.verdicts has one.
 VERDICT_CLASS = {
     HOLDS: "holds",
     REVERSED: "reversed",
     INDISTINGUISHABLE: "neutral",
     NOT_EQUIVALENT: "neutral",
+    IDENTICAL: "neutral",
+    OPPONENT_UNTRAINED: "weak",
     ONE_SEED: "weak",
     NO_INTERVAL: "weak",
     TOO_FEW: "weak",
