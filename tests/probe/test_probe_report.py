@@ -579,7 +579,7 @@ def test_masks_table_and_row_macros(tmp_path):
     # without the massive-row rule: shown only where it moves the block by more than 0.01
     assert [r[2] != "" for r in rows] == [layer == 1 for layer in range(len(rows))]
     assert macros["ProbeMassiveBlocks"] == "2" and macros["ProbePillmMassiveBlocks"] == "1"
-    where = "pillm baseline, block 1 and all-MiniLM-L6-v2, block 1"  # one block each
+    where = "pillm baseline, block 1; all-MiniLM-L6-v2, block 1"  # one block each, models apart
     assert macros["ProbeMassiveBlocksWhere"] == where
     assert macros["ProbeMassiveChange"] == "0.01" and macros["ProbeExcludeMassive"] == "20"
     caption = texts["probe_masks"].split("\\caption{")[1]

@@ -100,10 +100,11 @@ def _row_macros(rep: ProbeReport) -> dict[str, str]:
         "ProbeExcludeMassive": massive_factor(params.get("rows")),
         "ProbeMassiveChange": fmt_num((params.get("rows") or {}).get("massive_change"), 2),
         "ProbeMassiveBlocks": str(sum(len(rep.massive_rows(g)) for g in rep.groups)),
-        "ProbeMassiveBlocksWhere": join_words(
-            [_blocks_of(rep.label(g), [b["layer"] for b in rep.massive_rows(g)])
-             for g in rep.groups if rep.massive_rows(g)]
-        ),
+        # "; " between models: each model's own list already joins with commas and "and"
+        "ProbeMassiveBlocksWhere": "; ".join(
+            _blocks_of(rep.label(g), [b["layer"] for b in rep.massive_rows(g)])
+            for g in rep.groups if rep.massive_rows(g)
+        ) or "none",
         "ProbeFitWindows": fmt_range(
             rep.probe["n_fit_windows"].min(), rep.probe["n_fit_windows"].max(), 0
         ),
