@@ -106,21 +106,22 @@ def closure(name: str, root: Path = PACKAGE_DIR) -> list[Path]:
     return sorted(p for m in seen if (p := module_path(m, root)) is not None)
 
 
-class _Docstrings(ast.NodeTransformer):
-    """Drop the docstring of every module, class and function (comments are not in the AST)."""
+_DOCSTRING_HOLDERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-        return node
+
+def _body(node: ast.AST) -> list:
+    """The body of a module, class or function without its docstring (a ``pass`` when nothing
+    else is left); any other node's ``body`` as it is. Comments are not in the AST."""
+    body = node.body  # type: ignore[attr-defined]
+    if (
+        isinstance(node, _DOCSTRING_HOLDERS)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        return body[1:] or [ast.Pass()]
+    return body
 
 
 def file_fingerprint(path: Path) -> str:
@@ -129,25 +130,27 @@ def file_fingerprint(path: Path) -> str:
     return _file_fingerprint(path, st.st_mtime_ns, st.st_size)
 
 
-def canonical(node: object) -> str:
+def canonical(node: object, docstrings: bool = True) -> str:
     """The AST as text, the same under every Python 3.11+: ``ast.dump`` is not (3.12 adds
-    ``type_params=[]`` to every def), so a field left empty or None is not written."""
+    ``type_params=[]`` to every def), so a field left empty or None is not written. Without
+    ``docstrings`` each module, class and function is written without its docstring (the tree
+    itself is left as it is: the parse is shared with ``imports``)."""
     if isinstance(node, ast.AST):
-        fields = (
-            f"{name}={canonical(value)}"
-            for name in node._fields
-            if (value := getattr(node, name, None)) is not None and value != []
-        )
+        fields = []
+        for name in node._fields:
+            value = _body(node) if name == "body" and not docstrings else getattr(node, name, None)
+            if value is not None and value != []:
+                fields.append(f"{name}={canonical(value, docstrings)}")
         return f"{type(node).__name__}({', '.join(fields)})"
     if isinstance(node, list):
-        return f"[{', '.join(canonical(v) for v in node)}]"
+        return f"[{', '.join(canonical(v, docstrings) for v in node)}]"
     return repr(node)
 
 
 @cache
 def _file_fingerprint(path: Path, mtime_ns: int, size: int) -> str:
-    tree = _Docstrings().visit(ast.parse(path.read_text(), filename=str(path)))
-    return hashlib.sha256(canonical(tree).encode()).hexdigest()
+    tree = _parse(path, mtime_ns, size)  # the tree ``imports`` walks: each file parsed once
+    return hashlib.sha256(canonical(tree, docstrings=False).encode()).hexdigest()
 
 
 def fingerprint(name: str, root: Path = PACKAGE_DIR) -> str:

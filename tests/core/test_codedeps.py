@@ -162,3 +162,20 @@ def test_fingerprint_text_is_the_same_under_every_python():
     tree.body[0]._fields = (*tree.body[0]._fields, "type_params")
     assert canonical(tree) == before
     assert canonical(ast.parse("def f(x):\n    return x + 2\n")) != before
+
+
+def test_canonical_without_docstrings_leaves_the_shared_tree_alone():
+    """The fingerprint reads the tree ``imports`` walked (one parse per file): it writes it
+    without docstrings, a body of only a docstring as ``pass``, and edits nothing in it."""
+    import ast
+
+    from pillm.codedeps import canonical
+
+    src = '"""Module."""\nclass A:\n    """Class."""\n    def f(self):\n        """Only this."""\n'
+    tree = ast.parse(src)
+    with_docs = canonical(tree)
+    assert canonical(tree, docstrings=False) == canonical(
+        ast.parse("class A:\n    def f(self):\n        pass\n")
+    )
+    assert canonical(tree) == with_docs == canonical(ast.parse(src))
+    assert "Only this." in with_docs

@@ -84,3 +84,15 @@ def test_generated_files_are_the_ones_the_commands_write():
     assert len(plan.figure_files("pdf")) == len(plan.FIGURES) == 6
     assert plan.table_files()[-1] == "paper/generated/tables/probe_cost.tex"
     assert plan.NUMBERS == "paper/generated/probe_numbers.tex"
+
+
+def test_pretrained_probes_start_early_on_a_cpu_only():
+    """device cpu: a pretrained model's probe (minutes for SmolLM2) is the longest job and
+    waits for no training, so it takes the early class; the own baselines' probes wait for
+    training, and on a GPU every probe keeps the late class."""
+    from pillm.probe.plan import priority_class
+
+    cpu, gpu = {"device": "cpu"}, {"device": "auto"}
+    assert [priority_class(cpu, m) for m in ("smollm2", "minilm", "pillm-s0")] == [
+        "probe_pretrained", "probe_pretrained", "probe"]  # fmt: skip
+    assert {priority_class(gpu, m) for m in ("smollm2", "pillm-s0")} == {"probe"}

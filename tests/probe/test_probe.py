@@ -24,7 +24,13 @@ from pillm.probe.capture import SplitFFN, capture_ffn_io, ffn_modules, model_fam
 from pillm.probe.fit import accumulate_ffn_stats, effective_rank, map_rank, probe_model
 from pillm.probe.masks import RowMask
 from pillm.probe.passes import Recording
-from pillm.probe.swap import default_low_rank, linear_replacement, low_rank_replacement, swap_ffns
+from pillm.probe.swap import (
+    default_low_rank,
+    linear_replacement,
+    low_rank_params,
+    low_rank_replacement,
+    swap_ffns,
+)
 
 D, V = 32, 100
 FAMILIES = ["pillm", "gpt2", "gpt_neox", "llama", "bert"]
@@ -222,6 +228,8 @@ def test_linear_and_low_rank_replacements():
     low = low_rank_replacement(W)
     assert low.down.out_features == k and low.num_params() == k * (D + 48) + 48
     assert sum(p.numel() for p in low.parameters()) == low.num_params()
+    for rank in (1, k, D):  # the count the probe records without factorising
+        assert low_rank_params(D, 48, rank) == low_rank_replacement(W, rank).num_params()
     u, s, vh = torch.linalg.svd(W[:-1])
     expect = x @ (u[:, :k] * s[:k] @ vh[:k]) + W[-1]
     torch.testing.assert_close(low(x.float()).double(), expect, atol=1e-4, rtol=1e-4)
@@ -229,6 +237,8 @@ def test_linear_and_low_rank_replacements():
     torch.testing.assert_close(full(x), lin(x))
     with pytest.raises(ValueError):
         low_rank_replacement(W, rank=D + 1)
+    with pytest.raises(ValueError):
+        low_rank_params(D, 48, D + 1)
 
 
 class _Bilinear(nn.Module):

@@ -28,6 +28,7 @@ rule prepare_corpus:
         multiext(res("data/{corpus}/"), *CORPUS_FILES),
     log:
         logfile("prepare_corpus/{corpus}"),
+    priority: PRIORITY["data"]
     conda:
         "../envs/pillm.yaml"
     params:
@@ -48,6 +49,7 @@ rule tokenize:
         logfile("tokenize/{corpus}"),
     benchmark:
         benchfile("tokenize/{corpus}")
+    priority: PRIORITY["data"]
     conda:
         "../envs/pillm.yaml"
     params:

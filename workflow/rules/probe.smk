@@ -12,7 +12,7 @@ rule probe:
         logfile("probe/{model}/{corpus}"),
     benchmark:
         benchfile("probe/{model}/{corpus}")
-    priority: PRIORITY["probe"]
+    priority: lambda w: PRIORITY[probe_plan.priority_class(config, w.model)]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

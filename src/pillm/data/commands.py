@@ -41,7 +41,7 @@ COMMANDS: tuple[Command, ...] = (
         (req("--corpus-dir"), js(help="{tokenizer: ..., data: ...} (JSON)"), OUT_DIR),
         ("corpus_dir", section("tokenizer", "kind"), section("tokenizer", "vocab_size"),
          section("data", "source"), optional("data", "local_dir"), "out_dir",
-         optional("data", "revisions")),
+         optional("data", "revisions"), optional("data", "eval_tokens")),
         user_errors=("pillm.data.files:DataError",),
     ),
     Command(

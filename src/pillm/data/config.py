@@ -32,3 +32,4 @@ class DataConfig(Section):
     source: str = "auto"  # "auto" (the folder's mirror, else built from the hub), "local", "hub"
     local_dir: str | None = ""  # the data folder; "" or None: $PILLM_DATA, else ~/.cache/pillm/data
     revisions: RevisionsConfig | None = None  # None: the committed pins (RevisionsConfig)
+    eval_tokens: int = 0  # 0: the validation and test token splits whole; else their first tokens

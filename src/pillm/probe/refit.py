@@ -53,7 +53,7 @@ from pillm.probe.passes import Recording, _captured
 
 _F64 = torch.float64
 GRAM_BYTES = 2**30  # per-window statistics held at a time (all pairs of one pass)
-SOLVE_BYTES = 2**28  # resampled statistics and maps held at a time while solving
+SOLVE_BYTES = 2**29  # resampled statistics and maps held at a time while solving
 
 
 def basis(stats: GramStats, sol: RidgeSolution, rtol: float | None = None) -> Tensor | None:
@@ -115,15 +115,18 @@ class UnitStats:
             self.n[u] += ys.shape[0]
 
     def used(self) -> UnitStats:
-        """The units that hold rows."""
+        """The units that hold rows (itself when every unit does: no copy)."""
         m = self.n > 0
+        if bool(m.all()):
+            return self
         return UnitStats(self.hth[m], self.hty[m], self.yty[m], self.y_sum[m], self.n[m])
 
     def weighted(self, counts: Tensor) -> UnitStats:
         """The statistics of each resample (R rows of unit multiplicities ``counts`` (R, U))."""
         r, (u, q, k) = counts.shape[0], self.hty.shape
         hth = (counts @ self.hth.reshape(u, -1)).view(r, q, q)
-        return UnitStats((hth + hth.mT) / 2, (counts @ self.hty.reshape(u, -1)).view(r, q, k),
+        hth = torch.add(hth, hth.mT).mul_(0.5)  # (A + Aᵀ) / 2 with one temporary
+        return UnitStats(hth, (counts @ self.hty.reshape(u, -1)).view(r, q, k),
                          counts @ self.yty, counts @ self.y_sum, counts @ self.n)  # fmt: skip
 
 
@@ -250,10 +253,10 @@ def refit_intervals(
             if len(f.n) >= 2 and len(h.n) >= 2 and resamples > 0:
                 rng = np.random.default_rng(seed)
                 fc, hc = counts(rng, len(f.n), resamples), counts(rng, len(h.n), resamples)
-                boots = resampled_r2(f, h, sets[i][j].lam, fc, hc)
-                sample = resampled_r2(f, h, sets[i][j].lam, np.ones((1, len(f.n))),
-                                      np.ones((1, len(h.n))))[0]  # fmt: skip
-                lo, hi = recentred(boots, float(sample))
+                # the sample itself (every unit once) first, then the resamples: one batch
+                r2 = resampled_r2(f, h, sets[i][j].lam, np.vstack([np.ones(len(f.n)), fc]),
+                                  np.vstack([np.ones(len(h.n)), hc]))  # fmt: skip
+                lo, hi = recentred(r2[1:], float(r2[0]))
             fit_w, held_w = (int((c > 0).sum()) for c in rows_in[i, j])
             out[i][j] = {"lo": lo, "hi": hi, "fit_windows": fit_w, "heldout_windows": held_w}
         del stats, rows_in

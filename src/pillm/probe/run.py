@@ -41,6 +41,7 @@ from pillm.probe.masks import RowMask, describe, row_mask
 from pillm.probe.swap import (
     default_low_rank,
     linear_replacement,
+    low_rank_params,
     low_rank_replacement,
     record_block_outputs,
     replay_below,
@@ -239,7 +240,6 @@ def run_probe(
     for rec in blocks:
         i, d_in, d_out = rec["layer"], rec["d_in"], rec["d_out"]
         rank = default_low_rank(d_in, d_out, cfg.low_rank_factor)
-        low = low_rank_replacement(rec["W"], rank)
         rows.append(
             {
                 "layer": i, "n_layers": n_layers, "depth": i / max(n_layers - 1, 1),
@@ -252,7 +252,7 @@ def run_probe(
                 "row_policy": describe(cfg.rows),
                 "ffn_params": sum(p.numel() for p in modules[i][1].parameters()),
                 "linear_params": (d_in + 1) * d_out,
-                "lowrank_params": low.num_params(), "lowrank_rank": low.down.out_features,
+                "lowrank_params": low_rank_params(d_in, d_out, rank), "lowrank_rank": rank,
                 "swap_metric": "ppl" if pm.kind == "causal" else "emb_cos_dist",
                 "base_value": None, "swap_linear": None, "swap_lowrank": None,
                 "delta_linear": None, "delta_lowrank": None,

@@ -34,6 +34,13 @@ def default_low_rank(d_in: int, d_out: int, factor: int = 8) -> int:
     return max(1, d_in * d_out // (factor * (d_in + d_out)))
 
 
+def low_rank_params(d_in: int, d_out: int, rank: int) -> int:
+    """Weights of ``low_rank_replacement`` at ``rank`` (its ``num_params()``, without the SVD)."""
+    if not 1 <= rank <= min(d_in, d_out):
+        raise ValueError(f"rank must be in [1, {min(d_in, d_out)}], got {rank}")
+    return rank * (d_in + d_out) + d_out
+
+
 class LowRankLinear(nn.Module):
     """x -> up(down(x)): rank-k factorisation with k (d_in + d_out) + d_out parameters."""
 
