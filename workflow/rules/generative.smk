@@ -24,8 +24,8 @@ rule gen_images:
     conda:
         "../envs/pillm.yaml"
     # Every generative job waits for it, and GPU jobs that start meanwhile take the slots:
-    # decode in parallel.
-    threads: 8
+    # decode in parallel, with half the cores at most (on 2 cores both datasets decode at once).
+    threads: max(1, min(8, workflow.cores // 2))
     params:
         data=as_json(config["data"]),
     shell:
