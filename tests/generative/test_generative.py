@@ -35,10 +35,11 @@ from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
 from pillm.paper.latex import macro_name
 
+from ..conftest import SHARED_DATA
 from ..paper.test_claims import typed_directions
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data"
+DATA = SHARED_DATA  # $PILLM_DATA, else the mirror beside the checkout (tests/conftest.py)
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 CLAIMS = REPO / "paper/claims/generative.yaml"
 
