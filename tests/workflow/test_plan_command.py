@@ -13,6 +13,8 @@ import yaml
 from pillm import estimate, owner
 from pillm.core.config import ConfigError, apply_schema
 
+from ..conftest import copy_worktree
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -213,10 +215,11 @@ def test_a_second_config_with_the_same_name_is_refused(tmp_path, monkeypatch):
     assert json.loads(Path("results/run/.owner.json").read_text())["config"] == "a.yaml"
 
 
-def test_plan_command_runs_a_dry_run():
+def test_plan_command_runs_a_dry_run(tmp_path):
+    # In a copy, as a clean clone: a checkout's own up-to-date results/smoke leaves nothing to run.
     out = subprocess.run(
         [sys.executable, "-m", "pillm", "plan", "--configfile", "config/smoke.yaml"],
-        cwd=REPO, capture_output=True, text=True,
+        cwd=copy_worktree(tmp_path), capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert "pillm plan: config 'smoke'" in out.stdout
