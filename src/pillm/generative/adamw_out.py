@@ -186,7 +186,7 @@ def train_output_layers(
             for lr, group in zip(ws, opt.param_groups, strict=True):
                 group["lr"] = lr_at(step, total, lr, warmup, cfg.min_lr_frac)
             x, target = h[bucket, idx], y[bucket, idx]
-            if not many:
+            if not many:  # one rate: its own product, no copy of its weights into a wider one
                 losses = F.mse_loss(torch.bmm(x, ws[running[0]]), target)[None]
             else:  # every running rate's output from one product; the mean error per rate
                 weight = torch.cat([ws[lr] for lr in running], dim=2)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from pillm.core.records import read_records
 from pillm.core.runtime import sync, tf32
 from pillm.generative.adamw_out import AdamwOutConfig, fit_adamw_out
 from pillm.generative.config import GenerativeConfig
@@ -195,7 +196,7 @@ def read_lr(path: str | None, setting: Setting) -> float | None:
 def first_seed_lr(path: str, setting: Setting) -> float:
     """The rate an output-layer arm's first seed picked on its grid: the ``adamw_lr`` row of that
     run's ``metrics.json``, which must be a run of the same setting that chose its rate."""
-    rows = {r["metric"]: r for r in json.loads(Path(path).read_text())}
+    rows = {r["metric"]: r for r in read_records([path])}
     pick, chosen = rows.get("adamw_lr"), rows.get("lr_chosen_here")
     if pick is None or pick.get("variant") != setting.name or not (chosen and chosen["value"]):
         raise ValueError(f"{path} is not the record of a {setting.name!r} run that chose its "

@@ -100,15 +100,20 @@ def points(config: dict[str, Any]) -> list[Point]:
     return list(out.values())
 
 
+def arm(corpus: str, point: str, variant: str) -> str:
+    """A claim arm: one variant at one point of one corpus."""
+    return f"{corpus}/{point}/{variant}"
+
+
 def arm_labels(config: dict[str, Any], variant_labels: dict[str, str]) -> dict[str, str]:
-    """Every claim arm of the config's points (``corpus/point/variant``, scaling_summary.arm) ->
-    its name in the claim sentences and table: the variant's label and where it ran."""
+    """Every claim arm of the config's points (``arm``) -> its name in the claim sentences and
+    table: the variant's label and where it ran."""
     out = {}
     for p in points(config):
         where = (f"{CORPUS_NAMES.get(p.corpus, p.corpus)}, $d={p.d_model}$, {p.n_layer} layers, "
                  f"{p.pct}\\,\\% of the tokens")  # fmt: skip
         for v in point_variants(config, p.corpus):
-            out[f"{p.corpus}/{p.name}/{v}"] = f"{variant_labels.get(v, v)}: {where}"
+            out[arm(p.corpus, p.name, v)] = f"{variant_labels.get(v, v)}: {where}"
     return out
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from pillm.lm.scaling import AXES, parse_point
+from pillm.lm.scaling import AXES, arm, parse_point
 from pillm.lm.scaling_stats import BOOT_METHOD, trend
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.claims import interval, verdict
@@ -58,11 +58,6 @@ def ordered_axes(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     axes = params["axes"]
     corpora = [params["main"], *sorted(set(axes) - {params["main"]})]
     return [(c, a, axes[c][a]) for c in corpora for a in AXES if a in axes[c]]
-
-
-def arm(corpus: str, point: str, variant: str) -> str:
-    """A claim arm: one variant at one point of one corpus."""
-    return f"{corpus}/{point}/{variant}"
 
 
 def read_runs(runs_paths: list[str], lr_paths: list[str]) -> pl.DataFrame:
