@@ -12,18 +12,23 @@
 # RESUME=<results.tgz> continues a build whose results an earlier call sent back without their
 # bulk: it unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk
 # outputs feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
+# KEEP=1 continues the build an earlier call left on the same (still held) machine: its results
+# stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only the
+# jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 set -u
 . benchmarks/gpu_env.sh
-rm -rf results/paper .snakemake/locks
+rm -rf .snakemake/locks
+[ -n "${KEEP:-}" ] || rm -rf results/paper
 printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
   "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
 TRIGGERS=()
+[ -n "${UNTIL:-}" ] && TRIGGERS=(--until $UNTIL)
 if [ -n "${RESUME:-}" ]; then
   tar xzf "$RESUME"
   for d in ${RERUN:-}; do rm -rf "results/paper/$d"; done
   python benchmarks/assemble_gpu_results.py --configfile config/config.yaml /tmp/gpu_data.yaml \
     | tail -3
-  TRIGGERS=(--rerun-triggers mtime)
+  TRIGGERS+=(--rerun-triggers mtime)
 fi
 OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
 OMIT="$OMIT claims provenance timing_macros"

@@ -59,6 +59,13 @@ def test_points_meet_at_the_base_and_cover_every_axis():
     assert [p.d_model for p in plan.axis_points(PAPER, "ptb", "width")] == [128, 256]
 
 
+def test_the_widest_points_start_first():
+    """d²·L at least 4x the base point's (d=256, L=4): d=512 and 768 start with the AdamW arms."""
+    wide = [p.name for p in plan.points(PAPER) if plan.priority_class(p.name) == "scaling_wide"]
+    assert wide == ["d512_L4_f100", "d768_L4_f100"]
+    assert plan.priority_class("d256_L8_f100") == "scaling_point"
+
+
 def test_every_scaling_claim_arm_has_a_sentence_label():
     claims = yaml.safe_load((REPO / "paper/claims/scaling.yaml").read_text())["claims"]
     labels = plan.arm_labels(PAPER, {"ffn_only": "FFN only", "attn_only": "attention only"})

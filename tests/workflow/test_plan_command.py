@@ -280,6 +280,8 @@ def test_start_order_puts_awaited_and_long_jobs_first():
                 key = "generative out rate"  # the later seeds train its rate
         elif rule == "lora":
             key = "lora gradient" if "method=lora" in wc[1] else "lora head"
+        elif rule == "scaling_point":
+            key = "scaling wide" if re.search(r"point=d(512|768)_L4_", wc[1]) else rule
         prio.setdefault(key, set()).add(int(p[1]) if p else 0)
     one = {k: v.pop() for k, v in prio.items() if len(v) == 1}
     assert set(one) == set(prio), prio  # one priority per kind of job
@@ -292,5 +294,7 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     # the jobs that came last in the 8e42bac build, the longest first; the short ones at 0
     assert one["lora gradient"] > one["lm_extras"] > one["probe"] > one["lora head"] == 0
     assert one["sensitivity_run"] == one["run_lm scratch"]
+    # the widest scaling points are the build's longest jobs: with the AdamW arms
+    assert one["scaling wide"] == one["generative adamw"] > one["scaling_point"]
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     assert profile["scheduler"] == "greedy"
