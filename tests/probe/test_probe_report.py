@@ -346,7 +346,7 @@ def test_render_all_groups(tmp_path):
     assert macros["ProbeEncoderModels"] == "all-MiniLM-L6-v2"
     assert macros["ProbePillmSeeds"] == "3"
     assert macros["ProbeNumModels"] == "4"
-    assert macros["ProbeCorpora"] == "WikiText-2, Penn Treebank and Tiny Shakespeare"
+    assert macros["ProbeCorpora"] == "WikiText-2, PTB and Tiny Shakespeare"
     assert macros["ProbeSwapCorpora"] == "WikiText-2"
     assert macros["ProbeGradSteps"] == "1{,}000"
     assert macros["ProbeBilinearRank"] == "16"
@@ -390,10 +390,10 @@ def test_missing_swap_corpus_gives_dashes(tmp_path):
     for r in corpora:
         by_corpus.setdefault(r[1], []).append(r)
     assert all(r[7] == "--" for r in by_corpus["WikiText-2"])
-    assert all(r[7] != "--" for r in by_corpus["Penn Treebank"])
+    assert all(r[7] != "--" for r in by_corpus["PTB"])
     assert macros["ProbeLinSwapBest"] == "--"
     assert macros["ProbeLinSwapBestWhere"] == "--"
-    assert macros["ProbeSwapCorpora"] == "Penn Treebank"
+    assert macros["ProbeSwapCorpora"] == "PTB"
     for text in texts.values():
         assert_latexish(text)
 
@@ -409,7 +409,7 @@ def test_no_swaps_and_no_gradient_anywhere(tmp_path):
 
 def test_main_corpus_absent_falls_back(tmp_path):
     texts, macros = render(tmp_path, corpora=("ptb",), swap_corpora=("ptb",))
-    assert macros["ProbeMainCorpus"] == "Penn Treebank"
+    assert macros["ProbeMainCorpus"] == "PTB"
     assert table_rows(texts["probe_summary"])[0][8] != "--"
 
 

@@ -49,22 +49,27 @@ class CorpusSpec:
 
     local_files: dict[str, str]  # mirror-relative paths: "validation"/"test" or "all"
     hub_text_column: str  # the hub repository and revision: HUB_DATASETS[name]
+    display: str  # its name in tables, figures and the paper's text
 
 
 CORPORA: dict[str, CorpusSpec] = {
     "wikitext2": CorpusSpec(
         {"validation": "wikitext-2-v1/validation.txt", "test": "wikitext-2-v1/test.txt"},
         "text",
+        "WikiText-2",
     ),
     "ptb": CorpusSpec(
         {"validation": "ptb/validation.txt", "test": "ptb/test.txt"},
         "sentence",
+        "PTB",
     ),
     "tinyshakespeare": CorpusSpec(
         {"all": "tinyshakespeare/input.txt"},
         "text",
+        "Tiny Shakespeare",
     ),
 }
+CORPUS_NAMES = {name: spec.display for name, spec in CORPORA.items()}
 
 
 def split_tail(text: str, heldout_fraction: float) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from typing import Any
 from pillm.core.config import ConfigError
 from pillm.core.selection import check_extendable
 from pillm.data.check import split_bytes
+from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.variants import dependencies, lm_params
 
 AXES = ("width", "depth", "data")
@@ -39,7 +40,6 @@ FAMILIES = {
 SHARE_ARMS = ("baseline", "attn_only")
 # treatment -> its control: a point runs both or neither (scaling_summary.PAIRS compares them)
 CONTROLS = {"pil_then_attn": "frozen_ffn_attn"}
-CORPUS_NAMES = {"wikitext2": "WikiText-2", "ptb": "PTB", "tinyshakespeare": "Tiny Shakespeare"}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
 from pillm.lm.scaling import parse_point
 from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, power_exponent
@@ -29,7 +30,6 @@ from pillm.lm.scaling_summary import (
     write_claims,
 )
 from pillm.lm.scaling_tables import (
-    CORPUS_NAMES,
     corpora_table,
     cost_table,
     lr_table,

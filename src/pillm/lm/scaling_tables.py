@@ -7,8 +7,8 @@ from typing import Any
 
 import polars as pl
 
+from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
-from pillm.lm.scaling import CORPUS_NAMES
 from pillm.lm.scaling_summary import PAIRS, ordered_axes
 from pillm.paper.latex import MISSING, fmt_num, fmt_sci, tex_escape
 from pillm.paper.table import Table

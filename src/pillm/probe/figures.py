@@ -21,6 +21,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from pillm.data.sources import CORPUS_NAMES
 from pillm.paper.figures import save  # noqa: E402
 from pillm.paper.latex import mean_std  # noqa: E402
 from pillm.probe.plan import FIGURES  # noqa: E402
@@ -35,7 +36,6 @@ from pillm.probe.plotting import (  # noqa: E402
     _theme,
 )
 from pillm.probe.summary import (
-    CORPUS_NAMES,
     is_proxy,
     load_summaries,
     main_corpus,

@@ -22,14 +22,10 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
+from pillm.data.sources import CORPUS_NAMES
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_sci, macro_name, tex_escape
 
 PROXY = "$^{\\dagger}$"
-CORPUS_NAMES = {
-    "wikitext2": "WikiText-2",
-    "ptb": "Penn Treebank",
-    "tinyshakespeare": "Tiny Shakespeare",
-}
 # Model groups in display order; unknown groups follow, sorted. Keys are normalised ids (letters
 # and digits only) so "pythia-160m" and "pythia160m" are one group; values are macro infixes.
 KNOWN_GROUPS = {
