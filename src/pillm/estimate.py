@@ -46,6 +46,14 @@ def device_kind() -> str:
     return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
 
 
+def job_device_kind(device: str) -> str:
+    """``cpu`` or ``cuda``: where jobs of config ``device`` (cpu, cuda[:N] or auto) run on this
+    machine; auto is ``device_kind()``."""
+    if device == "auto":
+        return device_kind()
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
 def gpu_count() -> int:
     """How many GPUs this process may use (``gpu_sizes_mb``); 0 without a readable driver."""
     return len(gpu_sizes_mb())

@@ -280,6 +280,8 @@ def test_start_order_puts_awaited_and_long_jobs_first():
                 key = "generative out rate"  # the later seeds train its rate
         elif rule == "lora":
             key = "lora gradient" if "method=lora" in wc[1] else "lora head"
+        elif rule == "probe" and not re.search(r"model=pillm", wc[1]):
+            key = "probe pretrained"
         elif rule == "scaling_point":
             key = "scaling wide" if re.search(r"point=d(512|768)_L4_", wc[1]) else rule
         prio.setdefault(key, set()).add(int(p[1]) if p else 0)
@@ -294,6 +296,10 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     # the jobs that came last in the 8e42bac build, the longest first; the short ones at 0
     assert one["lora gradient"] > one["lm_extras"] > one["probe"] > one["lora head"] == 0
     assert one["sensitivity_run"] == one["run_lm scratch"]
+    # paper config, device auto: on a machine without a GPU the pretrained models' probes are
+    # the longest jobs and wait for no training, so they start early; on a GPU they are short
+    early = estimate.device_kind() == "cpu"
+    assert (one["probe pretrained"] > one["run_lm scratch"]) == early, one
     # the widest scaling points are the build's longest jobs: with the AdamW arms
     assert one["scaling wide"] == one["generative adamw"] > one["scaling_point"]
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())

@@ -178,6 +178,7 @@ def benchfile(path):
 # pattern) and its torch CPU threads; each GPU rule declares gpu=1 itself (the SLURM profile
 # finds GPU rules by that line).
 DEVICE = config["device"]
+JOB_DEVICE_KIND = estimate.job_device_kind(DEVICE)  # cpu or cuda: where these jobs run
 
 
 def gpu_shell(command):

@@ -97,12 +97,13 @@ def probe_model_names(config: dict[str, Any]) -> list[str]:
     return own_model_names(config["probe"]["models"], config["lm"]["seeds"])
 
 
-def priority_class(config: dict[str, Any], model: str) -> str:
-    """The start-priority class of a probe job (config/resources.yaml). On a CPU
-    (``device: cpu``) a pretrained model's probe is the longest job of a build (SmolLM2:
-    minutes) and waits for no training: it starts early and runs beside the rest. On a GPU
-    probes are short and start late; the pipeline's own models wait for their training."""
-    if config["device"] == "cpu" and not model.startswith(OWN_PREFIX):
+def priority_class(device_kind: str, model: str) -> str:
+    """The start-priority class of a probe job (config/resources.yaml) where jobs run on
+    ``device_kind`` (cpu or cuda: ``estimate.job_device_kind``). On a CPU a pretrained model's
+    probe is the longest job of a build (SmolLM2: minutes) and waits for no training: it starts
+    early and runs beside the rest. On a GPU probes are short and start late; the pipeline's own
+    models wait for their training."""
+    if device_kind == "cpu" and not model.startswith(OWN_PREFIX):
         return "probe_pretrained"
     return "probe"
 
