@@ -253,7 +253,7 @@ def test_lora_trains_only_adapters_and_head(build):
     before = {k: v.clone() for k, v in base.model.state_dict().items()}
     data = _sentences(96, 0)
     ids = base.tokenize(data.sentences, 8)
-    cfg = replace(LORA, patience=99)  # no early stop: every evaluation happens
+    cfg = replace(LORA, patience=99, lora_modules="attention")  # no early stop: every evaluation
     res = fit_lora(base, (ids[:64], data.labels[:64]), (ids[64:], data.labels[64:]), cfg, 1e-2,
                    0, "cpu")  # fmt: skip
     assert all("lora_" in k or k.startswith("head.") for k in res.weights)
@@ -347,7 +347,8 @@ def test_lora_record_says_whether_it_trained():
     base = _gpt_base()
     data = _sentences(160, 11)
     fit, dev = data.take(np.arange(128)), data.take(np.arange(128, 160))
-    cfg = replace(LORA, max_steps=80, eval_every=8, patience=99, lrs=[3e-2], lr_extend=0)
+    cfg = replace(LORA, max_steps=80, eval_every=8, patience=99, lrs=[3e-2], lr_extend=0,
+                  lora_modules="attention")  # fmt: skip
     job = run_fits(base, "lora", fit, dev, _sentences(40, 12), cfg, 0, "cpu")
     m = job.metrics
     assert m["chance_loss"] == pytest.approx(chance_loss(fit.labels))

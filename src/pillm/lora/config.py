@@ -33,3 +33,4 @@ class LoraConfig(Section):
     adapter_etas: tuple[float, ...]
     min_steps: int = 0  # early stopping counts patience only after max(warm-up, min_steps)
     trained_margin: float = 0.05  # trained: training loss this many nats below chance
+    lora_modules: str = "all_linear"  # LoRA on: "all_linear" maps in the blocks | "attention"

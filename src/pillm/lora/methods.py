@@ -14,8 +14,9 @@ frozen features, not an adapter inside the model, and the tables call it so:
 - ``ridge`` (the ridge readout): the same solve on H = [x̂, 1], without the random projection.
 - ``pil_adapter`` (``pillm.lora.adapter``): the seed's in-layer adapter, a closed-form low-rank
   update inside the last FFN block whose target is the task loss's functional gradient.
-- ``lora``: ``peft`` LoRA adapters on the attention projections plus a trainable linear head on
-  the pooled states, trained by AdamW on the cross-entropy (the gradient baseline), its
+- ``lora``: ``peft`` LoRA adapters on every linear map inside the blocks (or the attention
+  projections alone, ``lora.lora_modules``) plus a trainable linear head on the ridge readout's
+  input x̂, trained by AdamW on the cross-entropy (the gradient baseline), its
   learning rate (``lora.lrs``) and its number of steps (early stopping) chosen on the same dev
   split.
 
@@ -43,11 +44,16 @@ from pillm.lora.config import LoraConfig
 
 METHODS = ("pil_lora", "ridge", "pil_adapter", "lora")  # pil_adapter: pillm.lora.adapter
 N_CLASSES = 2
-# LoRA targets: BERT's query/value projections; the pillm GPT's fused q/k/v projection (the
-# analogue of GPT-2's c_attn that LoRA adapts); regex = peft's full-name match.
-LORA_TARGETS: dict[str, list[str] | str] = {
-    "encoder": ["query", "value"],
-    "causal": r".*\.attn\.qkv",
+# LoRA targets (peft's full-name regex match) per base kind and ``lora.lora_modules``:
+# "attention": BERT's query/value projections, the pillm GPT's fused q/k/v projection (the
+# analogue of GPT-2's c_attn, the LoRA paper's choice); "all_linear": every linear map inside
+# the blocks (attention in and out, both FFN maps; the QLoRA recipe), never a head or pooler.
+LORA_TARGETS: dict[tuple[str, str], str] = {
+    ("encoder", "attention"): r".*encoder\.layer\.\d+\.attention\.self\.(query|value)",
+    ("causal", "attention"): r".*blocks\.\d+\.attn\.qkv",
+    ("encoder", "all_linear"): r".*encoder\.layer\.\d+\.(attention\.self\.(query|key|value)"
+    r"|attention\.output\.dense|intermediate\.dense|output\.dense)",
+    ("causal", "all_linear"): r".*blocks\.\d+\.(attn\.(qkv|proj)|mlp\.(fc|proj))",
 }
 
 
@@ -147,6 +153,23 @@ def fit_closed_form(
 
 
 # ---------------------------------------------------------------- LoRA (gradient baseline)
+
+
+class ReadoutHead(nn.Module):
+    """LoRA's trainable readout: scores = W x̂ + b on the row-standardised pooled state x̂, the
+    input of the ridge readout (``ClosedFormHead`` with rank 0), so the two heads differ only in
+    how they are fitted. Zero-initialised: training starts at the uniform prediction."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.linear = nn.Linear(d, N_CLASSES)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear(standardise_rows(x.float()))
+
+
 def bucketed_epoch(
     lengths: list[int], batch_size: int, rng: np.random.Generator, pool: int = 50
 ) -> list[np.ndarray]:
@@ -215,8 +238,10 @@ def fit_lora(
     cfg: LoraConfig, lr: float, seed: int, device: str, stop_at: int | None = None,
     target: float | None = None,
 ) -> FitResult:  # fmt: skip
-    """peft LoRA on the attention projections + a linear head, AdamW on cross-entropy, at peak
-    learning rate ``lr`` (warm-up over a tenth of ``cfg.max_steps``, cosine decay to 0 at it).
+    """peft LoRA on the maps ``cfg.lora_modules`` names (``LORA_TARGETS``) + a ``ReadoutHead``,
+    AdamW on cross-entropy at peak learning rate ``lr`` for adapters and head alike (warm-up
+    over a tenth of ``cfg.max_steps``, cosine decay to 0 at it); the base model's own dropout
+    is active while it trains, as in the standard fine-tuning recipe.
 
     Without ``stop_at`` (model selection): every ``cfg.eval_every`` steps the dev accuracy is
     measured (clock stopped; scoring draws no random number and changes no weight) and the
@@ -236,11 +261,11 @@ def fit_lora(
     model = copy.deepcopy(base.model)
     lcfg = PeftLoraConfig(
         r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-        target_modules=LORA_TARGETS[base.kind],
+        target_modules=LORA_TARGETS[(base.kind, cfg.lora_modules)],
     )  # fmt: skip
     model = inject_adapter_in_model(lcfg, model).to(device)  # freezes every non-adapter weight
     adapted = BaseModel(**{**base.__dict__, "model": model})
-    head = nn.Linear(base.d_model, N_CLASSES).to(device)
+    head = ReadoutHead(base.d_model).to(device)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     named += [(f"head.{n}", p) for n, p in head.named_parameters()]
     opt = torch.optim.AdamW([p for _, p in named], lr=lr, weight_decay=cfg.weight_decay)

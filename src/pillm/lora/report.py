@@ -27,6 +27,12 @@ from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 from pillm.paper.verdicts import TRAINED_METRIC
 
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order
+LORA_TARGET_TEXT = {  # lora.lora_modules -> the maps LoRA adapts, in the paper's words
+    "all_linear": "every linear map inside the blocks (the attention's input and output "
+    "projections and both FFN maps)",
+    "attention": "the attention projections (MiniLM: query and value; the pillm baseline: its "
+    "fused query/key/value projection)",
+}
 METHODS = {  # method -> (table label, macro infix), display order
     "pil_lora": ("Random-feature head (PIL, closed form)", "PilLora"),
     "ridge": ("Ridge readout (closed form)", "Ridge"),
@@ -223,6 +229,7 @@ class LoraReport:
             "LoraRank": str(p["lora_rank"]),
             "LoraAlpha": fmt_num(p["lora_alpha"], 0),
             "LoraDropout": fmt_num(p["lora_dropout"], 2),
+            "LoraTargets": LORA_TARGET_TEXT[p.get("lora_modules", "all_linear")],
             "LoraMaxSteps": fmt_int(p["max_steps"]),
             "LoraWarmup": fmt_int(self._first("warmup_steps")),
             "LoraWeightDecay": f"{p['weight_decay']:g}",

@@ -146,6 +146,8 @@ def run_fits(
             # the gradient opponent learned: its kept weights' training loss fell below chance
             # by the declared margin (paper/claims/lora.yaml: opponents)
             "trained": float(trained(best["train_loss"], chance, cfg.trained_margin)),
+            # the kept weights on the sentences they were fitted on (eval mode): did it fit them
+            "train_accuracy": accuracy(timed.predict(ids["fit"]), fit.labels),
             "n_lrs": float(len(runs)),
             "lr_at_grid_edge": float(grid.edge_hit), "lr_extensions": float(grid.extensions),
             "lr_on_edge": float(grid.on_edge),
