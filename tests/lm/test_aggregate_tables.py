@@ -6,9 +6,10 @@ import polars as pl
 import pytest
 
 from pillm.lm.comparisons import LMReport, paired
-from pillm.lm.macros import grid_edge_numbers
+from pillm.lm.macros import grid_edge_numbers, lm_numbers
 from pillm.lm.report import LM_TABLES, lm_table, render_tables
-from pillm.paper.latex import fmt_pm, macro_name, make_env, tex_escape
+from pillm.lm.variants import VARIANTS
+from pillm.paper.latex import MISSING, fmt_pm, macro_name, make_env, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import LongTable, Table
 from pillm.paper.tidy import ci95, summarise
@@ -106,6 +107,20 @@ def test_edge_selection_macros_count_every_run():
         "PilGridExtensions": "9",
         "PilEdgeSelections": "3",
     }
+
+
+def test_every_registered_variant_has_its_macros_missing_where_not_run():
+    """The prose quotes variants a config may leave out (experiments.tex: the refit width
+    sweep), so their macros read `--' instead of being undefined; a run variant keeps its own."""
+    runs = fake_runs()
+    rep = LMReport(summarise(runs, {"variant": ["baseline"]}, [0, 1, 2]), runs, ["baseline"], 6.0)
+    out = lm_numbers(rep)
+    assert out["PPLBaseline"] == rep.pm("baseline", "test_ppl", 1) != MISSING
+    for v in VARIANTS:
+        if v != "baseline":
+            name = macro_name(v, whole_numbers=True)
+            assert out[f"PPL{name}"] == out[f"Solve{name}"] == MISSING, v
+    assert out["PPLRefitSingleOneD"] == MISSING
 
 
 def test_missing_seed_is_visible(capsys):

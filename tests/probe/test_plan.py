@@ -3,6 +3,9 @@
 import json
 from types import SimpleNamespace
 
+import pytest
+
+from pillm.core.config import ConfigError
 from pillm.probe import figures, plan
 
 CONFIG = {
@@ -44,6 +47,26 @@ def test_job_files_are_model_major_then_corpus():
     assert list(inputs) == ["blocks", "gradients", "metrics"]
     assert inputs["gradients"][0] == "probe/pillm-s0/wikitext2/gradient.parquet"
     assert plan.job_outputs()["blocks"] == "probe/{model}/{corpus}/blocks.parquet"
+
+
+def test_models_outside_cross_corpus_models_run_on_the_main_corpus_only():
+    """probe.cross_corpus_models: those models (pillm: every seed) on every corpus, the others
+    on the main corpus alone; the key never reaches a job's params (no job reruns for it)."""
+    cfg = {**CONFIG, "probe": {**CONFIG["probe"], "swap_corpora": ["ptb"],
+                               "cross_corpus_models": ["minilm"]}}  # fmt: skip
+    assert plan.job_files(cfg, "metrics.json") == [
+        "probe/pillm-s0/ptb/metrics.json",
+        "probe/pillm-s1/ptb/metrics.json",
+        "probe/minilm/wikitext2/metrics.json",
+        "probe/minilm/ptb/metrics.json",
+    ]
+    assert plan.model_corpora(cfg, "pillm-s1") == ["ptb"]
+    assert "cross_corpus_models" not in plan.job_params(cfg)
+    cfg["probe"]["cross_corpus_models"] = ["pillm", "minilm"]
+    assert plan.job_files(cfg, "metrics.json") == plan.job_files(CONFIG, "metrics.json")
+    cfg["probe"]["cross_corpus_models"] = ["smollm2"]
+    with pytest.raises(ConfigError, match=r"probe\.cross_corpus_models: \['smollm2'\] are not"):
+        plan.check_cross_corpus_models(cfg)
 
 
 def test_job_args_name_the_checkpoint_only_for_own_models():

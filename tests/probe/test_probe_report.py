@@ -272,6 +272,25 @@ def test_macro_names_are_letters_only():
     ]
 
 
+def test_corpora_caption_names_the_models_probed_on_fewer_corpora():
+    """A model outside probe.cross_corpus_models has rows for the main corpus alone: the corpora
+    table shows only that row and its caption says so; with every model on every corpus the
+    caption names none."""
+    from pillm.probe.report import probe_tables
+
+    full, grad, jobs = fake_summaries(groups=("pillm", "smollm2"), corpora=("wikitext2", "ptb"))
+    rep = ProbeReport(full, grad, jobs, PARAMS)
+    assert rep.partial_corpora() == {} and "only (probe" not in probe_tables(rep)[
+        "probe_corpora"]["caption"]  # fmt: skip
+    part = full.filter((pl.col("model_group") != "smollm2") | (pl.col("corpus") == "wikitext2"))
+    rep = ProbeReport(part, grad, jobs, PARAMS)
+    assert rep.partial_corpora() == {"smollm2": ["wikitext2"]}
+    caption = probe_tables(rep)["probe_corpora"]["caption"]
+    assert "SmolLM2-135M (Q4\\_1): WikiText-2 only (probe.cross\\_corpus\\_models)." in caption
+    smol = [r for r in rep.corpora_rows() if r != "midrule" and r[0].startswith("SmolLM2")]
+    assert len(smol) == 1 and smol[0][1] == "WikiText-2"
+
+
 def test_summary_values_follow_the_data():
     probe, grad, jobs = fake_summaries(groups=("pillm", "gpt2"))
     rep = ProbeReport(probe, grad, jobs, PARAMS)

@@ -1,6 +1,7 @@
 """pillm plan: jobs by rule, the estimate from recorded figures, what is missing; the owner marker
 of results/<name>/; the workflow used as a Snakemake module from another directory."""
 
+import functools
 import json
 import re
 import subprocess
@@ -18,8 +19,16 @@ from ..conftest import copy_worktree
 REPO = Path(__file__).resolve().parents[2]
 
 
+# The whole DAGs as Snakemake prints them: a dry run of each, shared by the tests that read it.
+PAPER_DAG = ("-p", "--forceall", "--configfile", "config/config.yaml",
+             "--resources", "gpu_mem_mb=155000")  # fmt: skip
+SMOKE_DAG = ("-p", "--forceall", "--configfile", "config/smoke.yaml")
+
+
+@functools.cache
 def dry_run(*args: str) -> subprocess.CompletedProcess:
-    """A Snakemake dry run of this repository (one core); fails the test if it fails."""
+    """A Snakemake dry run of this repository (one core), once per arguments; fails the test if
+    it fails."""
     out = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *args],
         cwd=REPO, capture_output=True, text=True,
@@ -107,7 +116,7 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     latency-bound ones (LM training, probes, SST-2, the generative classifier, AdamW arms and
     their rate grids) and the jobs whose rates other jobs wait for (SAFFU's, the generative
     output-layer arm's first seed) at the normal one."""
-    out = dry_run("-p", "--forceall", "--configfile", "config/smoke.yaml")
+    out = dry_run(*SMOKE_DAG)
     gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
     bulk = {"saffu", "generative"}
     seen = set()
@@ -140,8 +149,7 @@ PIL_FIT_PEAKS = {("cifar10", "diff_pil"): 4926, ("cifar10", "flow_pil"): 4926,
 def test_gpu_declarations_cover_the_measured_peaks():
     """Every job declares at least its measured peak and 15 % (the CUDA context and the
     allocator's cache come on top of the allocated peak), read from the paper DAG's dry run."""
-    out = dry_run("-p", "--forceall", "--configfile", "config/config.yaml",
-                  "--resources", "gpu_mem_mb=155000")  # fmt: skip
+    out = dry_run(*PAPER_DAG)
     declared = {}
     for mb, command, rest in re.findall(
         r"PILLM_GPU_MEM_MB=(\d+) .*?python -m pillm ([a-z-]+) (.*)$", out.stdout, re.M
@@ -245,7 +253,7 @@ def test_workflow_runs_as_a_module_from_another_directory(tmp_path):
 
 def test_every_output_of_a_run_lies_under_its_results_tree():
     """Per-config outputs: a smoke run writes nothing into paper/ (sources only), PDF included."""
-    out = dry_run("--configfile", "config/smoke.yaml")
+    out = dry_run(*SMOKE_DAG)
     outputs = [p for line in re.findall(r"^\s+output: (.*)$", out.stdout, re.M)
                for p in line.split(", ")]  # fmt: skip
     assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
@@ -257,7 +265,7 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     others wait for first, then the longest (LoRA's rate grid and the LAMBADA passes before the
     probes), the short jobs last; the default profile schedules
     greedily (in priority order: the ILP scheduler maximises the priorities' sum instead)."""
-    out = dry_run("--forceall", "--configfile", "config/config.yaml")
+    out = dry_run(*PAPER_DAG)
     prio: dict[str, set[int]] = {}
     for block in re.split(r"(?m)^(?:local)?rule ", out.stdout)[1:]:
         rule = block.split(":", 1)[0]

@@ -35,7 +35,7 @@ SECTIONS = {
     "pil": (PILConfig, set()),
     "lambada": (LambadaConfig, set()),
     "samples": (SamplesConfig, set()),
-    "probe": (ProbeConfig, {"models"}),
+    "probe": (ProbeConfig, {"models", "cross_corpus_models"}),
     "generative": (GenerativeConfig, {"datasets", "classifier"}),
     "lora": (LoraConfig, {"models", "seeds"}),
 }

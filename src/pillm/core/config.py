@@ -13,10 +13,12 @@ import copy
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import jsonschema
 import yaml
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 class ConfigError(ValueError):
@@ -78,6 +80,8 @@ def _key_path(err: jsonschema.ValidationError) -> str:
 def validate_config(config: dict[str, Any], schema: dict[str, Any], where: str | Path) -> None:
     """Raise ConfigError listing every violation of ``schema``, each with its dotted key;
     ``where`` names the schema file in the message."""
+    import jsonschema  # here, not at the top: every job imports this module, few validate
+
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

@@ -21,6 +21,7 @@ from pillm.lm.comparisons import (
     per_seed,
     percent,
 )
+from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, fmt_num, fmt_pm, macro_name, tex_escape
 
 
@@ -178,6 +179,12 @@ def lm_numbers(rep: LMReport) -> dict[str, str]:
         out[f"LambadaSeen{name}"] = rep.pm(v, "lambada_acc_seen", 1, 100)
         out[f"Solve{name}"] = rep.pm(v, "solve_time_s", 2)
         out[f"Grad{name}"] = rep.pm(v, "grad_time_s", 1)
+    # Every registered variant has its macros, `--' where this build did not run it: the prose
+    # quotes variants a config may leave out (the refit width sweep) and must still compile.
+    for v in (v for v in VARIANTS if v not in rep.variants):
+        name = variant_macro(v)
+        out |= {f"{k}{name}": MISSING for k in ("PPL", "Acc", "Lambada", "LambadaSeen", "Solve",
+                                                 "Grad")}  # fmt: skip
     out["UnigramPPL"] = fmt_num(math.exp(rep.unigram), 1)
     out |= grid_edge_numbers(rep)
     out |= kneser_ney_numbers(rep)

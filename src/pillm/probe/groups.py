@@ -71,6 +71,12 @@ class ProbeGroups:
         )
         return df.sort("layer").to_dicts()
 
+    def partial_corpora(self) -> dict[str, list[str]]:
+        """group -> the corpora it has, for the groups probed on fewer than every corpus of the
+        build (probe.cross_corpus_models)."""
+        present = {g: [c for c in self.corpora if self.block_rows(g, c)] for g in self.groups}
+        return {g: cs for g, cs in present.items() if len(cs) < len(self.corpora)}
+
     def label(self, group: str, seeds: bool = False) -> str:
         """Escaped display name; with ``seeds``, the seed count of a multi-seed group appended."""
         text = tex_escape(self.labels[group])

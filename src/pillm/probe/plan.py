@@ -31,6 +31,17 @@ FIGURES = ("probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_co
 def check(config: dict[str, Any]) -> None:
     check_probe_models(config)
     check_windows(config)
+    check_cross_corpus_models(config)
+
+
+def check_cross_corpus_models(config: dict[str, Any]) -> None:
+    """probe.cross_corpus_models names models of probe.models."""
+    probe = config["probe"]
+    if extra := sorted(set(probe.get("cross_corpus_models") or ()) - set(probe["models"])):
+        raise ConfigError(
+            f"probe.cross_corpus_models: {extra} are not in probe.models {probe['models']}; "
+            "add them to probe.models or remove them"
+        )
 
 
 def check_windows(config: dict[str, Any]) -> None:
@@ -108,11 +119,22 @@ def priority_class(device_kind: str, model: str) -> str:
     return "probe"
 
 
+def model_corpora(config: dict[str, Any], model: str) -> list[str]:
+    """The corpora one probe model runs on: every corpus of probe.corpora for the models of
+    probe.cross_corpus_models (null: every model), the main corpus alone for the others."""
+    probe = config["probe"]
+    cross = probe.get("cross_corpus_models")
+    name = "pillm" if model.startswith(OWN_PREFIX) else model
+    return list(probe["corpora"]) if cross is None or name in cross else [main_corpus(config)]
+
+
 def job_files(config: dict[str, Any], name: str) -> list[str]:
     """File ``name`` of every probe job (model-major, then probe.corpora)."""
-    corpora = config["probe"]["corpora"]
-    models = probe_model_names(config)
-    return [f"{JOB_DIR.format(model=m, corpus=c)}/{name}" for m in models for c in corpora]
+    return [
+        f"{JOB_DIR.format(model=m, corpus=c)}/{name}"
+        for m in probe_model_names(config)
+        for c in model_corpora(config, m)
+    ]
 
 
 # ---------------------------------------------------------------- the probe rule: one job
@@ -130,9 +152,9 @@ def job_outputs() -> dict[str, str]:
 
 
 def job_params(config: dict[str, Any]) -> dict[str, Any]:
-    """A probe job's ``--params``: the probe section without probe.models (which models run is
-    the DAG's business, not any one job's)."""
-    return {k: v for k, v in config["probe"].items() if k != "models"}
+    """A probe job's ``--params``: the probe section without probe.models and
+    probe.cross_corpus_models (which models run where is the DAG's business, not any one job's)."""
+    return {k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")}
 
 
 def job_args(config: dict[str, Any]) -> Callable[[Any, Any, Any], str]:

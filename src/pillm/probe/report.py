@@ -53,6 +53,12 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
         "Multi-seed models: per-block values averaged over seeds first; $\\pm$ is the sample std "
         "over seeds."
     )
+    partial = rep.partial_corpora()
+    only = "".join(
+        f" {rep.label(g)}: {', '.join(corpus_name(c) for c in cs)} only "
+        "(probe.cross\\_corpus\\_models)."
+        for g, cs in partial.items()
+    )
     return {
         "probe_summary": {
             "label": "tab:probe-summary",
@@ -109,7 +115,7 @@ def probe_tables(rep: ProbeReport) -> dict[str, dict[str, Any]]:
             "swap $\\Delta$: mean over blocks of the change when one block at a time is replaced "
             "by its linear fit (`--' where no swaps were run on that corpus). Last column: the "
             "largest difference, over blocks, between the highest and lowest $\\Rlin$ of a block "
-            f"across corpora, with its block (from 0). {proxy} {seeds}",
+            f"across corpora, with its block (from 0).{only} {proxy} {seeds}",
         },
         "probe_gradient": {
             "label": "tab:probe-gradient",
