@@ -61,9 +61,11 @@ def test_points_meet_at_the_base_and_cover_every_axis():
 
 def test_the_widest_points_start_first():
     """d²·L at least 4x the base point's (d=256, L=4): d=512 and 768 start with the AdamW arms."""
-    wide = [p.name for p in plan.points(PAPER) if plan.priority_class(p.name) == "scaling_wide"]
+    wide = [
+        p.name for p in plan.points(PAPER) if plan.priority_class(PAPER, p.name) == "scaling_wide"
+    ]
     assert wide == ["d512_L4_f100", "d768_L4_f100"]
-    assert plan.priority_class("d256_L8_f100") == "scaling_point"
+    assert plan.priority_class(PAPER, "d256_L8_f100") == "scaling_point"
 
 
 def test_every_scaling_claim_arm_has_a_sentence_label():

@@ -49,7 +49,7 @@ rule scaling_point:
         logfile("scaling_point/{corpus}/{point}"),
     benchmark:
         benchfile("scaling_point/{corpus}/{point}")
-    priority: lambda w: PRIORITY[scaling_plan.priority_class(w.point)]
+    priority: lambda w: PRIORITY[scaling_plan.priority_class(config, w.point)]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

@@ -67,12 +67,13 @@ def parse_point(corpus: str, name: str) -> Point:
     return Point(corpus, int(d[1:]), int(layers[1:]), int(frac[1:]) / 100)
 
 
-def priority_class(name: str) -> str:
+def priority_class(config: dict[str, Any], name: str) -> str:
     """A point's start-priority class (config/resources.yaml): points with at least 4x the
-    per-token work of d=256, L=4 (d²·L) are the build's longest jobs, started with the AdamW
+    per-token work (d²·L) of scaling.base are the build's longest jobs, started with the AdamW
     arms so that none is left as the build's tail."""
-    p = parse_point("", name)
-    return "scaling_wide" if p.d_model**2 * p.n_layer >= 4 * 256**2 * 4 else "scaling_point"
+    p, base = parse_point("", name), config["scaling"]["base"]
+    wide = p.d_model**2 * p.n_layer >= 4 * base["d_model"] ** 2 * base["n_layer"]
+    return "scaling_wide" if wide else "scaling_point"
 
 
 def main_corpus(config: dict[str, Any]) -> str:
