@@ -271,8 +271,9 @@ def test_lm_report_renders_through_the_contract(tmp_path):
 def test_fmt_num_signs_and_separators():
     from pillm.paper.latex import fmt_num
 
-    assert fmt_num(-1234.56, 1) == "$-$1{,}234.6"
+    assert fmt_num(-1234.56, 1) == "\\ensuremath{-}1{,}234.6"
     assert fmt_num(-1e-8, 4) == "0.0000"  # rounds to zero: no minus sign
+    assert "$" not in fmt_num(-0.5)  # a macro may sit inside math ($d^{\\ScalCost...}$)
     assert fmt_num(None) == fmt_num(float("nan")) == "--"
 
 

@@ -61,7 +61,7 @@ def test_lambada_and_trained_macros():
     assert lambada_numbers(rep) == {"LambadaCount": "5{,}153", "LambadaOovShare": "47.0",
                                     "LambadaSeenCount": "2{,}731"}  # fmt: skip
     assert trained_numbers(rep) == {"GradientRuns": "2", "UntrainedRuns": "2",
-                                    "MinTrainLossDrop": "$-$0.05"}  # fmt: skip
+                                    "MinTrainLossDrop": "\\ensuremath{-}0.05"}  # fmt: skip
 
 
 def solve_records(variant: str, r2: float, norm: float, lams=(1e-4, 1e-4)) -> list[dict]:

@@ -80,7 +80,7 @@ def test_claim_holds_with_interval_and_sentence(tmp_path):
     assert (r.ci_lo, r.ci_hi) == pytest.approx((r.diff - half, r.diff + half))
     assert r.boot_lo is None  # fewer seeds than bootstrap.min_seeds
     assert r.sentence.startswith("FFN-only reaches a lower test perplexity than attention-only (")
-    assert "3/3 seeds" in r.sentence and "95\\,\\% CI [$-$" in r.sentence
+    assert "3/3 seeds" in r.sentence and "95\\,\\% CI [\\ensuremath{-}" in r.sentence
 
 
 def test_reversed_direction_is_stated_the_other_way(tmp_path):
@@ -207,8 +207,8 @@ def test_guard_row_too_few_blocks_gives_its_verdict_and_no_direction(tmp_path, n
     assert r.sentence.startswith("kept-row R\\textsuperscript{2} and all are not compared in "
                                  "Spearman correlation with the swap cost: too few blocks for a "
                                  "direction (")  # fmt: skip
-    assert "probe.min\\_blocks = 10, n = 4)" in r.sentence and "$-$0.30" in r.sentence
-    assert ("no interval" in r.sentence) == nan and ("[$-$0.50, $-$0.10]" in r.sentence) != nan
+    assert "probe.min\\_blocks = 10, n = 4)" in r.sentence and "\\ensuremath{-}0.30" in r.sentence
+    assert ("no interval" in r.sentence) == nan and ("[\\ensuremath{-}0.50, \\ensuremath{-}0.10]" in r.sentence) != nan
     assert typed_directions(r.sentence) == []
     macros = text.claim_macros([r], {"probe": {**PROBE_SPEC, "study": "probe"}})
     assert macros["ClaimProbeMaskedVerdict"] == "too few blocks"
@@ -220,7 +220,7 @@ def test_guard_row_both_null_is_not_evaluated(tmp_path):
     assert r.verdict == v.NOT_EVALUATED and r.p_value is None and r.p_holm is None
     assert (
         "are not compared in Spearman correlation with the swap cost: for each of them it is "
-        "indistinguishable from zero ($-$0.30, 95\\,\\% CI [$-$0.50, $-$0.10]" in r.sentence
+        "indistinguishable from zero (\\ensuremath{-}0.30, 95\\,\\% CI [\\ensuremath{-}0.50, \\ensuremath{-}0.10]" in r.sentence
     )
     assert typed_directions(r.sentence) == []
 
@@ -229,7 +229,7 @@ def test_interval_row_without_an_interval_says_no_interval(tmp_path):
     """The claim's own row with no interval (NaN bounds): no direction and no 'one seed'."""
     r = evaluate_probe(tmp_path, lo=math.nan, hi=math.nan)
     assert r.verdict == v.NO_INTERVAL and r.ci_lo is None and r.ci_hi is None and not r.guard
-    assert r.sentence.endswith("($-$0.30, no interval, bootstrap over blocks; "
+    assert r.sentence.endswith("(\\ensuremath{-}0.30, no interval, bootstrap over blocks; "
                                "probe.min\\_blocks = 10, n = 4)")  # fmt: skip
     assert "seed" not in r.sentence and typed_directions(r.sentence) == []
     row = text.claims_table([r], {"probe": PROBE_SPEC}).rows[0]

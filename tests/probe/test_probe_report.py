@@ -610,7 +610,7 @@ def test_masks_table_and_row_macros(tmp_path):
     assert macros["ProbeHeldoutWindows"] == "32"
     share = float(macros["ProbeMiniLMExcludedShareMax"])
     assert 0 <= share <= 100 and macros["ProbeMiniLMExcludedShareMaxBlock"] != "--"
-    num = r"(\$-\$)?\d\.\d\d"
+    num = r"(\\ensuremath\{-\})?\d\.\d\d"
     assert re.fullmatch(rf"\[{num}, {num}\]", macros["ProbePillmSwapSpearmanCI"])
 
 

@@ -105,7 +105,9 @@ def fmt_num(x: float | None, digits: int = 1) -> str:
     text = f"{x:,.{digits}f}".replace(",", "{,}")
     if text.startswith("-") and not text.strip("-0.{,}"):  # rounds to zero: no sign ("-0.00")
         text = text[1:]
-    return "$-$" + text[1:] if text.startswith("-") else text  # a minus sign, not a hyphen
+    # a minus sign, not a hyphen; \ensuremath so the value reads the same inside $...$ (an
+    # exponent macro) as in text, where "$-$" would close the surrounding math
+    return "\\ensuremath{-}" + text[1:] if text.startswith("-") else text
 
 
 def fmt_pm(mean: float, std: float | None, digits: int = 1) -> str:
