@@ -8,46 +8,80 @@
 # timeline's summary; leaves timeline.tsv/.txt, gpu_power.txt and snakemake.log in $OUT.
 #   bash benchmarks/gpu_readme_command.sh                          # every visible GPU
 #   CUDA_VISIBLE_DEVICES=0 bash benchmarks/gpu_readme_command.sh   # one GPU of a larger host
-# SNAKE_TIMEOUT (seconds, default 540) interrupts Snakemake so the logs still come back.
+# Snakemake runs in a process session of its own (setsid) with its logs in BUILD_DIR, outside
+# $OUT (which each call empties), so one build can outlast a call: the host keeps such a
+# process while the machine is held.
+# SNAKE_TIMEOUT (seconds, default 540): how long this call waits for the build. Then the build
+#   is interrupted (Snakemake's INT), unless DETACH=1: it runs on, and a next call on the same
+#   (still held) machine with ATTACH=1 waits for it (again up to SNAKE_TIMEOUT) and reports the
+#   whole build as one, no job run twice.
 # RESUME=<results.tgz> continues a build whose results an earlier call sent back without their
-# bulk: it unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk
-# outputs feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
+#   bulk: it unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk
+#   outputs feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
 # KEEP=1 continues the build an earlier call left on the same (still held) machine: its results
-# stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only the
-# jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
+#   stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only
+#   the jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 set -u
 . benchmarks/gpu_env.sh
-rm -rf .snakemake/locks
-[ -n "${KEEP:-}" ] || rm -rf results/paper
-printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
-  "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
-TRIGGERS=()
-if [ -n "${RESUME:-}" ]; then
-  tar xzf "$RESUME"
-  for d in ${RERUN:-}; do rm -rf "results/paper/$d"; done
-  python benchmarks/assemble_gpu_results.py --configfile config/config.yaml /tmp/gpu_data.yaml \
-    | tail -3
-  TRIGGERS+=(--rerun-triggers mtime)
+BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
+if [ -z "${ATTACH:-}" ]; then
+  rm -rf .snakemake/locks
+  [ -n "${KEEP:-}" ] || rm -rf results/paper
+  printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
+    "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
+  TRIGGERS=()
+  if [ -n "${RESUME:-}" ]; then
+    tar xzf "$RESUME"
+    for d in ${RERUN:-}; do rm -rf "results/paper/$d"; done
+    python benchmarks/assemble_gpu_results.py --configfile config/config.yaml /tmp/gpu_data.yaml \
+      | tail -3
+    TRIGGERS+=(--rerun-triggers mtime)
+  fi
+  OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
+  OMIT="$OMIT claims provenance timing_macros"
+  [ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
+  # --until with --omit-from runs every job the omitted rules' siblings need (Snakemake 9.27: a
+  # dry run of `--omit-from ... --until lora` lists 187 jobs, `--until lora` alone 15), so UNTIL
+  # replaces the omissions: the rules it names and their inputs are GPU-side already.
+  LIMIT=(--omit-from $OMIT)
+  [ -n "${UNTIL:-}" ] && LIMIT=(--until $UNTIL)
+  rm -rf "$BUILD_DIR" && mkdir -p "$BUILD_DIR"
+  b=$BUILD_DIR
+  {  # the build as a script, so it can run in its own process session
+    echo "nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \\"
+    echo "  --format=csv,noheader -l 1 >$b/gpu_util.csv 2>/dev/null &"
+    echo "sampler=\$!"
+    echo "date +%s.%N >$b/t0"
+    [ -n "${DETACH:-}" ] || printf 'timeout -s INT -k 30 %q ' "${SNAKE_TIMEOUT:-540}"
+    printf '%q ' python -m snakemake --cores all --configfile config/config.yaml \
+      /tmp/gpu_data.yaml "${LIMIT[@]}" "${TRIGGERS[@]}"
+    echo ">$b/snakemake.log 2>&1"
+    echo "rc=\$?"
+    echo "date +%s.%N >$b/t1"
+    echo "kill \$sampler"
+    echo "echo \$rc >$b/rc"  # last: its presence says the build has ended
+  } >"$b/build.sh"
+  setsid bash "$b/build.sh" </dev/null >/dev/null 2>&1 &
 fi
-OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
-OMIT="$OMIT claims provenance timing_macros"
-[ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
-# --until with --omit-from runs every job the omitted rules' siblings need (Snakemake 9.27: a
-# dry run of `--omit-from ... --until lora` lists 187 jobs, `--until lora` alone 15), so UNTIL
-# replaces the omissions: the rules it names and their inputs are GPU-side already.
-LIMIT=(--omit-from $OMIT)
-[ -n "${UNTIL:-}" ] && LIMIT=(--until $UNTIL)
-nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \
-  --format=csv,noheader -l 1 >>"$OUT/gpu_util.csv" 2>/dev/null &
-SAMPLER=$!
-t0=$(date +%s.%N)
-timeout -s INT -k 30 "${SNAKE_TIMEOUT:-540}" python -m snakemake --cores all \
-  --configfile config/config.yaml /tmp/gpu_data.yaml "${LIMIT[@]}" "${TRIGGERS[@]}" \
-  >"$OUT/snakemake.log" 2>&1
-rc=$? wall=$(python -c "print(round($(date +%s.%N)-$t0,1))")
-kill $SAMPLER 2>/dev/null
+[ -f "$BUILD_DIR/build.sh" ] || { echo "ATTACH=1: no build in $BUILD_DIR on this machine"; exit 1; }
+waited=0
+while [ ! -f "$BUILD_DIR/rc" ] && [ "$waited" -lt "${SNAKE_TIMEOUT:-540}" ]; do
+  sleep 2
+  waited=$((waited + 2))
+done
+# without DETACH the build was started with the same limit: give its interrupt time to land
+[ -n "${DETACH:-}${ATTACH:-}" ] || for _ in $(seq 40); do [ -f "$BUILD_DIR/rc" ] && break; sleep 1; done
+cp "$BUILD_DIR/snakemake.log" "$OUT/snakemake.log"
+if [ ! -f "$BUILD_DIR/rc" ]; then
+  echo "build still running: $(grep -c '^Finished jobid' "$OUT/snakemake.log") jobs finished so far"
+  tail -2 "$OUT/snakemake.log"
+  echo "continue on this machine within 30 s: ATTACH=1 bash benchmarks/gpu_readme_command.sh"
+  exit 3
+fi
+rc=$(cat "$BUILD_DIR/rc")
+wall=$(python -c "print(round($(cat "$BUILD_DIR/t1") - $(cat "$BUILD_DIR/t0"), 1))")
 echo "snakemake rc=$rc wall=$wall s"
 grep -E "MPS:|Provided resources" "$OUT/snakemake.log" | head -3
 tail -3 "$OUT/snakemake.log"
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
-python benchmarks/gpu_power.py "$OUT/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
+python benchmarks/gpu_power.py "$BUILD_DIR/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
