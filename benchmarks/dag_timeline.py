@@ -29,7 +29,7 @@ RULE = re.compile(r"^(?:local)?rule (\w+):$")
 OUTPUT = re.compile(r"^\s+output: (.*)$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
-ERROR = re.compile(r"^Error in rule (\w+):$")
+ERROR = re.compile(r"^Error in rule (\w+)(?::|, jobid: (\d+))$")  # Snakemake 8 | 9
 
 
 @dataclass
@@ -72,7 +72,9 @@ def parse(path: str, call: int, grace: float) -> tuple[list[Job], float]:
             pending, in_error = [m[1], ""], False
             continue
         if m := ERROR.match(line):
-            pending, in_error = None, True
+            pending, in_error = None, m[2] is None  # Snakemake 9 names the jobid on this line
+            if m[2] is not None and t0 is not None:
+                errors.append((m[2], seconds()))
             continue
         if pending is not None and (m := OUTPUT.match(line)):
             pending[1] = m[1].split(",")[0].strip()

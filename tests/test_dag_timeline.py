@@ -67,6 +67,19 @@ def test_jobs_their_spans_and_fates(tmp_path):
     ]  # fmt: skip
 
 
+
+def test_snakemake9_error_lines_name_their_jobid(tmp_path):
+    """Snakemake 9 writes "Error in rule saffu, jobid: 8" on one line."""
+    log = tmp_path / "call1.snakemake.log"
+    log.write_text(LOG.replace("Error in rule probe:\n    message: None\n    jobid: 9",
+                               "Error in rule probe, jobid: 9")
+                      .replace("Error in rule saffu:\n    jobid: 8", "Error in rule saffu, jobid: 8"))  # fmt: skip
+    assert "Error in rule saffu, jobid: 8" in log.read_text()
+    out = subprocess.run([sys.executable, "benchmarks/dag_timeline.py", str(log)], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "3 jobs started: 1 done, 1 failed, 1 interrupted, 0 still running" in out, out
+
+
 def test_by_rule_sums_each_rules_walls(tmp_path):
     log = tmp_path / "call1.snakemake.log"
     log.write_text(LOG)
