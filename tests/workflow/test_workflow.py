@@ -261,6 +261,15 @@ def test_the_pdf_is_built(workdir):
     assert (workdir / "results/smoke/paper/main.pdf").read_bytes().startswith(b"%PDF")
 
 
+def test_macros_used_in_math_have_math_safe_values(workdir):
+    """A macro inside $...$ whose value holds "$" stops pdflatex: checked without TeX too."""
+    from ..paper.test_math_macros import SECTIONS, math_unsafe
+
+    numbers = sorted((workdir / GEN).glob("*.tex"))
+    assert len(numbers) >= 8, numbers
+    assert math_unsafe(SECTIONS, numbers) == {}
+
+
 @NEEDS_TEX
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     from pillm.paper.build import compile_unpacked

@@ -21,7 +21,7 @@ _SYMBOLS = {
     r"\beta": "β", r"\sigma": "σ", r"\mu": "μ", r"\Delta": "Δ", r"\infty": "∞", r"\cdot": "·",
     r"\%": "%", r"\&": "&", r"\_": "_", r"\#": "#", r"\$": "$", r"\,": " ", r"\;": " ",
     r"\ ": " ", r"\textsuperscript": "", r"\dagger": "†", r"\checkmark": "✓",
-    r"\downarrow": "↓", r"\uparrow": "↑", r"\epsilon": "ε", r"\kappa": "κ",
+    r"\ensuremath": "", r"\downarrow": "↓", r"\uparrow": "↑", r"\epsilon": "ε", r"\kappa": "κ",
     # the manuscript's own macros (paper/main.tex) that tables use
     r"\Rlin": "R²_lin", r"\PPL": "PPL",
 }  # fmt: skip
