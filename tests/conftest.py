@@ -31,7 +31,7 @@ SHARED_DATA = mirror_folder()
 # The tests' builds and commands read that folder (the pipeline's data.local_dir is empty).
 os.environ["PILLM_DATA"] = str(SHARED_DATA.resolve())
 SMOKE = ["--configfile", "config/smoke.yaml"]
-SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 10 min alone)
+SMOKE_TIMEOUT_S = 2400  # the smoke build on 2 shared cores (about 6 min alone): a wide margin
 
 
 def pytest_collection_modifyitems(config, items):

@@ -79,6 +79,18 @@ def test_every_scaling_claim_arm_has_a_sentence_label():
     assert labels["wikitext2/d256_L4_f25/pil_then_attn"].endswith("25\\,\\% of the tokens")
 
 
+def test_declared_arms_outside_the_configs_points_get_labels_too():
+    """The smoke config runs other points than the claims file names: those rows (not run) read
+    in words, not as an unbreakable id that overflows the claims table."""
+    arms = set(plan.declared_arms(REPO / "paper/claims/scaling.yaml"))
+    assert len(arms) > 20
+    labels = plan.arm_labels(SMOKE, {}, arms)
+    assert arms <= set(labels) and not set(plan.arm_labels(SMOKE, {})) >= arms
+    assert labels["wikitext2/d128_L4_f100/ffn_only"] == (
+        "ffn_only: WikiText-2, $d=128$, 4 layers, 100\\,\\% of the tokens"
+    )
+
+
 def test_point_params_set_the_size_heads_epochs_and_families():
     p = plan.point_params(PAPER, "wikitext2", "d768_L4_f100")
     assert list(p["runs"]) == PAPER["scaling"]["variants"] and p["seeds"] == [0, 1, 2]

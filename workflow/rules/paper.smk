@@ -8,7 +8,11 @@ from pillm.paper.commands import claims_args
 CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
 # The arms' table labels, by study, for the claim sentences (a claims file's own names: win).
 CLAIM_LABELS = {"lm": {v: VARIANTS[v].label for v in VARIANTS}}
-CLAIM_LABELS["scaling"] = scaling_plan.arm_labels(config, CLAIM_LABELS["lm"])
+CLAIM_LABELS["scaling"] = scaling_plan.arm_labels(
+    config,
+    CLAIM_LABELS["lm"],
+    scaling_plan.declared_arms(ROOT / "paper" / "claims" / "scaling.yaml"),
+)
 # The claims job's config name, labels and append-only verdict history (not an output).
 CLAIMS_JOB = (config["name"], CLAIM_LABELS, res("history/claims.jsonl"))
 # The flip report, shown in the HTML report.

@@ -16,8 +16,12 @@ edge), then every other run at its family's rate.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pillm.core.config import ConfigError
 from pillm.core.selection import check_extendable
@@ -114,16 +118,31 @@ def arm(corpus: str, point: str, variant: str) -> str:
     return f"{corpus}/{point}/{variant}"
 
 
-def arm_labels(config: dict[str, Any], variant_labels: dict[str, str]) -> dict[str, str]:
-    """Every claim arm of the config's points (``arm``) -> its name in the claim sentences and
-    table: the variant's label and where it ran."""
-    out = {}
-    for p in points(config):
-        where = (f"{CORPUS_NAMES.get(p.corpus, p.corpus)}, $d={p.d_model}$, {p.n_layer} layers, "
-                 f"{p.pct}\\,\\% of the tokens")  # fmt: skip
-        for v in point_variants(config, p.corpus):
-            out[arm(p.corpus, p.name, v)] = f"{variant_labels.get(v, v)}: {where}"
-    return out
+def arm_label(arm_id: str, variant_labels: dict[str, str]) -> str:
+    """A claim arm's name in the claim sentences and table: the variant's label and where it
+    ran, read from the id itself (``arm``)."""
+    corpus, point, variant = arm_id.split("/")
+    p = parse_point(corpus, point)
+    return (f"{variant_labels.get(variant, variant)}: {CORPUS_NAMES.get(corpus, corpus)}, "
+            f"$d={p.d_model}$, {p.n_layer} layers, {p.pct}\\,\\% of the tokens")  # fmt: skip
+
+
+def declared_arms(path: str | Path) -> list[str]:
+    """The arms a claims file declares, each once, in order; read without pillm.paper.claims
+    (polars), since the Snakefile reads this at parse time, also on hosts without polars."""
+    claims = (yaml.safe_load(Path(path).read_text()) or {}).get("claims") or []
+    return list(dict.fromkeys(a for c in claims for a in c.get("arms", [])))
+
+
+def arm_labels(
+    config: dict[str, Any], variant_labels: dict[str, str], declared: Iterable[str] = ()
+) -> dict[str, str]:
+    """Every claim arm of the config's points and the ``declared`` arms (a claims file's, which
+    may name points another config does not run: their rows say "not run" in words too) ->
+    ``arm_label``."""
+    pts = points(config)
+    ours = [arm(p.corpus, p.name, v) for p in pts for v in point_variants(config, p.corpus)]
+    return {a: arm_label(a, variant_labels) for a in [*ours, *declared]}
 
 
 def point_variants(config: dict[str, Any], corpus: str) -> list[str]:
