@@ -271,6 +271,15 @@ def test_macros_used_in_math_have_math_safe_values(workdir):
 
 
 @NEEDS_TEX
+def test_the_pdfs_tables_fit_the_page(workdir):
+    """No generated table of the smoke PDF is wider than the text (TeX's Overfull \\hbox)."""
+    from ..paper.test_table_width import overfull_tables
+
+    log = (workdir / "results/smoke/paper/build/main.log").read_text(errors="replace")
+    assert overfull_tables(log) == []
+
+
+@NEEDS_TEX
 def test_arxiv_tarball_compiles_on_its_own(workdir, tmp_path):
     from pillm.paper.build import compile_unpacked
 
