@@ -67,7 +67,6 @@ def test_jobs_their_spans_and_fates(tmp_path):
     ]  # fmt: skip
 
 
-
 def test_snakemake9_error_lines_name_their_jobid(tmp_path):
     """Snakemake 9 writes "Error in rule saffu, jobid: 8" on one line."""
     log = tmp_path / "call1.snakemake.log"

@@ -175,8 +175,13 @@ def _record(estimates: dict, name: str, kind: str) -> dict | None:
 
 
 def estimate(
-    counts: dict[str, int], name: str, kind: str, results: Path, estimates: dict,
-    cores: int | None = None, gpus: int | None = None,
+    counts: dict[str, int],
+    name: str,
+    kind: str,
+    results: Path,
+    estimates: dict,
+    cores: int | None = None,
+    gpus: int | None = None,
 ) -> tuple[float | None, str, list[str]]:
     """(wall seconds or None, where the figures come from, rules without a figure).
 

@@ -58,7 +58,9 @@ def test_a_driver_without_the_functions_is_left_alone(monkeypatch):
 
 def test_the_opt_out_keeps_cuda_default(monkeypatch):
     monkeypatch.setenv("PILLM_CUDA_SPIN", "1")
-    monkeypatch.setattr("pillm.accel.cuda_driver._cuda_driver", lambda: pytest.fail("driver loaded"))
+    monkeypatch.setattr(
+        "pillm.accel.cuda_driver._cuda_driver", lambda: pytest.fail("driver loaded")
+    )
     assert sleep_while_waiting() is False
 
 

@@ -116,7 +116,10 @@ def test_files_and_params_of_the_rules():
         "curves": "scaling/{corpus}/{point}/curves.parquet",
         "lr": "scaling/{corpus}/{point}/lr.json",
     }
-    assert plan.point_token_files("wikitext2", "d32_L1_f50")[0] == "scaling/tokens/wikitext2/f50/train.npy"
+    assert (
+        plan.point_token_files("wikitext2", "d32_L1_f50")[0]
+        == "scaling/tokens/wikitext2/f50/train.npy"
+    )
     inputs = plan.report_inputs(SMOKE)
     assert len(inputs["lr"]) == len(plan.points(SMOKE)) and inputs["cost"] == "scaling/cost.json"
     assert sorted(inputs["metas"]) == sorted({

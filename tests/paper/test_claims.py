@@ -208,7 +208,9 @@ def test_guard_row_too_few_blocks_gives_its_verdict_and_no_direction(tmp_path, n
                                  "Spearman correlation with the swap cost: too few blocks for a "
                                  "direction (")  # fmt: skip
     assert "probe.min\\_blocks = 10, n = 4)" in r.sentence and "\\ensuremath{-}0.30" in r.sentence
-    assert ("no interval" in r.sentence) == nan and ("[\\ensuremath{-}0.50, \\ensuremath{-}0.10]" in r.sentence) != nan
+    assert ("no interval" in r.sentence) == nan and (
+        "[\\ensuremath{-}0.50, \\ensuremath{-}0.10]" in r.sentence
+    ) != nan
     assert typed_directions(r.sentence) == []
     macros = text.claim_macros([r], {"probe": {**PROBE_SPEC, "study": "probe"}})
     assert macros["ClaimProbeMaskedVerdict"] == "too few blocks"
@@ -220,7 +222,8 @@ def test_guard_row_both_null_is_not_evaluated(tmp_path):
     assert r.verdict == v.NOT_EVALUATED and r.p_value is None and r.p_holm is None
     assert (
         "are not compared in Spearman correlation with the swap cost: for each of them it is "
-        "indistinguishable from zero (\\ensuremath{-}0.30, 95\\,\\% CI [\\ensuremath{-}0.50, \\ensuremath{-}0.10]" in r.sentence
+        "indistinguishable from zero (\\ensuremath{-}0.30, 95\\,\\% CI [\\ensuremath{-}0.50, \\ensuremath{-}0.10]"
+        in r.sentence
     )
     assert typed_directions(r.sentence) == []
 

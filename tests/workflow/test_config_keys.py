@@ -37,7 +37,11 @@ OWNER = {
     "saffu": "saffu",
     "scaling": "lm",
 }
-RULES = {"lm": ["lm.smk", "sensitivity.smk", "scaling.smk"], "data": ["data.smk"], "centre": ["common.smk"]}
+RULES = {
+    "lm": ["lm.smk", "sensitivity.smk", "scaling.smk"],
+    "data": ["data.smk"],
+    "centre": ["common.smk"],
+}
 # the model a wing builds reads its shape keys (``model.*``) in pillm.models
 EXTRA = {"lm": ["models"]}
 
@@ -74,7 +78,9 @@ def wing_text(wing: str) -> str:
     for f in files:
         lines = f.read_text().splitlines()
         if f.name == "config.py":
-            lines = [ln for ln in lines if not re.match(r"\s+\w+: [\w\[\], .|]+( = .*)?(  #.*)?$", ln)]
+            lines = [
+                ln for ln in lines if not re.match(r"\s+\w+: [\w\[\], .|]+( = .*)?(  #.*)?$", ln)
+            ]
         text += lines
     return "\n".join(text)
 

@@ -326,32 +326,36 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     # same name would be refused: results/smoke/ belongs to config/smoke.yaml).
     changed = [*SMOKE, "--config", "train={lr: 0.002}"]
     rules = planned_rules(workdir, *changed)
-    assert rules == {
-        "run_lm",
-        "lm_extras",
-        "aggregate",
-        "tables",
-        "claims",  # every LM claim reads the runs
-        "provenance",  # the first page counts the runs behind the paper
-        "results_page",  # the claims, tables and figures on one page
-        "figure_curves",
-        "figure_lambda",
-        "figure_width",
-        "probe",  # the baseline changed, so its probe jobs (and only theirs) rerun
-        "probe_aggregate",
-        "probe_tables",
-        "probe_figures",
-        "lora",  # likewise its SST-2 jobs: the MiniLM ones stay up to date
-        "lora_aggregate",
-        "lora_tables",
-        "lora_figures",
-        "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
-        "scaling_point",  # the scaling points train with the LM study's train section
-        "scaling_cost",  # (their own rates from scaling.lrs, the rest of the schedule shared)
-        "scaling_report",
-        "scaling_figures",
-        "all",
-    } | PDF_RULES
+    assert (
+        rules
+        == {
+            "run_lm",
+            "lm_extras",
+            "aggregate",
+            "tables",
+            "claims",  # every LM claim reads the runs
+            "provenance",  # the first page counts the runs behind the paper
+            "results_page",  # the claims, tables and figures on one page
+            "figure_curves",
+            "figure_lambda",
+            "figure_width",
+            "probe",  # the baseline changed, so its probe jobs (and only theirs) rerun
+            "probe_aggregate",
+            "probe_tables",
+            "probe_figures",
+            "lora",  # likewise its SST-2 jobs: the MiniLM ones stay up to date
+            "lora_aggregate",
+            "lora_tables",
+            "lora_figures",
+            "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
+            "scaling_point",  # the scaling points train with the LM study's train section
+            "scaling_cost",  # (their own rates from scaling.lrs, the rest of the schedule shared)
+            "scaling_report",
+            "scaling_figures",
+            "all",
+        }
+        | PDF_RULES
+    )
     out = snakemake(workdir, "-n", *changed).stdout
     probe_jobs = re.findall(r"output: (results/smoke/probe/[^/]+)/", out)
     assert probe_jobs and {p.rsplit("/", 1)[1] for p in probe_jobs} == {"pillm-s0"}
@@ -363,21 +367,25 @@ def test_template_change_reruns_only_the_tables_rules_and_paper(workdir):
     template = workdir / "paper/templates/table.tex.j2"
     template.write_text(template.read_text() + "\\#{ edited }\n")
     # one shared table template: every study's tables rule reads it, nothing upstream does
-    assert planned_rules(workdir, *SMOKE) == {
-        "tables",
-        "probe_tables",
-        "gen_tables",
-        "lora_tables",
-        "saffu_tables",
-        "sensitivity_report",
-        "claims",
-        "provenance",
-        "timing_macros",  # every rule that renders lists the three shared templates
-        "scaling_report",
-        "scaling_figures",
-        "results_page",
-        "all",
-    } | PDF_RULES
+    assert (
+        planned_rules(workdir, *SMOKE)
+        == {
+            "tables",
+            "probe_tables",
+            "gen_tables",
+            "lora_tables",
+            "saffu_tables",
+            "sensitivity_report",
+            "claims",
+            "provenance",
+            "timing_macros",  # every rule that renders lists the three shared templates
+            "scaling_report",
+            "scaling_figures",
+            "results_page",
+            "all",
+        }
+        | PDF_RULES
+    )
 
 
 def test_model_source_edit_reruns_training(workdir):

@@ -38,7 +38,9 @@ def adamw_out_memory_mb(cfg: dict, dataset: str, setting: Setting) -> int:
     the bytes of its cached float32 rows (N·K pairs of p features, D targets) and of five (K, p,
     D) maps (weights, gradient, two AdamW moments, the kept copy), plus a PIL fit's 1 GiB."""
     p, d = _shape(cfg, dataset, setting)
-    n_fit = round((cfg["n_train"] or IMAGE_DATASETS[dataset].rows[0]) * (1 - cfg["heldout_fraction"]))
+    n_fit = round(
+        (cfg["n_train"] or IMAGE_DATASETS[dataset].rows[0]) * (1 - cfg["heldout_fraction"])
+    )
     per_image = cfg["flow" if setting.model == "flow" else "diffusion"]["pairs_per_image"]
     floats = setting.n_buckets * (per_image * n_fit * (p + d) + 5 * p * d)
     return 1024 + round(1.25 * 4 * floats / 2**20)

@@ -93,9 +93,7 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
         rows_warm = 4 * model_cfg.context * pil.batch_size
         warm = {"train": arrays["train"][:rows_warm], "valid": arrays["valid"][: rows_warm // 2]}
         _time_solve(model_cfg, vocab, warm, pil, device)
-        _time_adamw(
-            model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device
-        )
+        _time_adamw(model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device)
         reps = [
             {
                 **_time_solve(model_cfg, vocab, arrays, pil, device),

@@ -38,7 +38,12 @@ def fit_window(
     # one configured order is the user's choice: nothing to extend; order 1 has none below it
     extend = cfg.order_extend if len(cfg.orders) > 1 else 0
     _, chosen = search_grid(
-        cfg.orders, extend, pick, "saffu.kn.orders", step=1, floor=1,
+        cfg.orders,
+        extend,
+        pick,
+        "saffu.kn.orders",
+        step=1,
+        floor=1,
         extend_key="saffu.kn.order_extend",
     )
     best = int(chosen.value)
