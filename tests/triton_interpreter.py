@@ -1,6 +1,7 @@
 """Run kernels under the Triton interpreter (``TRITON_INTERPRET=1``: on CPU tensors) in a
 subprocess, or skip, saying why, where it cannot run."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -30,6 +31,15 @@ assert out.item() == 3, out
 INTERPRETER_LIMIT = "only 0-dimensional arrays can be converted to Python scalars"
 
 
+@functools.cache
+def loop_probe() -> subprocess.CompletedProcess:
+    """LOOP_PROBE under the interpreter, once per session (a Python start with torch and Triton:
+    about 3 s, which every interpreter test would otherwise repeat)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
 def interpreter_env(**env_extra: str) -> dict[str, str]:
     """The environment that runs the kernels under the Triton interpreter (TRITON_INTERPRET=1,
     plus ``env_extra``). Skips without Triton, or where the interpreter cannot loop over
@@ -38,8 +48,7 @@ def interpreter_env(**env_extra: str) -> dict[str, str]:
         pytest.skip("Triton is not installed (pip install triton): the kernels' interpreter "
                     "test cannot run here")  # fmt: skip
     env = {**os.environ, "TRITON_INTERPRET": "1", **env_extra}
-    probe = subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+    probe = loop_probe()
     if probe.returncode and INTERPRETER_LIMIT in probe.stderr:
         import triton
 
