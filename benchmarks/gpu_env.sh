@@ -48,3 +48,10 @@ else
   git status --porcelain --untracked-files=no | head -20 >"$OUT/git_status.txt"
   echo "no .gpu_rev: runs record this copy's git state (see git_status.txt)"
 fi
+# The tests that need a GPU (pytest is in .whl/): only the files that hold them, since the host
+# lacks polars and snakemake, which other test modules import (tests/workflow/
+# test_gpu_test_files.py keeps these files free of them). Writes $OUT/pytest_gpu.txt.
+gpu_tests() {
+  timeout "${1:-240}" python -m pytest -q -p no:cacheprovider -m gpu \
+    $(grep -rl "mark.gpu" tests --include="test_*.py") 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
+}

@@ -21,6 +21,7 @@
 # KEEP=1 continues the build an earlier call left on the same (still held) machine: its results
 #   stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only
 #   the jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
+# GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 set -u
 . benchmarks/gpu_env.sh
 BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
@@ -85,3 +86,5 @@ grep -E "MPS:|Provided resources" "$OUT/snakemake.log" | head -3
 tail -3 "$OUT/snakemake.log"
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
 python benchmarks/gpu_power.py "$BUILD_DIR/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
+[ -n "${GPU_TESTS:-}" ] && gpu_tests 200
+exit "$rc"

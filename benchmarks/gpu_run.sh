@@ -31,12 +31,7 @@ if [ -n "${MPS:-}" ]; then
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   fi
 fi
-if [ -n "${GPU_TESTS:-}" ]; then  # GPU_TESTS=1: the tests that need a GPU (pytest is in .whl/)
-  # Only the files that hold them: the host lacks polars and snakemake, which other test modules
-  # import (tests/workflow/test_gpu_test_files.py keeps these files free of them).
-  timeout 240 python -m pytest -q -p no:cacheprovider -m gpu $(grep -rl "mark.gpu" tests --include="test_*.py") \
-    2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
-fi
+[ -n "${GPU_TESTS:-}" ] && gpu_tests  # GPU_TESTS=1: the tests that need a GPU (gpu_env.sh)
 if [ -z "${SKIP_PIL_BENCH:-}" ]; then  # SKIP_PIL_BENCH=1: the PIL benchmark's code is unchanged
   timeout 150 python benchmarks/pil_solve.py --out "$OUT/bench_pil.json" 2>&1 | tee "$OUT/bench_pil.txt"
   timeout 100 python benchmarks/pil_solve.py --batch-size 64 --out "$OUT/bench_pil_b64.json" 2>&1 | tee "$OUT/bench_pil_b64.txt"
