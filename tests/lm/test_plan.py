@@ -45,11 +45,25 @@ def test_extras_args_name_every_run_of_the_variant(cfg):
 
 def test_sensitivity_args_give_one_params_set_and_folder_per_run(cfg):
     grid = plan.sensitivity_grid(cfg)
-    args = parse("run-lm", plan.sensitivity_args(cfg, "attn_only", ROOT), "attn_only")
-    assert args.seeds == [s for _, s in grid]
-    assert args.params == [plan.sensitivity_params(cfg, "attn_only", p) for p, _ in grid]
-    assert args.out_dirs == [f"{ROOT}/sensitivity/attn_only/{p}/seed{s}" for p, s in grid]
-    assert len(args.out_dirs) == len(grid)
+    args = parse("run-lm", plan.sensitivity_args(cfg, "attn_only", 2, ROOT), "attn_only")
+    assert args.seeds == [2] * len(grid)
+    assert args.params == [plan.sensitivity_params(cfg, "attn_only", p) for p in grid]
+    assert args.out_dirs == [f"{ROOT}/sensitivity/attn_only/{p}/seed2" for p in grid]
+    sens = cfg["sensitivity"]
+    assert len(args.out_dirs) == len(grid) == len(sens["lrs"]) * len(sens["dropouts"])
+
+
+def test_sensitivity_jobs_one_per_variant_and_seed_cover_every_run(cfg):
+    """The seeds of a variant run as jobs of their own (side by side on a GPU host); together
+    the jobs write every run the report reads."""
+    outputs = plan.sensitivity_outputs(cfg)["metrics"]
+    written = {
+        f.replace("{variant,baseline|attn_only|ffn_only}", v).replace("{seed,[0-9]+}", str(s))
+        for v in cfg["sensitivity"]["variants"]
+        for s in cfg["sensitivity"]["seeds"]
+        for f in outputs
+    }
+    assert written == set(plan.sensitivity_files(cfg, "metrics.json"))
 
 
 def test_sensitivity_wildcard_allows_the_schemas_variants():

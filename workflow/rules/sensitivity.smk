@@ -9,7 +9,8 @@ SENSITIVITY_RUNS = in_results(lm_plan.sensitivity_outputs(config))
 SENSITIVITY_RUNS["checkpoint"] = temp(SENSITIVITY_RUNS["checkpoint"])
 
 
-# One job per variant runs its whole grid in one process (run-lm with one params set per run).
+# One job per variant and seed runs the whole grid in one process (run-lm with one params set
+# per run).
 rule sensitivity_run:
     input:
         tokens=in_results(lm_plan.token_files(config)),
@@ -17,9 +18,9 @@ rule sensitivity_run:
     output:
         **SENSITIVITY_RUNS,
     log:
-        logfile("sensitivity_run/{variant}"),
+        logfile("sensitivity_run/{variant}/seed{seed}"),
     benchmark:
-        benchfile("sensitivity_run/{variant}")
+        benchfile("sensitivity_run/{variant}/seed{seed}")
     priority: PRIORITY["sensitivity_run"]  # long: 9 runs (config/resources.yaml)
     conda:
         "../envs/pillm.yaml"
@@ -28,7 +29,7 @@ rule sensitivity_run:
         gpu=1,  # the SLURM profile finds GPU rules by this line
         gpu_mem_mb=gpu_mem("sensitivity_run"),
     params:
-        args=lambda w: lm_plan.sensitivity_args(config, w.variant, RESULTS),
+        args=lambda w: lm_plan.sensitivity_args(config, w.variant, int(w.seed), RESULTS),
     shell:
         gpu_shell("python -m pillm run-lm --variant {wildcards.variant} {params.args}")
 

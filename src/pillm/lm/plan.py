@@ -270,10 +270,9 @@ def tables_params(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def sensitivity_grid(config: dict[str, Any]) -> list[tuple[str, int]]:
-    """(point, seed) of one sensitivity variant's runs, in the order its job runs them."""
-    seeds = config["sensitivity"]["seeds"]
-    return [(p, s) for p in sensitivity_points(config) for s in seeds]
+def sensitivity_grid(config: dict[str, Any]) -> list[str]:
+    """The grid points of one sensitivity job (a variant and a seed), in the order it runs them."""
+    return list(sensitivity_points(config))
 
 
 # The variants a sensitivity job may run (the schema's sensitivity.variants): the {variant}
@@ -282,14 +281,15 @@ SENSITIVITY_VARIANTS = ("baseline", "attn_only", "ffn_only")
 
 
 def sensitivity_variant_files(config: dict[str, Any], name: str) -> list[str]:
-    """File ``name`` of one sensitivity variant's runs (the ``{variant}`` wildcard kept, limited
-    to SENSITIVITY_VARIANTS)."""
+    """File ``name`` of one sensitivity job's runs (the ``{variant}`` wildcard, limited to
+    SENSITIVITY_VARIANTS, and the ``{seed}`` wildcard kept)."""
     variant = f"{{variant,{'|'.join(SENSITIVITY_VARIANTS)}}}"
-    return [f"sensitivity/{variant}/{p}/seed{s}/{name}" for p, s in sensitivity_grid(config)]
+    seed = "{seed,[0-9]+}"
+    return [f"sensitivity/{variant}/{p}/seed{seed}/{name}" for p in sensitivity_grid(config)]
 
 
 def sensitivity_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
-    """A sensitivity variant's job writes, per grid point and seed, what a run-lm run does."""
+    """A sensitivity job (a variant and a seed) writes, per grid point, what a run-lm run does."""
     files = {"metrics": "metrics.json", "curve": "curve.parquet", "solve": "solve.parquet",
              "checkpoint": "model.pt"}  # fmt: skip
     return {key: sensitivity_variant_files(config, name) for key, name in files.items()}
@@ -354,14 +354,14 @@ def extras_args(config: dict[str, Any], variant: str, root: str) -> str:
     })  # fmt: skip
 
 
-def sensitivity_args(config: dict[str, Any], variant: str, root: str) -> str:
-    """``run-lm`` of one sensitivity variant's job (after ``--variant``): its whole grid in one
-    process (``sensitivity_grid``'s order), one ``sensitivity_params`` set and one folder per
-    run."""
+def sensitivity_args(config: dict[str, Any], variant: str, seed: int, root: str) -> str:
+    """``run-lm`` of one sensitivity job (after ``--variant``): one seed of the variant over the
+    whole grid in one process (``sensitivity_grid``'s order), one ``sensitivity_params`` set and
+    one folder per run. A job per seed: the seeds run side by side on a GPU host."""
     grid = sensitivity_grid(config)
     return command_args({
-        "--seeds": [s for _, s in grid],
+        "--seeds": [seed] * len(grid),
         "--tokens-dir": f"{root}/{tokens_dir(config)}",
-        "--params": as_json([sensitivity_params(config, variant, p) for p, _ in grid]),
-        "--out-dirs": [f"{root}/sensitivity/{variant}/{p}/seed{s}" for p, s in grid],
+        "--params": as_json([sensitivity_params(config, variant, p) for p in grid]),
+        "--out-dirs": [f"{root}/sensitivity/{variant}/{p}/seed{seed}" for p in grid],
     })  # fmt: skip
