@@ -8,8 +8,14 @@ if [ -f .gpu/data.tgz ] && [ ! -d .gpu/data ]; then tar xzf .gpu/data.tgz -C .gp
 PY=$(command -v python3)
 SITE=/tmp/pillm_site
 mkdir -p "$SITE" /tmp/pillm_bin
-# Unzip rather than pip install: pip stalled for minutes on the offline host.
-for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
+# Unzip rather than pip install: pip stalled for minutes on the offline host. Once per set of
+# wheels: a later call on the same machine (ATTACH=1) must not rewrite modules that a running
+# build's jobs are importing.
+wheels=$(for w in .whl/*.whl; do echo "$w $(stat -c %s "$w")"; done | md5sum | cut -c1-32)
+if [ "$(cat "$SITE/.wheels" 2>/dev/null)" != "$wheels" ]; then
+  for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
+  echo "$wheels" >"$SITE/.wheels"
+fi
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python && chmod +x /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 # Bytecode: the GPU host sets PYTHONDONTWRITEBYTECODE=1 and its torch ships no .pyc files, so
