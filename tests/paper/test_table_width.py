@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,11 +96,15 @@ def visible_chars(cell: str) -> float:
 def tabulars(tex: str) -> list[tuple[str, str, list[list[str]]]]:
     """(font size, column spec, rows of cells) of each tabular in a generated table file."""
     out = []
-    for m in re.finditer(r"\\begin\{tabular\}", tex):
+    for m in re.finditer(r"\\begin\{(tabular|longtable)\}", tex):
         spec, i = _group(tex, m.end())
-        body = tex[i : tex.index("\\end{tabular}", i)]
+        body = tex[i : tex.index(f"\\end{{{m.group(1)}}}", i)]
+        # a longtable's head and foot (caption, header, rules) come before its last \end... mark
+        marks = [body.rfind(k) + len(k) for k in ("\\endhead", "\\endfoot") if k in body]
+        body = body[max([0, *marks]) :]
         head = tex[: m.start()]
-        sizes = re.findall(r"\\(" + "|".join(EM) + r")\b", head[head.rfind("\\begin{table}") :])
+        start = max(head.rfind("\\begin{table}"), head.rfind("\\begingroup"))
+        sizes = re.findall(r"\\(" + "|".join(EM) + r")\b", head[start:])
         rows = []
         for line in re.split(r"\\\\(?:\[[^\]]*\])?", body):
             line = re.sub(r"\\(?:top|mid|bottom)rule|\\cmidrule(?:\([lr]*\))?\{[^}]*\}", "", line)
@@ -313,3 +319,42 @@ def test_a_builds_latex_log_has_no_overfull_table():
         f"{log}: {p}" for log in logs for p in overfull_tables(log.read_text(errors="replace"))
     ]
     assert not problems, "tables wider than the text:\n" + "\n".join(problems)
+
+
+# ---- a table longer than a page ----------------------------------------------------------------
+
+PREAMBLE = "\n".join(
+    line for line in (ROOT / "paper" / "main.tex").read_text().splitlines()
+    if line.startswith(("\\documentclass", "\\usepackage"))
+)  # fmt: skip
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="TeX (pdflatex) not installed")
+def test_a_claims_table_longer_than_a_page_breaks_across_pages(tmp_path):
+    """The claims table is a longtable: 150 claims run over several pages, every row printed
+    (a float that tall is cut at the page's foot: "Float too large for page")."""
+    from pillm.paper import claim_text as text
+    from pillm.paper.build import NO_SHELL
+    from pillm.paper.verdicts import Result
+
+    spec = {"metrics": {"accuracy": {"noun": "accuracy", "better": "higher", "digits": 1}}}
+    results = [
+        Result(f"claim_{k}", "lora", "accuracy", "direction", "arm_a", "arm_b", "higher", "holds",
+               n=5, diff=1.5, ci_lo=1.0, ci_hi=2.0, boot_lo=1.1, boot_hi=1.9, agree=5,
+               p_value=0.001, p_holm=0.01)
+        for k in range(150)
+    ]  # fmt: skip
+    (tmp_path / "claims.tex").write_text(render(text.claims_table(results, {"lora": spec})))
+    (tmp_path / "main.tex").write_text(
+        PREAMBLE + "\n\\newcommand{\\pillm}{pillm}\n\\begin{document}\nText.\n"
+        "\\input{claims.tex}\nLast line: \\ref{tab:claim-checks}.\n\\end{document}\n"
+    )
+    for _ in range(2):  # the second pass settles longtable's column widths
+        proc = subprocess.run(["pdflatex", NO_SHELL, "-interaction=nonstopmode", "main.tex"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    log = (tmp_path / "main.log").read_text(errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    assert "Float too large" not in log
+    pages = int(re.search(r"Output written on main\.pdf \((\d+) pages?", log).group(1))
+    assert pages >= 3, pages
+    assert not overfull_tables(log)

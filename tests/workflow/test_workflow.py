@@ -272,11 +272,13 @@ def test_macros_used_in_math_have_math_safe_values(workdir):
 
 @NEEDS_TEX
 def test_the_pdfs_tables_fit_the_page(workdir):
-    """No generated table of the smoke PDF is wider than the text (TeX's Overfull \\hbox)."""
+    """No generated table of the smoke PDF is wider than the text (TeX's Overfull \\hbox) or,
+    as a float, taller than the page."""
     from ..paper.test_table_width import overfull_tables
 
     log = (workdir / "results/smoke/paper/build/main.log").read_text(errors="replace")
     assert overfull_tables(log) == []
+    assert "Float too large" not in log  # a float taller than the page is cut at its foot
 
 
 @NEEDS_TEX

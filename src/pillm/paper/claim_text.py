@@ -269,6 +269,7 @@ def claims_table(results: list[Result], specs: Mapping[str, Mapping[str, Any]]) 
         "the study declined the comparison (too few blocks per model for a direction, or both "
         "arms' values indistinguishable from zero); its difference is shown, no direction.",
         label="tab:claim-checks",
+        page_breaks=True,  # one row per claim: several pages in a paper build
         colspec=COLSPEC,
         header=[
             "Claim",

@@ -12,8 +12,10 @@ class Table:
     """One booktabs table. A row given as the string ``"midrule"`` separates blocks of rows.
 
     Options: ``placement`` (float specifier), ``size`` (font size command, without the
-    backslash), ``tabcolsep`` (column gap) and ``empty`` (the one-cell row an empty table shows;
-    None shows nothing).
+    backslash), ``tabcolsep`` (column gap), ``empty`` (the one-cell row an empty table shows;
+    None shows nothing) and ``page_breaks`` (a table that may outgrow a page: set as a
+    ``longtable`` where the text inputs it, breaking across pages with its header repeated,
+    instead of a float, which LaTeX would cut at the page's foot).
     """
 
     caption: str
@@ -25,6 +27,7 @@ class Table:
     size: str = "footnotesize"
     tabcolsep: str = "3pt"
     empty: str | None = "no results in this build"
+    page_breaks: bool = False
 
 
 @dataclass(frozen=True)
