@@ -90,11 +90,12 @@ def gpu_determinism(enabled: bool) -> str:
     # Not this setting's: SAFFU's gradient is always summed in a fixed order (saffu.segment_sum).
     saffu = ("SAFFU's sparse weight gradient is summed in a fixed order on a GPU either way "
              "(a test reruns it and requires the same bits).")  # fmt: skip
+    key = "\\texttt{train.\\allowbreak{}deterministic}"  # breakable: a long word in a narrow line
     if not enabled:
         return ("Gradient training on a GPU runs PyTorch's default kernels "
-                f"(\\texttt{{train.deterministic}} is off): {varying}. {saffu}")  # fmt: skip
+                f"({key} is off): {varying}. {saffu}")  # fmt: skip
     return ("Gradient training on a GPU runs PyTorch's deterministic kernels "
-            "(\\texttt{train.deterministic}): strictly for the language models, where flash "
+            f"({key}): strictly for the language models, where flash "
             "attention's deterministic backward replaces cuDNN's and the token embedding's "
             "gradient is summed in exact 64-bit fixed point, and where PyTorch has them for the "
             "sample-quality classifiers. A test trains one language-model run twice on a GPU and "
