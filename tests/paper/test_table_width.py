@@ -358,3 +358,16 @@ def test_a_claims_table_longer_than_a_page_breaks_across_pages(tmp_path):
     pages = int(re.search(r"Output written on main\.pdf \((\d+) pages?", log).group(1))
     assert pages >= 3, pages
     assert not overfull_tables(log)
+
+
+def test_a_float_taller_than_the_page_stops_the_pdf_job():
+    """The pdf job reads the log: a cut float (rows missing from the PDF) is an error, naming the
+    input line and the fix."""
+    from pillm.paper.build import check_floats
+
+    check_floats("LaTeX Warning: Reference `tab:x' undefined", Path("main.log"))
+    log = "LaTeX Warning: Float too large for page by 3621.38724pt on input line 116.\n"
+    with pytest.raises(
+        RuntimeError, match=r"3621\.38724 pt too tall \(input line 116\).*page_breaks"
+    ):
+        check_floats(log, Path("main.log"))

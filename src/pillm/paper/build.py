@@ -77,11 +77,24 @@ def latexmk(build_dir: Path, log_path: Path | None = None) -> None:
         raise RuntimeError(f"latexmk failed in {build_dir} (see main.log there):\n{tail}")
 
 
+def check_floats(log: str, where: Path) -> None:
+    """RuntimeError where LaTeX set a float taller than the page: it prints the float's first
+    page and drops the rest, so the PDF would look finished without them."""
+    lines = re.findall(r"Float too large for page by ([\d.]+)pt on input line (\d+)", log)
+    if lines:
+        found = "; ".join(f"{pt} pt too tall (input line {n})" for pt, n in lines)
+        raise RuntimeError(
+            f"{where}: a float is taller than the page and LaTeX cut it: {found}. Give its table "
+            "page_breaks=True (pillm.paper.table.Table: a longtable) or fewer rows"
+        )
+
+
 def build_pdf(paper_dir: str, build_dir: str, out_pdf: str) -> None:
     paper, build = Path(paper_dir), Path(build_dir)
     stage_sources(paper, build)
     check_generated(build)
     latexmk(build)
+    check_floats((build / "main.log").read_text(errors="replace"), build / "main.log")
     with atomic_path(out_pdf) as tmp:
         shutil.copy2(build / "main.pdf", tmp)
 
