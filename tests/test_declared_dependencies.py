@@ -44,3 +44,14 @@ def test_every_imported_package_is_declared():
     missing = {m: dists.get(m, [m]) for m in third
                if not {norm(d) for d in dists.get(m, [m])} & declared()}  # fmt: skip
     assert not missing, f"imported by src/pillm, not in pyproject.toml's dependencies: {missing}"
+
+
+def test_the_lock_pins_every_runtime_dependency():
+    """requirements.txt (what ./setup.sh installs, exactly as CI tested) pins each of them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {norm(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in project["dependencies"]}
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    pinned = {
+        norm(line.split("==")[0]) for line in lines if "==" in line and not line.startswith("#")
+    }
+    assert runtime - pinned == set()
