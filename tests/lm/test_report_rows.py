@@ -42,7 +42,7 @@ def test_main_table_ends_with_the_kneser_ney_row_and_says_when_a_solve_is_zero()
     rep.kn = kn_summary(177.6)
     *_, rule, kn = rep.main_rows()
     assert rule == "midrule" and kn[0] == "Kneser-Ney 11-gram (train counts)"
-    assert kn[5] == "177.6 $\\pm$ 0.0" and kn[7] == "1.500" and kn[1] == "--"
+    assert kn[5] == "177.6 \\ensuremath{\\pm} 0.0" and kn[7] == "1.500" and kn[1] == "--"
     macros = kneser_ney_numbers(rep)
     assert macros["KneserNeyOrder"] == "11" and macros["KneserNeyPPL"].startswith("177.6")
     assert macros["KneserNeyRatio"] == f"{100 * 200.05 / 177.6:.1f}"  # baseline mean / KN
@@ -87,7 +87,7 @@ def test_solve_tables_one_row_per_layer_split_into_targets_and_refits():
     first, second, rule, third, _ = strategies.rows
     assert rule == "midrule" and second[0] == "" and third[0] == "PIL$\\to$Attn"
     assert first[:3] == ["Attn$\\to$PIL (residual)", "0", "$10^{-4}$"]
-    assert first[4] == "--" and first[5].startswith("0.50 $\\pm$")  # zero target: no R²
+    assert first[4] == "--" and first[5].startswith("0.50 \\ensuremath{\\pm}")  # zero target: no R²
     assert first[3] == "$(5.0 \\pm 0.0){\\times}10^{-1}$"  # held-out MSE
     assert third[2] == "$10^{-4}$--$10^{-2}$"  # seeds chose differently
     assert "random" in strategies.caption and len(refits.rows) == 2

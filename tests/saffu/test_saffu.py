@@ -523,7 +523,7 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     assert f"\\newcommand{{\\SaffuTrainedRuns}}{{{trained}}}" in text
     table = (tmp_path / "saffu.tex").read_text()
     rows = [line for line in table.splitlines() if line.strip().startswith(("GPT", "SAFFU", "Kn"))]
-    assert len(rows) == 5 and "123.5 $\\pm$ 2.5" in rows[0]
+    assert len(rows) == 5 and "123.5 \\ensuremath{\\pm} 2.5" in rows[0]
     assert f"{warm_mean:.1f}" in rows[3]
     sizes = (tmp_path / "saffu_sizes.tex").read_text()
     assert sizes.count("\\\\") >= 3  # fractions 0.25, 0.5 (missing) and 1

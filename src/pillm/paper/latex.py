@@ -111,10 +111,12 @@ def fmt_num(x: float | None, digits: int = 1) -> str:
 
 
 def fmt_pm(mean: float, std: float | None, digits: int = 1) -> str:
-    """'mean ± std' in math mode; std omitted when there is one seed (it is undefined)."""
+    """'mean ± std'; std omitted when there is one seed (it is undefined). The sign is
+    \\ensuremath'd, as fmt_num's minus: a macro of it reads the same in text and in math,
+    whatever the number of seeds."""
     if std is None or (isinstance(std, float) and math.isnan(std)):
         return fmt_num(mean, digits)
-    return f"{fmt_num(mean, digits)} $\\pm$ {fmt_num(std, digits)}"
+    return f"{fmt_num(mean, digits)} \\ensuremath{{\\pm}} {fmt_num(std, digits)}"
 
 
 MISSING = "--"  # the cell or macro value of a number this build did not measure
