@@ -22,6 +22,9 @@
 #   stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only
 #   the jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
+# RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json under
+#   results/paper) and its jobs' benchmark files: the figures of every run without the bulk,
+#   and what benchmarks/estimates.json is made from.
 set -u
 . benchmarks/gpu_env.sh
 BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
@@ -87,4 +90,9 @@ tail -3 "$OUT/snakemake.log"
 python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
 python benchmarks/gpu_power.py "$BUILD_DIR/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
 [ -n "${GPU_TESTS:-}" ] && gpu_tests 200
+if [ -n "${RECORDS:-}" ]; then
+  find results/paper -name '*.json' -size -4M -print0 >/tmp/pillm_records.list
+  tar czf "$OUT/records.tgz" --null -T /tmp/pillm_records.list results/paper/benchmarks
+  ls -l "$OUT/records.tgz"
+fi
 exit "$rc"
