@@ -8,19 +8,19 @@
 # timeline's summary; leaves timeline.tsv/.txt, gpu_power.txt and snakemake.log in $OUT.
 #   bash benchmarks/gpu_readme_command.sh                          # every visible GPU
 #   CUDA_VISIBLE_DEVICES=0 bash benchmarks/gpu_readme_command.sh   # one GPU of a larger host
-# Snakemake runs in a process session of its own (setsid) with its logs in BUILD_DIR, outside
-# $OUT (which each call empties), so one build can outlast a call: the host keeps such a
-# process while the machine is held.
-# SNAKE_TIMEOUT (seconds, default 540): how long this call waits for the build. Then the build
-#   is interrupted (Snakemake's INT), unless DETACH=1: it runs on, and a next call on the same
-#   (still held) machine with ATTACH=1 waits for it (again up to SNAKE_TIMEOUT) and reports the
-#   whole build as one, no job run twice.
-# RESUME=<results.tgz> continues a build whose results an earlier call sent back without their
-#   bulk: it unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk
-#   outputs feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
-# KEEP=1 continues the build an earlier call left on the same (still held) machine: its results
-#   stay, and Snakemake reruns the jobs that call's limit interrupted. UNTIL=<rules> runs only
-#   the jobs those rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
+# Snakemake runs in its own process group (setsid) with its logs in BUILD_DIR, outside $OUT
+# (emptied for each command the host runs), so one build can outlast one command's time limit:
+# the host keeps such a process while the machine is held.
+# SNAKE_TIMEOUT (seconds, default 540): how long this command waits for the build. Then the
+#   build is interrupted (Snakemake's INT), unless DETACH=1: it runs on, and the next command on
+#   the same (still held) machine with ATTACH=1 waits for it (again up to SNAKE_TIMEOUT) and
+#   reports the whole build as one, no job run twice.
+# RESUME=<results.tgz> continues a build whose results were sent back without their bulk: it
+#   unpacks them, deletes the folders named in RERUN (their jobs run again: their bulk outputs
+#   feed later jobs) and stands in for the other bulk (benchmarks/assemble_gpu_results.py).
+# KEEP=1 starts a build on the results left on the same (still held) machine: they stay, and
+#   Snakemake reruns the jobs a time limit interrupted. UNTIL=<rules> runs only the jobs those
+#   rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json under
 #   results/paper) and its jobs' benchmark files: the figures of every run without the bulk,
@@ -51,7 +51,7 @@ if [ -z "${ATTACH:-}" ]; then
   [ -n "${UNTIL:-}" ] && LIMIT=(--until $UNTIL)
   rm -rf "$BUILD_DIR" && mkdir -p "$BUILD_DIR"
   b=$BUILD_DIR
-  {  # the build as a script, so it can run in its own process session
+  {  # the build as a script, so it can run in its own process group
     echo "nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \\"
     echo "  --format=csv,noheader -l 1 >$b/gpu_util.csv 2>/dev/null &"
     echo "sampler=\$!"

@@ -30,10 +30,16 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def names(requirements: list[str]) -> set[str]:
+    """The distribution names of requirement strings ("torch>=2.4" -> "torch")."""
+    return {norm(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in requirements}
+
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
 def declared() -> set[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = [*project["dependencies"], *sum(project["optional-dependencies"].values(), [])]
-    return {norm(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in reqs}
+    return names([*PROJECT["dependencies"], *sum(PROJECT["optional-dependencies"].values(), [])])
 
 
 def test_every_imported_package_is_declared():
@@ -48,8 +54,7 @@ def test_every_imported_package_is_declared():
 
 def test_the_lock_pins_every_runtime_dependency():
     """requirements.txt (what ./setup.sh installs, exactly as CI tested) pins each of them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = {norm(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in project["dependencies"]}
+    runtime = names(PROJECT["dependencies"])
     lines = (ROOT / "requirements.txt").read_text().splitlines()
     pinned = {
         norm(line.split("==")[0]) for line in lines if "==" in line and not line.startswith("#")

@@ -33,8 +33,8 @@ INTERPRETER_LIMIT = "only 0-dimensional arrays can be converted to Python scalar
 
 @functools.cache
 def loop_probe() -> subprocess.CompletedProcess:
-    """LOOP_PROBE under the interpreter, once per session (a Python start with torch and Triton:
-    about 3 s, which every interpreter test would otherwise repeat)."""
+    """LOOP_PROBE under the interpreter, once per test process (a Python start with torch and
+    Triton: about 3 s, which every interpreter test would otherwise repeat)."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     return subprocess.run([sys.executable, "-c", LOOP_PROBE], env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip

@@ -44,7 +44,7 @@ def test_extras_args_name_every_run_of_the_variant(cfg):
 
 
 def test_sensitivity_args_give_one_params_set_and_folder_per_run(cfg):
-    grid = plan.sensitivity_grid(cfg)
+    grid = list(plan.sensitivity_points(cfg))
     args = parse("run-lm", plan.sensitivity_args(cfg, "attn_only", 2, ROOT), "attn_only")
     assert args.seeds == [2] * len(grid)
     assert args.params == [plan.sensitivity_params(cfg, "attn_only", p) for p in grid]

@@ -270,11 +270,6 @@ def tables_params(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def sensitivity_grid(config: dict[str, Any]) -> list[str]:
-    """The grid points of one sensitivity job (a variant and a seed), in the order it runs them."""
-    return list(sensitivity_points(config))
-
-
 # The variants a sensitivity job may run (the schema's sensitivity.variants): the {variant}
 # wildcard of its paths matches only these.
 SENSITIVITY_VARIANTS = ("baseline", "attn_only", "ffn_only")
@@ -285,7 +280,7 @@ def sensitivity_variant_files(config: dict[str, Any], name: str) -> list[str]:
     SENSITIVITY_VARIANTS, and the ``{seed}`` wildcard kept)."""
     variant = f"{{variant,{'|'.join(SENSITIVITY_VARIANTS)}}}"
     seed = "{seed,[0-9]+}"
-    return [f"sensitivity/{variant}/{p}/seed{seed}/{name}" for p in sensitivity_grid(config)]
+    return [f"sensitivity/{variant}/{p}/seed{seed}/{name}" for p in sensitivity_points(config)]
 
 
 def sensitivity_outputs(config: dict[str, Any]) -> dict[str, list[str]]:
@@ -356,9 +351,9 @@ def extras_args(config: dict[str, Any], variant: str, root: str) -> str:
 
 def sensitivity_args(config: dict[str, Any], variant: str, seed: int, root: str) -> str:
     """``run-lm`` of one sensitivity job (after ``--variant``): one seed of the variant over the
-    whole grid in one process (``sensitivity_grid``'s order), one ``sensitivity_params`` set and
+    whole grid in one process (``sensitivity_points``' order), one ``sensitivity_params`` set and
     one folder per run. A job per seed: the seeds run side by side on a GPU host."""
-    grid = sensitivity_grid(config)
+    grid = list(sensitivity_points(config))
     return command_args({
         "--seeds": [seed] * len(grid),
         "--tokens-dir": f"{root}/{tokens_dir(config)}",

@@ -33,7 +33,7 @@ def latex_text(cell: str) -> str:
     dollars and grouping braces dropped, everything else escaped."""
     # a line break inside a cell (\shortstack{a\\{}b}) and empty groups go first, so the
     # command around them resolves below; \x03 marks the break until the text is escaped
-    text = str(cell).replace("\\\\", "\x03").replace("\\allowbreak{}", "").replace("{}", "")
+    text = str(cell).replace("\\\\", "\x03").replace("{}", "")
     for cmd, char in sorted(_SYMBOLS.items(), key=lambda kv: -len(kv[0])):
         text = re.sub(re.escape(cmd) + r"(?![A-Za-z])", lambda _m, c=char: c, text)
     text = text.replace("---", "—").replace("--", "–").replace("~", " ").replace("$", "")
