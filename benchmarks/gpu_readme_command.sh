@@ -22,9 +22,11 @@
 #   Snakemake reruns the jobs a time limit interrupted. UNTIL=<rules> runs only the jobs those
 #   rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
-# RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json under
-#   results/paper) and its jobs' benchmark files: the figures of every run without the bulk,
-#   and what benchmarks/estimates.json is made from.
+# RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
+#   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
+#   benchmark files: the figures of every run without the bulk, what the summary rules read
+#   (benchmarks/assemble_gpu_results.py stands in for the rest) and what
+#   benchmarks/estimates.json is made from. The last paper build's packed to under 1 MB.
 set -u
 . benchmarks/gpu_env.sh
 BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
@@ -42,7 +44,7 @@ if [ -z "${ATTACH:-}" ]; then
     TRIGGERS+=(--rerun-triggers mtime)
   fi
   OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
-  OMIT="$OMIT claims provenance timing_macros"
+  OMIT="$OMIT scaling_report claims provenance timing_macros"
   [ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
   # --until with --omit-from runs every job the omitted rules' siblings need (Snakemake 9.27: a
   # dry run of `--omit-from ... --until lora` lists 187 jobs, `--until lora` alone 15), so UNTIL
@@ -91,7 +93,7 @@ python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv"
 python benchmarks/gpu_power.py "$BUILD_DIR/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
 [ -n "${GPU_TESTS:-}" ] && gpu_tests 200
 if [ -n "${RECORDS:-}" ]; then
-  find results/paper -name '*.json' -size -4M -print0 >/tmp/pillm_records.list
+  find results/paper \( -name '*.json' -o -name '*.parquet' \) -size -4M -print0 >/tmp/pillm_records.list
   tar czf "$OUT/records.tgz" --null -T /tmp/pillm_records.list results/paper/benchmarks
   ls -l "$OUT/records.tgz"
 fi
