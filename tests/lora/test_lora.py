@@ -521,7 +521,10 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     render_lora_tables(str(tmp_path), params, str(REPO / "paper/templates"), str(tmp_path / "t.tex"),
                        str(tmp_path / "n.tex"))  # fmt: skip
     table = (tmp_path / "t.tex").read_text()
-    assert "75.0 \\ensuremath{\\pm} 7.1 & 60.5 \\ensuremath{\\pm} 0.7 & 0.50" in table and "\\label{tab:lora}" in table
+    assert (
+        "75.0 \\ensuremath{\\pm} 7.1 & 60.5 \\ensuremath{\\pm} 0.7 & 0.50" in table
+        and "\\label{tab:lora}" in table
+    )
     assert "Random-feature head (PIL, closed form)" in table and "PIL-LoRA" not in table
     assert "\\newcommand{\\LoraPillmLoraFit}{2.50}" in (tmp_path / "n.tex").read_text()
     lora_figure(str(tmp_path), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"))

@@ -69,6 +69,24 @@ def test_models_outside_cross_corpus_models_run_on_the_main_corpus_only():
         plan.check_cross_corpus_models(cfg)
 
 
+def test_max_blocks_reaches_only_the_jobs_of_its_model():
+    """probe.max_blocks: a model's entry in its own jobs' params (pillm: every seed), no other
+    job's, so an edit reruns only that model's jobs; names outside probe.models stop the run."""
+    cfg = {**CONFIG, "probe": {**CONFIG["probe"], "max_blocks": {"pillm": 3}}}
+    assert plan.job_params(cfg, "pillm-s1")["max_blocks"] == 3
+    assert "max_blocks" not in plan.job_params(cfg, "minilm")
+    assert "max_blocks" not in plan.job_params(cfg)
+    args = plan.job_args(cfg)
+    corpus = ["r/data/ptb/test.txt", "r/data/ptb/valid.txt", "r/data/ptb/meta.json"]
+    out = _files(blocks="r/probe/m/ptb/blocks.parquet")
+    line = args(SimpleNamespace(model="minilm", corpus="ptb"), _files(corpus=corpus), out)
+    assert json.loads(line.split("'")[1]) == plan.job_params(CONFIG)
+    plan.check_max_blocks(cfg)
+    cfg["probe"]["max_blocks"] = {"gpt2": 4}
+    with pytest.raises(ConfigError, match=r"probe\.max_blocks: \['gpt2'\] are not in"):
+        plan.check_max_blocks(cfg)
+
+
 def test_job_args_name_the_checkpoint_only_for_own_models():
     args = plan.job_args(CONFIG)
     out = _files(blocks="r/probe/m/ptb/blocks.parquet")

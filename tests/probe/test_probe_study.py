@@ -115,6 +115,23 @@ def test_nonlinear_ffns_are_measured_not_assumed(build, tmp_path):
     assert low["lowrank_params"] * 6 < low["linear_params"]  # ~8x fewer weights than dense
 
 
+def test_max_blocks_probes_blocks_spread_over_depth(tmp_path):
+    """probe.max_blocks: the first and last of a 5-block model and one between, at their own
+    layer numbers and depths; the gradient comparison and the swaps run on those blocks alone."""
+    m = GPT(GPTConfig(vocab_size=V, context=32, n_layer=5, d_model=32, n_head=4, dropout=0.0))
+    pm = ProbeModel("m", "m", "causal", m.eval(), _encode)
+    cfg = ProbeConfig.from_dict({**CFG, "max_blocks": 3, "refit_resamples": 20}, "probe")
+    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], cfg, "cpu", True, str(tmp_path), "p", 0.0)
+    blocks = pl.read_parquet(tmp_path / "blocks.parquet")
+    assert blocks["layer"].to_list() == [0, 2, 4] and blocks["n_layers"].unique().to_list() == [5]
+    assert blocks["depth"].to_list() == [0.0, 0.5, 1.0]
+    assert blocks["delta_linear"].is_not_null().all() and blocks["r2_lin_lo"].is_not_null().all()
+    curves = pl.read_parquet(tmp_path / "gradient.parquet")
+    assert sorted(curves["layer"].unique().to_list()) == [0, 4]
+    metrics = {r["metric"]: r["value"] for r in json.loads((tmp_path / "metrics.json").read_text())}
+    assert metrics["n_probed_blocks"] == 3 and metrics["n_layers"] == 5
+
+
 def test_no_swaps_off_the_swap_corpora(tmp_path):
     pm = ProbeModel("m", "m", "causal", _gpt(False), _encode)
     blocks, curves, metrics = _job(pm, tmp_path, swaps=False)

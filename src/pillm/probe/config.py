@@ -50,3 +50,5 @@ class ProbeConfig(Section):
     bootstrap_resamples: int = 1000  # correlations between per-block quantities (over blocks)
     refit_resamples: int = 200  # R²_lin intervals (over windows, every block refitted on each)
     min_blocks: int = 10  # fewest blocks per model (seed) a correlation's direction needs
+    max_blocks: int | None = None  # this job's probe.max_blocks entry: that many blocks,
+    # spread evenly over depth (first and last kept); None: every block

@@ -32,6 +32,17 @@ def check(config: dict[str, Any]) -> None:
     check_probe_models(config)
     check_windows(config)
     check_cross_corpus_models(config)
+    check_max_blocks(config)
+
+
+def check_max_blocks(config: dict[str, Any]) -> None:
+    """probe.max_blocks names models of probe.models."""
+    probe = config["probe"]
+    if extra := sorted(set(probe.get("max_blocks") or {}) - set(probe["models"])):
+        raise ConfigError(
+            f"probe.max_blocks: {extra} are not in probe.models {probe['models']}; "
+            "add them to probe.models or remove them from probe.max_blocks"
+        )
 
 
 def check_cross_corpus_models(config: dict[str, Any]) -> None:
@@ -151,21 +162,32 @@ def job_outputs() -> dict[str, str]:
     return {key: f"{JOB_DIR}/{name}" for key, name in JOB_OUTPUTS.items()}
 
 
-def job_params(config: dict[str, Any]) -> dict[str, Any]:
-    """A probe job's ``--params``: the probe section without probe.models and
-    probe.cross_corpus_models (which models run where is the DAG's business, not any one job's)."""
-    return {k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")}
+# keys that say which model runs where and how: the DAG's business, or one model's entry
+_DAG_KEYS = ("models", "cross_corpus_models", "max_blocks")
+
+
+def job_params(config: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    """A probe job's ``--params``: the probe section without probe.models,
+    probe.cross_corpus_models and probe.max_blocks; with ``model`` (a job's model wildcard),
+    ``max_blocks`` is that model's entry where probe.max_blocks has one (pillm: every seed).
+    Other models' entries stay out, so editing one reruns only its jobs."""
+    params = {k: v for k, v in config["probe"].items() if k not in _DAG_KEYS}
+    name = "pillm" if model is not None and model.startswith(OWN_PREFIX) else model
+    if (n := (config["probe"].get("max_blocks") or {}).get(name)) is not None:
+        params["max_blocks"] = n
+    return params
 
 
 def job_args(config: dict[str, Any]) -> Callable[[Any, Any, Any], str]:
     """The probe command's arguments, as a params function of a job's wildcards, input and
     output (Snakemake passes them by these names): ``--model``, ``--corpus``, ``--corpus-dir``
-    (the folder of the corpus files), ``--params`` (``job_params`` as JSON, shell-quoted),
+    (the folder of the corpus files), ``--params`` (``job_params`` of the job's model as
+    JSON, shell-quoted),
     ``--checkpoint`` and ``--tokenizer`` where the job has them (the pipeline's own models) and
     ``--out-dir`` (the folder of the outputs)."""
-    params = shlex.quote(json.dumps(job_params(config), sort_keys=True))
 
     def args(wildcards: Any, input: Any, output: Any) -> str:
+        params = shlex.quote(json.dumps(job_params(config, wildcards.model), sort_keys=True))
         own = ""
         if "checkpoint" in input.keys():  # noqa: SIM118 (a Snakemake Namedlist: `in` reads values)
             own = f" --checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"

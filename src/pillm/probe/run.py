@@ -214,7 +214,8 @@ def run_probe(
     data_policy: str,
     load_seconds: float,
 ) -> None:
-    """Probe every FFN block of ``pm`` on one corpus; write blocks/gradient parquet + metrics."""
+    """Probe the FFN blocks of ``pm`` (every one, or ``cfg.max_blocks`` spread over depth) on one
+    corpus; write blocks/gradient parquet + metrics."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     model = pm.model.to(device)
@@ -227,15 +228,16 @@ def run_probe(
         )
     t0 = time.perf_counter()
     mask = row_mask(cfg.rows, pm.special_ids)
+    modules = ffn_modules(model)
+    n_layers = len(modules)
+    probed = _spread(n_layers, cfg.max_blocks) if cfg.max_blocks else None
     blocks = probe_model(
-        model, fit, device, hold, cfg.bilinear_rank, row_mask=mask,
+        model, fit, device, hold, cfg.bilinear_rank, layers=probed, row_mask=mask,
         outlier_k=cfg.outlier_features, resamples=cfg.refit_resamples,
         seed=own_seed(pm.name) or 0,
     )  # fmt: skip
     sync(device)
     capture_seconds = time.perf_counter() - t0
-    modules = ffn_modules(model)
-    n_layers = len(modules)
     rows = []
     for rec in blocks:
         i, d_in, d_out = rec["layer"], rec["d_in"], rec["d_out"]
@@ -278,9 +280,10 @@ def run_probe(
         swap_seconds = time.perf_counter() - t1
         t2 = time.perf_counter()
         g = cfg.gradient
-        layers = _spread(n_layers, g.layers)
+        layers = [blocks[j]["layer"] for j in _spread(len(blocks), g.layers)]
         sampled = sample_rows(model, fit, layers, g.rows, hold, device, mask)
         by_layer = {rec["layer"]: rec for rec in blocks}
+        row_of = {row["layer"]: row for row in rows}
         for i, (x, y) in sampled.items():
             stats = GramStats.zeros(x.shape[1] + 1, y.shape[1], device)
             stats.update(_with_ones(x.double()), y)
@@ -288,9 +291,9 @@ def run_probe(
             seed = own_seed(pm.name) or 0
             curve = gradient_fit(x, y, by_layer[i]["heldout"], g.steps, g.lr, g.batch_size, seed)
             curves += [
-                {"layer": i, "depth": rows[i]["depth"], "closed_r2": closed, **c} for c in curve
+                {"layer": i, "depth": row_of[i]["depth"], "closed_r2": closed, **c} for c in curve
             ]
-            rows[i].update(
+            row_of[i].update(
                 grad_r2=curve[-1]["r2_heldout"], grad_closed_r2=closed, grad_steps=g.steps,
                 grad_rows=x.shape[0], grad_lr=g.lr,
             )  # fmt: skip
@@ -313,6 +316,7 @@ def run_probe(
         "peak_mem_mb": peak_memory_mb(device),
         "n_rows": n_rows,
         "n_layers": n_layers,
+        "n_probed_blocks": len(blocks),
     }
     run_identity = {
         "experiment": "probe", "variant": pm.name, "seed": identity["seed"], "corpus": corpus,
