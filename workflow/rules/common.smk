@@ -27,7 +27,7 @@ if Path(pillm.__file__).resolve().parent != (SRC / "pillm").resolve():
         "has not imported another pillm (one checkout's workflow per process)"
     )
 
-from pillm import codedeps, estimate, owner, plan
+from pillm import codedeps, estimate, owner, plan, scheduler_exit
 from pillm.accel import mps
 from pillm.models.registry import OWN_PREFIX
 
@@ -119,14 +119,18 @@ onstart:
         print(mps.start(MPS_DIR), file=sys.stderr)
 
 
+# Both also cancel the scheduler's idle wake-up timers, which would hold the exit for up to the
+# rate limit's timespan (pillm.scheduler_exit).
 onsuccess:
     if USE_MPS and (line := mps.stop(MPS_DIR)):
         print(line, file=sys.stderr)
+    scheduler_exit.cancel_scheduler_timers()
 
 
 onerror:
     if USE_MPS and (line := mps.stop(MPS_DIR)):
         print(line, file=sys.stderr)
+    scheduler_exit.cancel_scheduler_timers()
 
 
 def res(path):
