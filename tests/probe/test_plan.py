@@ -61,7 +61,7 @@ def test_models_outside_cross_corpus_models_run_on_the_main_corpus_only():
         "probe/minilm/ptb/metrics.json",
     ]
     assert plan.model_corpora(cfg, "pillm-s1") == ["ptb"]
-    assert "cross_corpus_models" not in plan.job_params(cfg)
+    assert "cross_corpus_models" not in plan.job_params(cfg, "minilm")
     cfg["probe"]["cross_corpus_models"] = ["pillm", "minilm"]
     assert plan.job_files(cfg, "metrics.json") == plan.job_files(CONFIG, "metrics.json")
     cfg["probe"]["cross_corpus_models"] = ["smollm2"]
@@ -72,15 +72,16 @@ def test_models_outside_cross_corpus_models_run_on_the_main_corpus_only():
 def test_max_blocks_reaches_only_the_jobs_of_its_model():
     """probe.max_blocks: a model's entry in its own jobs' params (pillm: every seed), no other
     job's, so an edit reruns only that model's jobs; names outside probe.models stop the run."""
-    cfg = {**CONFIG, "probe": {**CONFIG["probe"], "max_blocks": {"pillm": 3}}}
-    assert plan.job_params(cfg, "pillm-s1")["max_blocks"] == 3
-    assert "max_blocks" not in plan.job_params(cfg, "minilm")
-    assert "max_blocks" not in plan.job_params(cfg)
+    probe = {**CONFIG["probe"], "models": ["pillm", "minilm", "smollm2"]}
+    cfg = {**CONFIG, "probe": {**probe, "max_blocks": {"pillm": 3, "smollm2": 10}}}
+    assert plan.job_params(cfg, "pillm-s1")["max_blocks"] == {"pillm": 3}
+    assert plan.job_params(cfg, "smollm2")["max_blocks"] == {"smollm2": 10}
+    assert plan.job_params(cfg, "minilm") == plan.job_params(CONFIG, "minilm")
     args = plan.job_args(cfg)
     corpus = ["r/data/ptb/test.txt", "r/data/ptb/valid.txt", "r/data/ptb/meta.json"]
     out = _files(blocks="r/probe/m/ptb/blocks.parquet")
     line = args(SimpleNamespace(model="minilm", corpus="ptb"), _files(corpus=corpus), out)
-    assert json.loads(line.split("'")[1]) == plan.job_params(CONFIG)
+    assert json.loads(line.split("'")[1]) == plan.job_params(CONFIG, "minilm")
     plan.check_max_blocks(cfg)
     cfg["probe"]["max_blocks"] = {"gpt2": 4}
     with pytest.raises(ConfigError, match=r"probe\.max_blocks: \['gpt2'\] are not in"):
@@ -94,7 +95,8 @@ def test_job_args_name_the_checkpoint_only_for_own_models():
     pretrained = args(SimpleNamespace(model="minilm", corpus="ptb"), _files(corpus=corpus), out)
     head, params, tail = pretrained.split("'")
     assert head == "--model minilm --corpus ptb --corpus-dir r/data/ptb --params "
-    assert json.loads(params) == plan.job_params(CONFIG) and tail == " --out-dir r/probe/m/ptb"
+    assert json.loads(params) == plan.job_params(CONFIG, "minilm")
+    assert tail == " --out-dir r/probe/m/ptb"
     own = _files(checkpoint="c/model.pt", tokenizer="t/tokenizer.json", corpus=corpus)
     flags = args(SimpleNamespace(model="pillm-s0", corpus="ptb"), own, out)
     assert "' --checkpoint c/model.pt --tokenizer t/tokenizer.json --out-dir " in flags
@@ -103,8 +105,8 @@ def test_job_args_name_the_checkpoint_only_for_own_models():
 
 
 def test_params_forward_what_each_command_reads():
-    assert "models" not in plan.job_params(CONFIG)
-    assert plan.job_params(CONFIG)["seq_len"] == 64
+    assert "models" not in plan.job_params(CONFIG, "minilm")
+    assert plan.job_params(CONFIG, "minilm")["seq_len"] == 64
     assert plan.aggregate_params(CONFIG) == {
         "main_corpus": "wikitext2",
         "bootstrap_resamples": 200,

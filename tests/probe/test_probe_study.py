@@ -120,7 +120,7 @@ def test_max_blocks_probes_blocks_spread_over_depth(tmp_path):
     layer numbers and depths; the gradient comparison and the swaps run on those blocks alone."""
     m = GPT(GPTConfig(vocab_size=V, context=32, n_layer=5, d_model=32, n_head=4, dropout=0.0))
     pm = ProbeModel("m", "m", "causal", m.eval(), _encode)
-    cfg = ProbeConfig.from_dict({**CFG, "max_blocks": 3, "refit_resamples": 20}, "probe")
+    cfg = ProbeConfig.from_dict({**CFG, "max_blocks": {"m": 3}, "refit_resamples": 20}, "probe")
     run_probe(pm, "wikitext2", TEXT, TEXT[::-1], cfg, "cpu", True, str(tmp_path), "p", 0.0)
     blocks = pl.read_parquet(tmp_path / "blocks.parquet")
     assert blocks["layer"].to_list() == [0, 2, 4] and blocks["n_layers"].unique().to_list() == [5]

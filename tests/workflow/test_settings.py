@@ -79,7 +79,10 @@ def _assert_same_fields(cls: type, props: dict, path: str) -> None:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     assert set(fields) == set(props), path
     for name, f in fields.items():
-        assert f.default == props[name].get("default", dataclasses.MISSING), f"{path}.{name}"
+        default = f.default
+        if f.default_factory is not dataclasses.MISSING:  # a mapping's or list's default
+            default = f.default_factory()
+        assert default == props[name].get("default", dataclasses.MISSING), f"{path}.{name}"
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "smoke.yaml"])

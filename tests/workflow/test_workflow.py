@@ -123,9 +123,11 @@ def test_probe_every_model_and_corpus_into_the_paper(workdir):
         for c in (cfg["corpora"] if m in cross else cfg["swap_corpora"][:1])
     }
     assert "smollm2" not in cross  # the smoke build runs both kinds of probe model
-    assert probe.group_by("model").agg(pl.col("layer").n_unique())["layer"].sort().to_list() == [
-        2, 6, 30,
-    ]  # fmt: skip
+    blocks = dict(probe.group_by("model").agg(pl.col("layer").n_unique()).iter_rows())
+    assert cfg["max_blocks"] == {"smollm2": 10}  # of its 30, spread over depth
+    assert blocks == {"pillm-s0": 2, "minilm": 6, "smollm2": 10}
+    smol_layers = probe.filter(pl.col("model") == "smollm2")["layer"].unique().sort().to_list()
+    assert smol_layers[0] == 0 and smol_layers[-1] == 29
     swapped = probe.filter(pl.col("delta_linear").is_not_null())["corpus"].unique().to_list()
     assert swapped == cfg["swap_corpora"]
     smol = probe.filter(pl.col("model") == "smollm2", pl.col("corpus") == "wikitext2")

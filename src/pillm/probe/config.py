@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pillm.core.config import Section
 
@@ -50,5 +50,6 @@ class ProbeConfig(Section):
     bootstrap_resamples: int = 1000  # correlations between per-block quantities (over blocks)
     refit_resamples: int = 200  # R²_lin intervals (over windows, every block refitted on each)
     min_blocks: int = 10  # fewest blocks per model (seed) a correlation's direction needs
-    max_blocks: int | None = None  # this job's probe.max_blocks entry: that many blocks,
-    # spread evenly over depth (first and last kept); None: every block
+    # model -> blocks probed, spread evenly over depth (first and last kept); a job receives
+    # its own model's entry alone (plan.job_params); a model not named: every block
+    max_blocks: dict[str, int] = field(default_factory=dict)

@@ -162,20 +162,17 @@ def job_outputs() -> dict[str, str]:
     return {key: f"{JOB_DIR}/{name}" for key, name in JOB_OUTPUTS.items()}
 
 
-# keys that say which model runs where and how: the DAG's business, or one model's entry
-_DAG_KEYS = ("models", "cross_corpus_models", "max_blocks")
-
-
-def job_params(config: dict[str, Any], model: str | None = None) -> dict[str, Any]:
-    """A probe job's ``--params``: the probe section without probe.models,
-    probe.cross_corpus_models and probe.max_blocks; with ``model`` (a job's model wildcard),
-    ``max_blocks`` is that model's entry where probe.max_blocks has one (pillm: every seed).
-    Other models' entries stay out, so editing one reruns only its jobs."""
-    params = {k: v for k, v in config["probe"].items() if k not in _DAG_KEYS}
-    name = "pillm" if model is not None and model.startswith(OWN_PREFIX) else model
-    if (n := (config["probe"].get("max_blocks") or {}).get(name)) is not None:
-        params["max_blocks"] = n
-    return params
+def job_params(config: dict[str, Any], model: str) -> dict[str, Any]:
+    """The ``--params`` of a probe job of ``model`` (a model wildcard): the probe section without
+    probe.models and probe.cross_corpus_models (which models run where is the DAG's business),
+    and of probe.max_blocks only this model's entry (pillm: every seed), so that editing one
+    model's entry reruns only its jobs (no key where the model has none)."""
+    params = {
+        k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")
+    }
+    name = "pillm" if model.startswith(OWN_PREFIX) else model
+    mine = {k: v for k, v in (params.pop("max_blocks", None) or {}).items() if k == name}
+    return params | ({"max_blocks": mine} if mine else {})
 
 
 def job_args(config: dict[str, Any]) -> Callable[[Any, Any, Any], str]:

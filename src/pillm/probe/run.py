@@ -34,6 +34,7 @@ from pillm.core.records import (
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.core.runtime import peak_memory_mb, sync, tf32
 from pillm.models.pretrained import ProbeModel, own_seed
+from pillm.models.registry import OWN_PREFIX
 from pillm.probe.capture import _forward, capture_ffn_io, ffn_modules, model_family
 from pillm.probe.config import ProbeConfig
 from pillm.probe.fit import _solve, _with_ones, probe_model
@@ -214,8 +215,8 @@ def run_probe(
     data_policy: str,
     load_seconds: float,
 ) -> None:
-    """Probe the FFN blocks of ``pm`` (every one, or ``cfg.max_blocks`` spread over depth) on one
-    corpus; write blocks/gradient parquet + metrics."""
+    """Probe the FFN blocks of ``pm`` (every one, or its ``cfg.max_blocks`` entry's count spread
+    over depth) on one corpus; write blocks/gradient parquet + metrics."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     model = pm.model.to(device)
@@ -230,7 +231,8 @@ def run_probe(
     mask = row_mask(cfg.rows, pm.special_ids)
     modules = ffn_modules(model)
     n_layers = len(modules)
-    probed = _spread(n_layers, cfg.max_blocks) if cfg.max_blocks else None
+    most = cfg.max_blocks.get("pillm" if pm.name.startswith(OWN_PREFIX) else pm.name)
+    probed = _spread(n_layers, most) if most else None
     blocks = probe_model(
         model, fit, device, hold, cfg.bilinear_rank, layers=probed, row_mask=mask,
         outlier_k=cfg.outlier_features, resamples=cfg.refit_resamples,
