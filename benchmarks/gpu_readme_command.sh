@@ -43,8 +43,7 @@ if [ -z "${ATTACH:-}" ]; then
       | tail -3
     TRIGGERS+=(--rerun-triggers mtime)
   fi
-  OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
-  OMIT="$OMIT scaling_report claims provenance timing_macros"
+  OMIT="$SUMMARY_RULES"  # gpu_env.sh: the rules that need polars, which the host lacks
   [ -n "${EXTRA_OMIT:-}" ] && OMIT="$OMIT $EXTRA_OMIT"
   # --until with --omit-from runs every job the omitted rules' siblings need (Snakemake 9.27: a
   # dry run of `--omit-from ... --until lora` lists 187 jobs, `--until lora` alone 15), so UNTIL

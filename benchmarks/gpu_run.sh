@@ -40,12 +40,11 @@ fi
 # Likewise the SST-2 (lora) jobs: pillm here (needs sst2/ in .gpu/data; peft comes with the host's torch).
 printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
 t0=$(date +%s.%N)
-# The GPU host has no polars: every rule that reads summaries (and all below it) is omitted.
-# UNTIL="rule ..." builds only what those rules need (e.g. UNTIL="lm_extras sensitivity_run");
-# Snakemake 9 ignores --until when --omit-from is also given, so it replaces the omit list.
-OMIT="aggregate probe_aggregate gen_aggregate lora_aggregate saffu_aggregate sensitivity_report"
-OMIT="$OMIT claims provenance timing_macros"
-if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $OMIT"; fi
+# The GPU host has no polars: every rule that reads summaries (and all below it) is omitted
+# (gpu_env.sh's SUMMARY_RULES). UNTIL="rule ..." builds only what those rules need (e.g.
+# UNTIL="lm_extras sensitivity_run"); Snakemake 9 ignores --until when --omit-from is also
+# given, so it replaces the omit list.
+if [ -n "${UNTIL:-}" ]; then SELECT="--until $UNTIL"; else SELECT="--omit-from $SUMMARY_RULES"; fi
 # Every GPU job takes 2 CPU threads (GPU_THREADS) and waits on the device, so --cores defaults to
 # 2 x GPU_JOBS + 2: with fewer cores, fewer GPU jobs run at once than GPU_JOBS allows.
 GPU_JOBS=${GPU_JOBS:-6}
