@@ -68,3 +68,10 @@ gpu_tests() {
   timeout "${1:-240}" python -m pytest -q -p no:cacheprovider -m gpu \
     $(grep -rl "mark.gpu" tests --include="test_*.py") 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
 }
+# The build's results without checkpoints, token arrays or image arrays (the CPU side has or
+# rebuilds them; benchmarks/assemble_gpu_results.py stands in for them), in parts of 15 MB,
+# since the host returns files of up to 16 MiB: $OUT/results.tgz.part-aa, -ab, ...
+pack_results() {
+  tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |
+    split -b 15M - "$OUT/results.tgz.part-"
+}

@@ -24,9 +24,10 @@
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
 #   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
-#   benchmark files: the figures of every run without the bulk, what the summary rules read
-#   (benchmarks/assemble_gpu_results.py stands in for the rest) and what
+#   benchmark files: the figures of every run without the bulk, and what
 #   benchmarks/estimates.json is made from. The last paper build's packed to under 1 MB.
+# PACK=1: once the build has ended, the results archive in parts (gpu_env.sh's pack_results),
+#   from which the CPU side builds the paper (docs/offline-gpu.md, step 3).
 set -u
 . benchmarks/gpu_env.sh
 BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
@@ -96,4 +97,5 @@ if [ -n "${RECORDS:-}" ]; then
   tar czf "$OUT/records.tgz" --null -T /tmp/pillm_records.list results/paper/benchmarks
   ls -l "$OUT/records.tgz"
 fi
+[ -n "${PACK:-}" ] && pack_results && ls -l "$OUT"/results.tgz.part-*
 exit "$rc"

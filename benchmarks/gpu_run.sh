@@ -97,9 +97,6 @@ if [ -z "${SKIP_AFTER_BENCH:-}" ]; then
     --ours output_layer=chunked,ce_chunk=1024 --ours output_layer=fused \
     --max-seconds 165 --out "$OUT/bench_trainer.json" 2>&1 | tee "$OUT/bench_trainer.txt"
 fi
-# No checkpoints, token arrays or image arrays: the CPU side has or rebuilds them. Parts of
-# 15 MB, since the host returns files of up to 16 MiB (the results archive is about 25 MB).
-# NO_PACK=1: no archive (a timing-only run).
+# The results archive (gpu_env.sh's pack_results); NO_PACK=1: none (a timing-only run).
 [ -n "${NO_PACK:-}" ] && exit 0
-tar czf - --exclude='*.pt' --exclude='*.npy' --exclude='*.npz' results/paper |
-  split -b 15M - "$OUT/results.tgz.part-"
+pack_results
