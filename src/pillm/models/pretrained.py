@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pillm.models.registry import OWN_PREFIX, PYPI_MODELS
+from pillm.models.registry import OWN_PREFIX, PYPI_MODELS, model_group
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Per model family, the structural tokens whose rows are not a block's typical input (the probe's
@@ -53,7 +53,7 @@ class ProbeModel:
 
     @property
     def group(self) -> str:
-        return "pillm" if self.name.startswith(OWN_PREFIX) else self.name
+        return model_group(self.name)
 
 
 def own_seed(name: str) -> int | None:

@@ -16,6 +16,11 @@ PYPI_POSITIONS = {"minilm": 512, "smollm2": 8192}
 OWN_PREFIX = "pillm-s"
 
 
+def model_group(name: str) -> str:
+    """The config's name of a job's model: ``pillm`` for every seed's baseline, else itself."""
+    return "pillm" if name.startswith(OWN_PREFIX) else name
+
+
 def own_model_names(models: list[str], seeds: list[int]) -> list[str]:
     """``models`` with ``pillm`` expanded to this config's baseline of every seed."""
     names: list[str] = []

@@ -11,7 +11,13 @@ from typing import Any
 
 from pillm.core.config import ConfigError
 from pillm.data.check import split_bytes
-from pillm.models.registry import OWN_PREFIX, PYPI_MODELS, PYPI_POSITIONS, own_model_names
+from pillm.models.registry import (
+    OWN_PREFIX,
+    PYPI_MODELS,
+    PYPI_POSITIONS,
+    model_group,
+    own_model_names,
+)
 
 JOB_DIR = "probe/{model}/{corpus}"  # one probe job's folder under the results tree
 JOB_OUTPUTS = {
@@ -135,7 +141,7 @@ def model_corpora(config: dict[str, Any], model: str) -> list[str]:
     probe.cross_corpus_models (null: every model), the main corpus alone for the others."""
     probe = config["probe"]
     cross = probe.get("cross_corpus_models")
-    name = "pillm" if model.startswith(OWN_PREFIX) else model
+    name = model_group(model)
     return list(probe["corpora"]) if cross is None or name in cross else [main_corpus(config)]
 
 
@@ -170,7 +176,7 @@ def job_params(config: dict[str, Any], model: str) -> dict[str, Any]:
     params = {
         k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")
     }
-    name = "pillm" if model.startswith(OWN_PREFIX) else model
+    name = model_group(model)
     mine = {k: v for k, v in (params.pop("max_blocks", None) or {}).items() if k == name}
     return params | ({"max_blocks": mine} if mine else {})
 

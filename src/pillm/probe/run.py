@@ -34,7 +34,6 @@ from pillm.core.records import (
 from pillm.core.ridge import GramStats, r2_score_from_stats
 from pillm.core.runtime import peak_memory_mb, sync, tf32
 from pillm.models.pretrained import ProbeModel, own_seed
-from pillm.models.registry import OWN_PREFIX
 from pillm.probe.capture import _forward, capture_ffn_io, ffn_modules, model_family
 from pillm.probe.config import ProbeConfig
 from pillm.probe.fit import _solve, _with_ones, probe_model
@@ -231,7 +230,7 @@ def run_probe(
     mask = row_mask(cfg.rows, pm.special_ids)
     modules = ffn_modules(model)
     n_layers = len(modules)
-    most = cfg.max_blocks.get("pillm" if pm.name.startswith(OWN_PREFIX) else pm.name)
+    most = cfg.max_blocks.get(pm.group)
     probed = _spread(n_layers, most) if most else None
     blocks = probe_model(
         model, fit, device, hold, cfg.bilinear_rank, layers=probed, row_mask=mask,
