@@ -3,6 +3,7 @@ offline host without polars, leaving out gpu_env.sh's SUMMARY_RULES and what fol
 rule left to run must import its command without polars, else that job fails on the host and
 Snakemake starts no further job."""
 
+import json
 import os
 import re
 import subprocess
@@ -52,7 +53,7 @@ def needing_polars(commands: dict[str, str]) -> list[str]:
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    return __import__("json").loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_every_rule_the_gpu_host_runs_imports_without_polars():

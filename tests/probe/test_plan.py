@@ -66,7 +66,7 @@ def test_models_outside_cross_corpus_models_run_on_the_main_corpus_only():
     assert plan.job_files(cfg, "metrics.json") == plan.job_files(CONFIG, "metrics.json")
     cfg["probe"]["cross_corpus_models"] = ["smollm2"]
     with pytest.raises(ConfigError, match=r"probe\.cross_corpus_models: \['smollm2'\] are not"):
-        plan.check_cross_corpus_models(cfg)
+        plan.check_names_probed_models(cfg, "cross_corpus_models")
 
 
 def test_max_blocks_reaches_only_the_jobs_of_its_model():
@@ -82,10 +82,10 @@ def test_max_blocks_reaches_only_the_jobs_of_its_model():
     out = _files(blocks="r/probe/m/ptb/blocks.parquet")
     line = args(SimpleNamespace(model="minilm", corpus="ptb"), _files(corpus=corpus), out)
     assert json.loads(line.split("'")[1]) == plan.job_params(CONFIG, "minilm")
-    plan.check_max_blocks(cfg)
+    plan.check_names_probed_models(cfg, "max_blocks")
     cfg["probe"]["max_blocks"] = {"gpt2": 4}
     with pytest.raises(ConfigError, match=r"probe\.max_blocks: \['gpt2'\] are not in"):
-        plan.check_max_blocks(cfg)
+        plan.check_names_probed_models(cfg, "max_blocks")
 
 
 def test_job_args_name_the_checkpoint_only_for_own_models():

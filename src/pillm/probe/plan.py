@@ -37,27 +37,17 @@ FIGURES = ("probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_co
 def check(config: dict[str, Any]) -> None:
     check_probe_models(config)
     check_windows(config)
-    check_cross_corpus_models(config)
-    check_max_blocks(config)
+    for key in ("cross_corpus_models", "max_blocks"):
+        check_names_probed_models(config, key)
 
 
-def check_max_blocks(config: dict[str, Any]) -> None:
-    """probe.max_blocks names models of probe.models."""
+def check_names_probed_models(config: dict[str, Any], key: str) -> None:
+    """probe.<key> (a list or a mapping by model) names models of probe.models."""
     probe = config["probe"]
-    if extra := sorted(set(probe.get("max_blocks") or {}) - set(probe["models"])):
+    if extra := sorted(set(probe.get(key) or ()) - set(probe["models"])):
         raise ConfigError(
-            f"probe.max_blocks: {extra} are not in probe.models {probe['models']}; "
-            "add them to probe.models or remove them from probe.max_blocks"
-        )
-
-
-def check_cross_corpus_models(config: dict[str, Any]) -> None:
-    """probe.cross_corpus_models names models of probe.models."""
-    probe = config["probe"]
-    if extra := sorted(set(probe.get("cross_corpus_models") or ()) - set(probe["models"])):
-        raise ConfigError(
-            f"probe.cross_corpus_models: {extra} are not in probe.models {probe['models']}; "
-            "add them to probe.models or remove them"
+            f"probe.{key}: {extra} are not in probe.models {probe['models']}; "
+            f"add them to probe.models or remove them from probe.{key}"
         )
 
 
@@ -176,9 +166,8 @@ def job_params(config: dict[str, Any], model: str) -> dict[str, Any]:
     params = {
         k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")
     }
-    name = model_group(model)
-    mine = {k: v for k, v in (params.pop("max_blocks", None) or {}).items() if k == name}
-    return params | ({"max_blocks": mine} if mine else {})
+    name, blocks = model_group(model), params.pop("max_blocks", None) or {}
+    return params | ({"max_blocks": {name: blocks[name]}} if name in blocks else {})
 
 
 def job_args(config: dict[str, Any]) -> Callable[[Any, Any, Any], str]:
