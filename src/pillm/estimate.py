@@ -246,10 +246,11 @@ def plan_lines(
     lines = [f"pillm plan: config {name!r}, device {kind}, {sum(counts.values())} jobs to run"]
     lines += [f"  {rule:<18} {n:>5}" for rule, n in sorted(counts.items())]
     cores, gpus = os.cpu_count() or 1, gpu_count()
-    wall, source, unknown = estimate(counts, name, kind, results, load_estimates(), cores, gpus)
+    records = load_estimates(root / "benchmarks" / "estimates.json")
+    wall, source, unknown = estimate(counts, name, kind, results, records, cores, gpus)
     if wall is None:
         other = "cuda" if kind == "cpu" else "cpu"
-        ref, ref_source, _ = estimate(counts, name, other, Path("/nonexistent"), load_estimates())
+        ref, ref_source, _ = estimate(counts, name, other, Path("/nonexistent"), records)
         lines.append(f"  estimated wall time: unknown ({source})")
         if ref is not None:
             lines.append(f"  for reference, on {other}: about {_hms(ref)} ({ref_source})")
@@ -336,11 +337,17 @@ def _merge(base: dict, new: dict) -> None:
             base[k] = v
 
 
+def workflow_root() -> Path:
+    """The checkout to plan: the working directory where it holds a Snakefile (where snakemake
+    runs; the installed package may be another checkout's, or none), else this package's."""
+    return next((r for r in (Path.cwd(), ROOT) if (r / "Snakefile").is_file()), Path.cwd())
+
+
 def plan(configfile: list[str] | None, config: list[str] | None) -> None:
     """``pillm plan``: print the plan for these config files (default config/config.yaml)."""
-    configfiles = configfile or []
-    counts = dag_counts(configfiles, config or [])
-    print("\n".join(plan_lines(counts, load_config(configfiles, config))))
+    configfiles, root = configfile or [], workflow_root()
+    counts = dag_counts(configfiles, config or [], root)
+    print("\n".join(plan_lines(counts, load_config(configfiles, config, root), root)))
 
 
 def log_span(text: str) -> float:

@@ -329,6 +329,18 @@ def _same(a: object, b: object) -> bool:
     return a == b or (a != a and b != b)  # NaN == NaN here
 
 
+def test_the_refit_intervals_say_their_progress(capsys):
+    """The bootstrap refits every block's map per resample (minutes on a CPU): the log says
+    how far it is, a line per block and row set."""
+    mask = RowMask(special=(0,), positions=(0,), massive=20.0)
+    probe_model(_model("pillm"), _batches(10, b=2, t=16), holdout_every=5, row_mask=mask,
+                resamples=20, seed=1)  # fmt: skip
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "probe: intervals" in ln]
+    assert [ln.split("] ", 1)[1] for ln in lines] == [
+        f"probe: intervals {n + 1}/4 (block {n // 2}, row set {n % 2})" for n in range(4)
+    ]
+
+
 @pytest.mark.parametrize("family", ["pillm", "gpt2", "bert"])
 def test_later_passes_replay_the_first_pass_rows_with_the_same_values(family, monkeypatch):
     """The refit bootstrap and the bilinear fit read the first pass's rows instead of running

@@ -312,3 +312,13 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     assert one["scaling wide"] == one["generative adamw"] > one["scaling_point"]
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     assert profile["scheduler"] == "greedy"
+
+
+def test_plan_reads_the_checkout_it_runs_in(tmp_path, monkeypatch):
+    """`pillm plan` plans the checkout in the working directory (where snakemake runs), not the
+    one the installed package came from: a second clone, or a non-editable install."""
+    (tmp_path / "Snakefile").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert estimate.workflow_root() == tmp_path
+    monkeypatch.chdir(tmp_path / "..")  # no Snakefile here: the package's own checkout
+    assert estimate.workflow_root() == REPO

@@ -45,6 +45,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from pillm.core.log import say
 from pillm.core.ridge import GramStats, RidgeSolution
 from pillm.probe.capture import Batch, _ids_of
 from pillm.probe.intervals import recentred
@@ -217,6 +218,7 @@ def refit_intervals(
             group[i, j] = math.ceil(size / budget)  # windows per unit
             pairs.append(((i, j), q, k, size / group[i, j]))
     out: dict[int, list[dict]] = {i: [{} for _ in rsets] for i, rsets in sets.items()}
+    total, done = len(pairs), 0
     while pairs:
         chunk, used = [], 0.0
         while pairs and (not chunk or used + pairs[0][3] <= budget):
@@ -259,5 +261,7 @@ def refit_intervals(
                 lo, hi = recentred(r2[1:], float(r2[0]))
             fit_w, held_w = (int((c > 0).sum()) for c in rows_in[i, j])
             out[i][j] = {"lo": lo, "hi": hi, "fit_windows": fit_w, "heldout_windows": held_w}
+            done += 1  # a line per refitted row set: on a CPU one takes up to a minute
+            say(f"probe: intervals {done}/{total} (block {i}, row set {j})")
         del stats, rows_in
     return out
