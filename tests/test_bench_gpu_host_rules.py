@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import copy_worktree
+
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = re.compile(r'^SUMMARY_RULES="([^"]*)"', re.M)
@@ -23,12 +25,20 @@ def summary_rules() -> list[str]:
     return [w for w in words if w != "$SUMMARY_RULES"]
 
 
-def host_rule_commands(omit: list[str]) -> dict[str, str]:
-    """rule -> pillm command of every job a dry run of the paper config runs without ``omit``."""
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A copy of the checkout: a dry run writes code stamps and the owner marker of
+    results/paper/, which stay out of the developer's own results."""
+    return copy_worktree(tmp_path_factory.mktemp("clone"))
+
+
+def host_rule_commands(omit: list[str], cwd: Path) -> dict[str, str]:
+    """rule -> pillm command of every job a dry run of the paper config in ``cwd`` runs without
+    ``omit``."""
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "4", "--configfile",
          "config/config.yaml", "--omit-from", *omit],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     commands, rule = {}, None
@@ -56,10 +66,10 @@ def needing_polars(commands: dict[str, str]) -> list[str]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_every_rule_the_gpu_host_runs_imports_without_polars():
+def test_every_rule_the_gpu_host_runs_imports_without_polars(clone):
     omit = summary_rules()
     assert "aggregate" in omit and "scaling_report" in omit, omit
-    commands = host_rule_commands(omit)
+    commands = host_rule_commands(omit, clone)
     assert {"run_lm", "generative", "scaling_point", "probe", "lora", "saffu"} <= set(commands)
     assert needing_polars(commands) == [], (
         "these rules need polars, which the GPU host lacks: add them to SUMMARY_RULES in "
@@ -67,7 +77,7 @@ def test_every_rule_the_gpu_host_runs_imports_without_polars():
     )
 
 
-def test_the_check_names_a_rule_left_off_the_list():
+def test_the_check_names_a_rule_left_off_the_list(clone):
     """Without scaling_report the host would run it and the figures that read its summary."""
     omit = [r for r in summary_rules() if r != "scaling_report"]
-    assert needing_polars(host_rule_commands(omit)) == ["scaling_figures", "scaling_report"]
+    assert needing_polars(host_rule_commands(omit, clone)) == ["scaling_figures", "scaling_report"]
