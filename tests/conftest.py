@@ -80,7 +80,7 @@ def copy_worktree(root: Path) -> Path:
 def write_toy_tokens(out: Path, sizes: dict[str, int]) -> Path:
     """A learnable toy language: a repeating cycle of 40 tokens with 5 % noise, per split."""
     rng = np.random.default_rng(0)
-    meta = {"vocab_size": 64, "bytes": {}, "tokens": {}}
+    meta = {"vocab_size": 64, "bytes": {}, "tokens": {}, "corpus": "toy"}
     for split, n in sizes.items():
         ids = np.arange(n) % 40
         noise = rng.random(n) < 0.05

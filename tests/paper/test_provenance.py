@@ -13,7 +13,6 @@ import pytest
 import pillm.core.records
 from pillm.paper import build
 from pillm.paper.build import (
-    newest_record,
     provenance_macros,
     run_provenance,
     timing_macros,
@@ -105,57 +104,39 @@ def test_provenance_file_compiles_with_the_first_page_line(tmp_path, monkeypatch
         assert b"modified working tree" in page.stdout
 
 
-def record(created, solve, grad, tiny=True):
+def timing_row(solve, grad, alone=True):
+    """One row of the ``scaling-cost`` record the rule solve_timing writes."""
     return {
-        "kind": "solve_vs_grad",
-        "created_utc": created,
-        "device_name": "NVIDIA H100 80GB HBM3",
-        "torch": "2.5.1+cu124",
-        "tiny": tiny,
-        "repeats": 3,
-        "shape": {"n_layer": 4, "d_model": 256, "context": 128, "train_tokens": 2088628},
-        "train": {"epochs": 5},
-        "solve": {"seconds": solve, "median": sorted(solve)[1], "min": min(solve),
-                  "max": max(solve)},
-        "adamw": {"seconds": grad, "median": sorted(grad)[1], "min": min(grad), "max": max(grad)},
-        "adamw_over_solve_median": sorted(grad)[1] / sorted(solve)[1],
+        "device_name": "NVIDIA H200", "torch": "2.11.0+cu130", "repeats": 3, "alone": alone,
+        "d_model": 256, "n_layer": 4, "context": 128, "epochs": 5, "train_tokens_split": 232361,
+        "solve_s": sorted(solve)[1], "solve_s_min": min(solve), "solve_s_max": max(solve),
+        "adamw_s": sorted(grad)[1], "adamw_s_min": min(grad), "adamw_s_max": max(grad),
     }  # fmt: skip
 
 
-def test_the_newest_record_is_rendered_with_its_device(tmp_path):
-    paths = []
-    for i, (created, tiny) in enumerate(
-        [("2026-11-26T15:00:00+00:00", True), ("2026-11-27T09:00:00+00:00", False)]
-    ):
-        p = tmp_path / f"r{i}.json"
-        p.write_text(json.dumps(record(created, [1.0, 1.2, 1.5], [3.0, 3.3, 4.0], tiny)))
-        paths.append(str(p))
-    rec = newest_record(paths[::-1])
-    assert rec["created_utc"].startswith("2026-11-27")
-    m = timing_macros(rec)
+def test_the_builds_timing_is_rendered_with_its_device(tmp_path):
+    m = timing_macros(timing_row([1.0, 1.2, 1.5], [3.0, 3.3, 4.0]))
     assert (m["TimingSolveS"], m["TimingGradS"], m["TimingRatio"]) == ("1.20", "3.30", "2.8")
-    assert m["TimingSolveRange"] == "1.00--1.50" and m["TimingNote"] == ""
-    assert "2{,}088{,}628 train tokens" in m["TimingShape"]
-    assert "NVIDIA H100 80GB HBM3" in m["TimingSentence"]
+    assert m["TimingSolveRange"] == "1.00--1.50" and m["TimingEpochs"] == "5"
+    assert "232{,}361 train tokens" in m["TimingShape"]
+    assert (
+        "In a job of this build on NVIDIA H200 with no other job on the device"
+        in (m["TimingSentence"])
+    )
+    record = tmp_path / "solve_timing.json"
+    record.write_text(json.dumps([timing_row([1.0, 1.2, 1.5], [3.0, 3.3, 4.0])]))
     out = tmp_path / "timing_numbers.tex"
-    write_timing(paths, TEMPLATES, str(out))
-    assert "\\newcommand{\\TimingDevice}{NVIDIA H100 80GB HBM3}" in out.read_text()
-    tiny = timing_macros(newest_record(paths[:1]))
-    assert tiny["TimingSentence"].endswith("This record is a tiny test shape, not the paper's.")
+    write_timing(str(record), TEMPLATES, str(out))
+    assert "\\newcommand{\\TimingDevice}{NVIDIA H200}" in out.read_text()
 
 
-def test_no_record_names_the_benchmark(tmp_path):
-    p = tmp_path / "other.json"
-    p.write_text(json.dumps({"kind": "other", "created_utc": "x"}))
-    with pytest.raises(ValueError, match=r"benchmarks/solve_vs_grad\.py"):
-        newest_record([str(p)])
+def test_a_timing_beside_other_jobs_says_so():
+    m = timing_macros(timing_row([1.0, 1.2, 1.5], [3.0, 3.3, 4.0], alone=False))
+    assert "beside its other jobs (so the figures are noisy)" in m["TimingSentence"]
+    assert "no other job" not in m["TimingSentence"]
 
 
-def test_committed_records_render():
-    paths = sorted((REPO / "benchmarks/records").glob("solve_vs_grad_*.json"))
-    assert paths, "commit a benchmarks/solve_vs_grad.py record (the paper quotes the newest)"
-    m = timing_macros(newest_record([str(p) for p in paths]))
-    assert m["TimingSolveS"] != "--" and m["TimingGradS"] != "--" and m["TimingDevice"]
+def test_run_keys_are_declared_once():
     assert build.RUN_KEYS  # the summaries' run columns are declared in one place
 
 

@@ -230,24 +230,6 @@ def own_model_inputs(wildcards):
     }
 
 
-def timing_records():
-    """The committed solve-vs-gradient records (benchmarks/solve_vs_grad.py); outside a git
-    checkout, every record in benchmarks/records/."""
-    import subprocess
-
-    pattern = "benchmarks/records/solve_vs_grad_*.json"
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-files", pattern],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
-        listed = []
-    return [source(f) for f in sorted(listed)] or sorted(glob.glob(source(pattern)))
-
-
 # What each rules file hands the paper (workflow/rules/paper.smk): wing(...) at its end.
 WINGS = {}
 

@@ -55,6 +55,35 @@ rule lm_extras:
         gpu_shell("python -m pillm lm-extras {params.args}")
 
 
+# The timing the paper quotes: the PIL solve of every FFN layer against FFN-only AdamW at the
+# study's shape (pillm.lm.scaling_cost). On a CUDA host it declares the whole GPU memory budget,
+# so no other GPU job runs beside it; its priority starts it after the rest.
+rule solve_timing:
+    input:
+        split=in_results(lm_plan.token_files(config)),
+        code=code("scaling-cost"),
+    output:
+        res("lm/solve_timing.json"),
+    log:
+        logfile("lm/solve_timing"),
+    benchmark:
+        benchfile("lm/solve_timing")
+    priority: PRIORITY["solve_timing"]
+    conda:
+        "../envs/pillm.yaml"
+    threads: GPU_THREADS
+    resources:
+        gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem(10**12 if JOB_DEVICE_KIND == "cuda" else "solve_timing"),
+    params:
+        cfg=as_json(lm_plan.timing_params(config, alone=JOB_DEVICE_KIND == "cuda")),
+    shell:
+        gpu_shell(
+            "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split}"
+            " --out {output}"
+        )
+
+
 rule aggregate:
     input:
         **in_results(lm_plan.aggregate_inputs(config)),

@@ -75,7 +75,7 @@ rule provenance:
 
 rule timing_macros:
     input:
-        records=timing_records(),
+        record=rules.solve_timing.output,
         templates=TEMPLATES,
         code=code("timing-macros"),
     output:
@@ -87,7 +87,7 @@ rule timing_macros:
     params:
         template_dir=lambda w, input: parent(input.templates[0]),
     shell:
-        "python -m pillm timing-macros --records {input.records}"
+        "python -m pillm timing-macros --record {input.record}"
         " --templates {params.template_dir} --numbers {output} > {log} 2>&1"
 
 

@@ -147,6 +147,7 @@ class ScalingCostParams(Section):
     widths: tuple[int, ...]
     head_dim: int
     repeats: int
+    alone: bool = False  # the rule kept every other GPU job off the device (solve_timing)
 
 
 @dataclass(frozen=True)

@@ -360,3 +360,19 @@ def sensitivity_args(config: dict[str, Any], variant: str, seed: int, root: str)
         "--params": as_json([sensitivity_params(config, variant, p) for p in grid]),
         "--out-dirs": [f"{root}/sensitivity/{variant}/{p}/seed{seed}" for p in grid],
     })  # fmt: skip
+
+
+def timing_params(config: dict[str, Any], alone: bool) -> dict[str, Any]:
+    """``scaling-cost --params`` of the rule ``solve_timing``: the LM study's own model, training
+    and solve settings at its one width, lm.timing_repeats times; ``alone`` when the rule keeps
+    every other GPU job off the device (a CUDA host)."""
+    model = config["model"]
+    return {
+        "model": model,
+        "train": config["train"],
+        "pil": config["pil"],
+        "widths": [model["d_model"]],
+        "head_dim": model["d_model"] // model["n_head"],
+        "repeats": config["lm"]["timing_repeats"],
+        "alone": alone,
+    }

@@ -1,6 +1,7 @@
-"""The closed-form solve's cost against width (``scaling-cost``): at every width of the scaling
-study, on one device in one job, the PIL solve of every FFN layer against AdamW training of the
-same FFNs.
+"""The closed-form solve's cost against AdamW (``scaling-cost``): at every width of the scaling
+study (rule ``scaling_cost``), and at the LM study's own shape alone on the device (rule
+``solve_timing``, the timing the paper quotes), on one device in one job, the PIL solve of every
+FFN layer against AdamW training of the same FFNs.
 
 * Solve: every FFN layer of an attention-only model at that width (Bi-PIL features, width 8d,
   target propagation: the ``pil_then_attn`` solve) solved bottom-up over the train split,
@@ -11,8 +12,10 @@ same FFNs.
   time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
 
 Each width is warmed up first (a solve on a slice, a short AdamW run), then measured
-``repeats`` times; the record keeps the median. Other jobs may share the GPU during a build:
-the two sides of a width are measured back to back, so their ratio is the robust figure.
+``repeats`` times; the record keeps the median and the range. Other jobs may share the GPU
+during a build (``alone`` false): the two sides of a width are measured back to back, so their
+ratio is the robust figure. ``solve_timing`` declares the whole GPU memory budget on a CUDA host,
+so no other GPU job runs beside it (``alone`` true).
 """
 
 from __future__ import annotations
@@ -102,13 +105,18 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
             for k in range(cfg.repeats)
         ]
         row = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
+        for k in ("solve_s", "adamw_s"):
+            row |= {f"{k}_min": min(r[k] for r in reps), f"{k}_max": max(r[k] for r in reps)}
         row |= {
             "d_model": d,
             "output_layer": output_layer_at(  # what the trainer ran at this width
                 StepOptions.from_config(train, device).output_layer, d, vocab, device
             ),
             "n_layer": model_cfg.n_layer,
+            "context": model_cfg.context,
+            "epochs": train.epochs,
             "repeats": cfg.repeats,
+            "alone": cfg.alone,
             "train_tokens_split": len(arrays["train"]),
         }
         print(

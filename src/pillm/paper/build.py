@@ -217,62 +217,45 @@ def write_provenance(summary_paths: list[str], template_dir: str, numbers_path: 
     render_report({}, macros, template_dir, numbers_path, "pillm provenance from the summaries")
 
 
-def newest_record(record_paths: list[str], kind: str = "solve_vs_grad") -> dict:
-    """The record of ``kind`` with the latest ``created_utc``; ValueError naming the folder when
-    there is none."""
-    records = [json.loads(Path(p).read_text()) for p in record_paths]
-    records = [r for r in records if r.get("kind") == kind]
-    if not records:
-        raise ValueError(
-            f"no {kind} record among {record_paths}: run benchmarks/{kind}.py and commit its "
-            "record under benchmarks/records/"
-        )
-    return max(records, key=lambda r: r["created_utc"])
-
-
 def timing_macros(record: dict) -> dict[str, str]:
-    """``\\Timing*`` macros of one solve-vs-gradient record: medians and ranges (seconds), the
-    ratio, repeats, shape, device, and ``\\TimingSentence`` (the sentence a section quotes)."""
+    """``\\Timing*`` macros of the build's solve-against-AdamW timing (rule ``solve_timing``, one
+    row of ``scaling-cost``): medians and ranges (seconds), the ratio, repeats, shape, device, and
+    ``\\TimingSentence`` (the sentence a section quotes), which says whether the job had the device
+    to itself."""
     from pillm.paper.latex import fmt_range, fmt_sig, tex_escape
 
-    s, g, sh, tr = record["solve"], record["adamw"], record["shape"], record["train"]
-    digits = 2 if max(s["max"], g["max"]) < 100 else 1
+    r = record
+    digits = 2 if max(r["solve_s_max"], r["adamw_s_max"]) < 100 else 1
     m = {
-        "TimingDevice": tex_escape(record["device_name"]),
-        "TimingTorch": tex_escape(record["torch"]),
-        "TimingDate": tex_escape(record["created_utc"][:10]),
-        "TimingRepeats": str(int(record["repeats"])),
-        "TimingSolveS": fmt_sig(s["median"]),
-        "TimingSolveRange": fmt_range(s["min"], s["max"], digits),
-        "TimingGradS": fmt_sig(g["median"]),
-        "TimingGradRange": fmt_range(g["min"], g["max"], digits),
-        "TimingRatio": fmt_sig(record["adamw_over_solve_median"], 2),
+        "TimingDevice": tex_escape(r["device_name"]),
+        "TimingTorch": tex_escape(r["torch"]),
+        "TimingRepeats": str(int(r["repeats"])),
+        "TimingSolveS": fmt_sig(r["solve_s"]),
+        "TimingSolveRange": fmt_range(r["solve_s_min"], r["solve_s_max"], digits),
+        "TimingGradS": fmt_sig(r["adamw_s"]),
+        "TimingGradRange": fmt_range(r["adamw_s_min"], r["adamw_s_max"], digits),
+        "TimingRatio": fmt_sig(r["adamw_s"] / r["solve_s"], 2),
         "TimingShape": (
-            f"{int(sh['n_layer'])} layers, $d={int(sh['d_model'])}$, context "
-            + f"{int(sh['context'])}, "
-            + f"{int(sh['train_tokens']):,} ".replace(",", "{,}")
-            + ("uniform random " if record.get("tokens") == "synthetic uniform" else "")
-            + "train tokens"
+            f"{int(r['n_layer'])} layers, $d={int(r['d_model'])}$, context {int(r['context'])}, "
+            + f"{int(r['train_tokens_split']):,} train tokens".replace(",", "{,}")
         ),
-        "TimingEpochs": str(int(tr["epochs"])),
-        "TimingNote": "This record is a tiny test shape, not the paper's."
-        if record["tiny"]
-        else "",
+        "TimingEpochs": str(int(r["epochs"])),
     }
+    where = ("with no other job on the device" if r["alone"]
+             else "beside its other jobs (so the figures are noisy)")  # fmt: skip
     m["TimingSentence"] = (
-        f"In an isolated benchmark on {m['TimingDevice']} "
+        f"In a job of this build on {m['TimingDevice']} {where} "
         f"({m['TimingShape']}; median of {m['TimingRepeats']} repeats, compile and warm-up "
         f"excluded), solving every FFN layer in closed form took {m['TimingSolveS']}~s "
         f"(range {m['TimingSolveRange']}~s) and training the same FFNs with AdamW for "
         f"{m['TimingEpochs']} epoch(s) took {m['TimingGradS']}~s (range {m['TimingGradRange']}~s)."
-        + (f" {m['TimingNote']}" if m["TimingNote"] else "")
     )
     return m
 
 
-def write_timing(record_paths: list[str], template_dir: str, numbers_path: str) -> None:
-    """``timing_numbers.tex``: ``timing_macros`` of the newest solve-vs-gradient record."""
+def write_timing(record_path: str, template_dir: str, numbers_path: str) -> None:
+    """``timing_numbers.tex``: ``timing_macros`` of the build's ``solve_timing`` record."""
     from pillm.paper.report import render_report
 
-    record = newest_record(record_paths)
-    render_report({}, timing_macros(record), template_dir, numbers_path, "benchmarks/records")
+    (record,) = json.loads(Path(record_path).read_text())  # one width: the study's own
+    render_report({}, timing_macros(record), template_dir, numbers_path, record_path)

@@ -29,9 +29,9 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "timing-macros", "pillm.paper.build:write_timing",
-        "timing_numbers.tex from the newest solve-vs-gradient benchmark record",
-        (many("--records", "benchmarks/records/solve_vs_grad_*.json"), TEMPLATES, NUMBERS),
-        ("records", "templates", "numbers"),
+        "timing_numbers.tex from the build's solve-against-AdamW timing (rule solve_timing)",
+        (req("--record", "solve_timing's JSON"), TEMPLATES, NUMBERS),
+        ("record", "templates", "numbers"),
     ),
     Command(
         "pdf", "pillm.paper.build:build_pdf", "build the paper PDF with latexmk",

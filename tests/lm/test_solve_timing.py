@@ -1,0 +1,37 @@
+"""The timing the paper quotes (rule solve_timing): ``scaling-cost`` at the LM study's own shape,
+each side repeated, the record keeping median and range and whether the job had the device to
+itself."""
+
+import json
+
+from pillm.lm.plan import timing_params
+from pillm.lm.scaling_cost import measure_cost
+
+from ..conftest import write_toy_tokens
+from .test_scaling import PAPER, SMOKE
+
+
+def test_timing_params_are_the_studys_own_shape():
+    p = timing_params(PAPER, alone=True)
+    assert p["model"] == PAPER["model"] and p["train"] == PAPER["train"]
+    assert p["widths"] == [PAPER["model"]["d_model"]] and p["alone"] is True
+    assert p["head_dim"] * PAPER["model"]["n_head"] == PAPER["model"]["d_model"]
+    assert p["repeats"] == PAPER["lm"]["timing_repeats"] == 5
+    assert timing_params(SMOKE, alone=False)["repeats"] == 1
+
+
+def test_the_record_keeps_median_range_and_whether_it_ran_alone(tmp_path):
+    tokens = write_toy_tokens(tmp_path, {"train": 3000, "valid": 600, "test": 600})
+    params = timing_params(SMOKE, alone=False)
+    params["model"] = {**params["model"], "d_model": 32, "n_head": 1, "context": 16}
+    params.update(widths=[32], head_dim=32, repeats=3)
+    params["train"] = {**params["train"], "max_steps": 12}
+    params["pil"] = {**params["pil"], "max_tokens": 2000}
+    out = tmp_path / "timing.json"
+    measure_cost(params, [str(tokens / "meta.json")], str(out), "cpu")
+    (row,) = json.loads(out.read_text())
+    for side in ("solve_s", "adamw_s"):
+        assert 0 < row[f"{side}_min"] <= row[side] <= row[f"{side}_max"], row
+    assert (row["d_model"], row["n_layer"], row["context"]) == (32, 2, 16)
+    assert row["repeats"] == 3 and row["alone"] is False and row["epochs"] == 1
+    assert row["device_name"].startswith("CPU") and row["train_tokens_split"] == 3000
