@@ -38,6 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from pillm.core.adamw import AdamW
 from pillm.core.ridge import chunk_ranges
 from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
 from pillm.core.selection import search_grid
@@ -170,7 +171,7 @@ def train_output_layers(
     warmup = max(1, min(cfg.warmup, total // 10))
     ws = {lr: torch.zeros(k, p, y.shape[2], device=device, requires_grad=True) for lr in lrs}
     groups = [{"params": [w], "lr": lr} for lr, w in ws.items()]
-    opt = torch.optim.AdamW(groups, weight_decay=0.0, fused=device.type == "cuda")
+    opt = AdamW(groups, weight_decay=0.0, fused=device.type == "cuda")
     g = torch.Generator(device=device).manual_seed(block_seed(seed, 7, 0))
     bucket = torch.arange(k, device=device)[:, None]
     runs = {lr: OutputRun(lr, w.detach().clone(), math.nan) for lr, w in ws.items()}

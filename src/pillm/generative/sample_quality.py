@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
+from pillm.core.adamw import AdamW
 from pillm.core.runtime import deterministic
 
 
@@ -111,7 +112,7 @@ def train_feature_classifier(
     device = torch.device(device)
     torch.manual_seed(seed)
     model = FeatureCNN(shape, classes, feat_dim).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    opt = AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     n = x_train.shape[0]
     steps_per_epoch = max(1, n // batch_size)
     total = epochs * steps_per_epoch

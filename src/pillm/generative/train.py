@@ -20,6 +20,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from pillm.accel.cuda_graph import GraphedStep
+from pillm.core.adamw import AdamW
 from pillm.core.runtime import lr_at, peak_memory_mb, sync
 
 
@@ -84,9 +85,7 @@ def train_regression(
     # CUDA: the step (forward, backward, fused AdamW) replays from a CUDA graph, so the rate
     # is a device tensor each step overwrites; the batch is drawn outside the graph, eagerly.
     lr = torch.tensor(float(cfg.lr), device=device) if cuda else cfg.lr
-    opt = torch.optim.AdamW(
-        params, lr=lr, weight_decay=cfg.weight_decay, fused=cuda, capturable=cuda
-    )
+    opt = AdamW(params, lr=lr, weight_decay=cfg.weight_decay, fused=cuda, capturable=cuda)
 
     train_forward = net if forward is None else forward
 

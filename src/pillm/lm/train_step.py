@@ -33,6 +33,7 @@ import torch
 
 from pillm.accel.cuda_graph import GraphedStep
 from pillm.accel.kernels import uses_kernels
+from pillm.core.adamw import AdamW
 from pillm.lm.config import TrainConfig, check_output_layer
 from pillm.lm.kernels.fused_ce import fused_linear_cross_entropy, kernel_tiles
 from pillm.lm.kernels.linear_ce import linear_cross_entropy
@@ -84,11 +85,9 @@ def make_optimizer(
         {"params": no_decay, "weight_decay": 0.0},
     ]
     if not capturable:
-        return torch.optim.AdamW(
-            groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.startswith("cuda")
-        )
+        return AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.startswith("cuda"))
     lr = torch.tensor(float(cfg.lr), device=device)
-    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), fused=True, capturable=True)
+    opt = AdamW(groups, lr=lr, betas=tuple(cfg.betas), fused=True, capturable=True)
     for g in opt.param_groups:  # one shared device scalar: a step sets it with one fill_
         g["lr"] = lr
     return opt

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from pillm.core.adamw import AdamW
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import lr_at, sync
 from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches, to_device
@@ -268,7 +269,7 @@ def fit_lora(
     head = ReadoutHead(base.d_model).to(device)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     named += [(f"head.{n}", p) for n, p in head.named_parameters()]
-    opt = torch.optim.AdamW([p for _, p in named], lr=lr, weight_decay=cfg.weight_decay)
+    opt = AdamW([p for _, p in named], lr=lr, weight_decay=cfg.weight_decay)
     ids, labels = fit
     gen = np.random.default_rng(seed)
     lengths = [len(s) for s in ids]

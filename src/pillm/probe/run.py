@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pillm.core.adamw import AdamW
 from pillm.core.records import (
     IDENTITY,
     provenance,
@@ -183,7 +184,7 @@ def gradient_fit(
     lin = nn.Linear(x.shape[1], y.shape[1], device=x.device)
     nn.init.zeros_(lin.weight)
     nn.init.zeros_(lin.bias)
-    opt = torch.optim.AdamW(lin.parameters(), lr=lr, weight_decay=0.0)
+    opt = AdamW(lin.parameters(), lr=lr, weight_decay=0.0)
     marks = sorted({0, steps, *(int(10**e) for e in np.arange(0, math.log10(max(steps, 1)), 0.5))})
     curve = []
     for step in range(steps + 1):

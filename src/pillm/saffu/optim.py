@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pillm.accel.kernels import uses_kernels
+from pillm.core.adamw import AdamW
 from pillm.saffu.kernels.segment_sum import AdamWScalars, adamw_step
 from pillm.saffu.kernels.softmax_loss import loss_and_logit_grad
 from pillm.saffu.model import SaffuLM
@@ -37,7 +38,7 @@ class TorchAdamW:
     def __init__(self, model: SaffuLM, betas: tuple[float, float], weight_decay: float):
         self.model = model
         fused = model.weight.device.type == "cuda"
-        self.opt = torch.optim.AdamW(model.parameters(), lr=0.0, betas=betas, eps=EPS,
+        self.opt = AdamW(model.parameters(), lr=0.0, betas=betas, eps=EPS,
                                      weight_decay=weight_decay, fused=fused)  # fmt: skip
 
     def step(self, idx: Tensor, wts: Tensor, targets: Tensor, lr: float) -> Tensor:
