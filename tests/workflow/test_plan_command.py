@@ -320,5 +320,5 @@ def test_plan_reads_the_checkout_it_runs_in(tmp_path, monkeypatch):
     (tmp_path / "Snakefile").write_text("")
     monkeypatch.chdir(tmp_path)
     assert estimate.workflow_root() == tmp_path
-    monkeypatch.chdir(tmp_path / "..")  # no Snakefile here: the package's own checkout
-    assert estimate.workflow_root() == REPO
+    monkeypatch.chdir(tmp_path / "..")  # no Snakefile here: the installed package's checkout
+    assert estimate.workflow_root() == estimate.ROOT

@@ -3,6 +3,12 @@
 from pillm.lm import plan as lm_plan
 from pillm.lm.variants import VARIANTS
 
+# The paper's timing: the scaling study's cost command at the LM study's one width (rule
+# solve_timing below).
+SOLVE_TIMING = gpu_shell(
+    "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split} --out {output}"
+)
+
 
 wildcard_constraints:
     variant="|".join(VARIANTS),
@@ -78,10 +84,7 @@ rule solve_timing:
     params:
         cfg=as_json(lm_plan.timing_params(config, alone=JOB_DEVICE_KIND == "cuda")),
     shell:
-        gpu_shell(
-            "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split}"
-            " --out {output}"
-        )
+        SOLVE_TIMING
 
 
 rule aggregate:
