@@ -88,6 +88,17 @@ def test_windows_causal_and_encoder():
         token_windows(causal, "short", 16, 5)
 
 
+def test_the_log_names_each_phase_and_each_swapped_block(tmp_path, capsys):
+    pm = ProbeModel("pillm-s0", "t", "causal", _gpt(False), _encode, 0, 1)
+    _job(pm, tmp_path)
+    said = [ln.split("] ", 1)[1] for ln in capsys.readouterr().out.splitlines() if "] probe:" in ln]
+    assert "probe: zero-shot swaps of 3 blocks, linear and low-rank" in said
+    assert [ln for ln in said if ln.startswith("probe: swaps ")] == [
+        f"probe: swaps {n + 1}/3 (layer {n})" for n in range(3)
+    ]
+    assert any(ln.startswith("probe: gradient fits of layers [") for ln in said)
+
+
 @pytest.mark.parametrize("build,kind", [(_gpt, "causal"), (_bert, "encoder")])
 def test_linear_ffns_score_one_and_swap_changes_nothing(build, kind, tmp_path):
     pm = ProbeModel(

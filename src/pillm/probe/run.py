@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pillm.core.adamw import AdamW
+from pillm.core.log import say
 from pillm.core.records import (
     IDENTITY,
     provenance,
@@ -270,7 +271,9 @@ def run_probe(
         t1 = time.perf_counter()
         ev = token_windows(pm, eval_text, cfg.seq_len, cfg.eval_windows)
         metric = SwapMetric(pm, _batches(ev, cfg.batch_size), device)
-        for rec, row in zip(blocks, rows, strict=True):
+        say(f"probe: zero-shot swaps of {len(blocks)} blocks, linear and low-rank")
+        for n, (rec, row) in enumerate(zip(blocks, rows, strict=True), 1):
+            say(f"probe: swaps {n}/{len(blocks)} (layer {rec['layer']})")
             W = rec["W"].to(device)
             for kind, repl in (
                 ("linear", linear_replacement(W)),
@@ -283,6 +286,7 @@ def run_probe(
         t2 = time.perf_counter()
         g = cfg.gradient
         layers = [blocks[j]["layer"] for j in _spread(len(blocks), g.layers)]
+        say(f"probe: gradient fits of layers {layers}, {g.steps} AdamW steps each")
         sampled = sample_rows(model, fit, layers, g.rows, hold, device, mask)
         by_layer = {rec["layer"]: rec for rec in blocks}
         row_of = {row["layer"]: row for row in rows}
