@@ -298,10 +298,10 @@ def _wrap(share: str) -> str:
 COLSPEC = (
     "@{}"
     + _wrap("0.15")
-    + _wrap("0.20")
+    + _wrap("0.18")  # a paper build's right-aligned columns (p, p_Holm) need the space
     + _wrap("0.08")
     + "r"
-    + _wrap("0.16")
+    + _wrap("0.15")
     + "rrr"
     + _wrap("0.10")
     + "@{}"
