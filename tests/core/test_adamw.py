@@ -55,7 +55,7 @@ def test_the_state_loads_back():
 
 
 def test_training_never_imports_dynamo():
-    """The point of the class: a CPU job that trains skips torch._dynamo's import (1.4 s)."""
+    """The point of the class: a CPU job that trains skips torch._dynamo's import."""
     code = (
         "import sys, torch\nfrom pillm.core.adamw import AdamW\n"
         "m = torch.nn.Linear(4, 2)\nopt = AdamW(m.parameters(), lr=0.1)\n"

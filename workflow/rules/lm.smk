@@ -8,6 +8,8 @@ from pillm.lm.variants import VARIANTS
 SOLVE_TIMING = gpu_shell(
     "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split} --out {output}"
 )
+# On a CUDA host it runs alone: it declares the whole GPU memory budget (gpu_mem caps at it).
+TIMING_ALONE = JOB_DEVICE_KIND == "cuda"
 
 
 wildcard_constraints:
@@ -80,9 +82,9 @@ rule solve_timing:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem(10**12 if JOB_DEVICE_KIND == "cuda" else "solve_timing"),
+        gpu_mem_mb=gpu_mem(10**12 if TIMING_ALONE else "solve_timing"),
     params:
-        cfg=as_json(lm_plan.timing_params(config, alone=JOB_DEVICE_KIND == "cuda")),
+        cfg=as_json(lm_plan.timing_params(config, alone=TIMING_ALONE)),
     shell:
         SOLVE_TIMING
 
