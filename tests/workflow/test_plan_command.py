@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # The whole DAGs as Snakemake prints them: a dry run of each, shared by the tests that read it.
+# The paper config as a 16-core GPU host (one H200's) would schedule it.
 PAPER_DAG = ("-p", "--forceall", "--configfile", "config/config.yaml",
-             "--resources", "gpu_mem_mb=155000")  # fmt: skip
+             "--resources", "gpu_mem_mb=155000", "--cores", "16")  # fmt: skip
 SMOKE_DAG = ("-p", "--forceall", "--configfile", "config/smoke.yaml")
 
 
@@ -300,9 +301,11 @@ def test_start_order_puts_awaited_and_long_jobs_first():
              "saffu other", "run_lm scratch", "run_lm derived", "generative pil"]  # fmt: skip
     assert [one[k] for k in order] == sorted((one[k] for k in order), reverse=True), one
     assert one["run_lm baseline"] == one["run_lm attn_only"] > one["run_lm scratch"]
-    assert one["run_lm scratch"] > one["run_lm derived"] == one["lora gradient"]
-    # the jobs that came last in the 8e42bac build, the longest first; the short ones at 0
-    assert one["lora gradient"] > one["lm_extras"] > one["probe"] > one["lora head"] == 0
+    assert one["run_lm scratch"] > one["run_lm derived"]
+    # LoRA waits for the baseline and is then among the longest jobs: with the AdamW arms; the
+    # short jobs last, the shortest at 0
+    assert one["lora gradient"] == one["generative adamw"]
+    assert one["lm_extras"] > one["probe"] > one["lora head"] == 0
     assert one["sensitivity_run"] == one["run_lm scratch"]
     # paper config, device auto: on a machine without a GPU the pretrained models' probes are
     # the longest jobs and wait for no training, so they start early; on a GPU they are short
@@ -322,3 +325,47 @@ def test_plan_reads_the_checkout_it_runs_in(tmp_path, monkeypatch):
     assert estimate.workflow_root() == tmp_path
     monkeypatch.chdir(tmp_path / "..")  # no Snakefile here: the installed package's checkout
     assert estimate.workflow_root() == estimate.ROOT
+
+
+def job_blocks(text: str) -> list[dict]:
+    """A dry run's jobs: rule, inputs, outputs, priority and threads of each."""
+    jobs = []
+    for block in re.split(r"(?m)^(?:local)?rule ", text)[1:]:
+        field = dict(re.findall(r"^\s+(input|output|priority|threads): (.*)$", block, re.M))
+        jobs.append({
+            "rule": block.split(":", 1)[0],
+            "input": field["input"].split(", ") if "input" in field else [],
+            "output": field["output"].split(", ") if "output" in field else [],
+            "priority": int(field.get("priority", 0)),
+            "threads": int(field.get("threads", 1)),
+        })  # fmt: skip
+    return jobs
+
+
+def test_jobs_gpu_jobs_read_from_start_before_them():
+    """A CPU job whose output a GPU job reads (corpus splits, decoded images, a scaling point's
+    token prefix, a learning-rate pick) has at least that GPU job's priority: the greedy
+    scheduler gives each freed core to the highest-priority ready job, so a lower one would wait
+    behind the GPU jobs and everything after it would start last."""
+    jobs = job_blocks(dry_run(*PAPER_DAG).stdout)
+    made_by = {path: job for job in jobs for path in job["output"]}
+    late = {
+        (made_by[path]["rule"], job["rule"])
+        for job in jobs if job["rule"] in estimate.GPU_RULES
+        for path in job["input"]
+        if path in made_by and made_by[path]["rule"] not in estimate.GPU_RULES
+        and made_by[path]["priority"] < job["priority"]
+    }  # fmt: skip
+    assert not late, f"(CPU job, GPU job reading it) with the CPU job at a lower priority: {late}"
+
+
+def test_cpu_jobs_ready_at_the_start_fit_the_cores_together():
+    """On a 16-core GPU host the CPU jobs that wait for no other job fit the cores at once (their
+    priority starts them before the GPU jobs ready then): one left out would need more cores
+    than the GPU jobs, which take one each, ever free again, and its readers would start last."""
+    jobs = job_blocks(dry_run(*PAPER_DAG).stdout)
+    made = {path for job in jobs for path in job["output"]}
+    start = [job for job in jobs
+             if not made.intersection(job["input"]) and job["rule"] not in estimate.GPU_RULES]  # fmt: skip
+    assert {"prepare_corpus", "gen_images"} <= {job["rule"] for job in start}
+    assert sum(job["threads"] for job in start) <= 16, [(j["rule"], j["threads"]) for j in start]

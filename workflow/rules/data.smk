@@ -13,6 +13,7 @@ rule mirror:
         res("data/mirror.json"),
     log:
         logfile("mirror"),
+    priority: PRIORITY["data"]
     conda:
         "../envs/pillm.yaml"
     params:

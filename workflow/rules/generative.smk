@@ -21,11 +21,13 @@ rule gen_images:
         in_results(gen_plan.IMAGES),
     log:
         logfile("generative/{dataset}/images"),
+    priority: PRIORITY["data"]  # every generative job waits for it
     conda:
         "../envs/pillm.yaml"
-    # Every generative job waits for it, and GPU jobs that start meanwhile take the slots:
-    # decode in parallel, with half the cores at most (on 2 cores both datasets decode at once).
-    threads: max(1, min(8, workflow.cores // 2))
+    # Decode in parallel, with a quarter of the cores at most: the corpus splits and both
+    # datasets' decodes fit the cores together at the start, before GPU jobs take them (a
+    # greedy scheduler never starts a job that needs more cores than are free).
+    threads: max(1, min(8, workflow.cores // 4))
     params:
         data=as_json(config["data"]),
     shell:
@@ -88,6 +90,7 @@ rule gen_lr_grid:
         **in_results(gen_plan.lr_pick_outputs()),
     log:
         logfile("generative/{dataset}/lr_{family}"),
+    priority: PRIORITY["gen_lr_pick"]
     conda:
         "../envs/pillm.yaml"
     params:

@@ -30,6 +30,7 @@ rule scaling_tokens:
         in_results(scaling_plan.split_files("scaling/tokens/{corpus}/f{pct}")),
     log:
         logfile("scaling_tokens/{corpus}/f{pct}"),
+    priority: PRIORITY["data"]
     conda:
         "../envs/pillm.yaml"
     params:
