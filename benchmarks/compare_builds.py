@@ -79,6 +79,11 @@ def table_values(path: Path) -> dict[tuple[str, int], float] | None:
     }
 
 
+def same(x: object, y: object) -> bool:
+    """Equal, NaN counting as equal to NaN (a held-out R² of an all-zero target is NaN in both)."""
+    return x == y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y)
+
+
 def compare(a: Path, b: Path, examples: int = 3) -> dict[str, dict]:
     """study -> {"equal": n, "differ": n, "missing": n, "examples": [...]}."""
     out: dict[str, dict] = defaultdict(lambda: {"equal": 0, "differ": 0, "missing": 0,
@@ -95,7 +100,7 @@ def compare(a: Path, b: Path, examples: int = 3) -> dict[str, dict]:
         for key, value in ours.items():
             if key not in theirs:
                 study["missing"] += 1
-            elif value == theirs[key]:
+            elif same(value, theirs[key]):
                 study["equal"] += 1
             else:
                 study["differ"] += 1

@@ -120,3 +120,16 @@ def test_compare_builds_leaves_timing_rows_of_long_summaries_out(tmp_path):
     row = module.compare(tmp_path / "a", tmp_path / "b")["summary/lm.parquet"]
     assert (row["equal"], row["differ"], row["missing"]) == (3, 1, 0)  # n twice, steps; loss
     assert row["examples"][0][1:] == ["mean", 2.5, 2.25]
+
+
+def test_compare_builds_counts_nan_in_both_as_equal(tmp_path):
+    """A value that is NaN in both builds (the held-out R² of an all-zero target) is equal; NaN
+    against a number differs."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write(a, "lm/x/seed0/metrics.json", {"heldout_r2": float("nan"), "test_loss": float("nan")})
+    _write(b, "lm/x/seed0/metrics.json", {"heldout_r2": float("nan"), "test_loss": 1.0})
+    spec = importlib.util.spec_from_file_location("compare_builds", BENCH / "compare_builds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counts = module.compare(a, b)["lm/x"]
+    assert (counts["equal"], counts["differ"]) == (1, 1)
