@@ -39,3 +39,23 @@ def test_rule_is_short(rule: str):
         f"rule {rule} has {LENGTHS[rule]} lines (> {MAX_RULE_LINES}): move its logic to its "
         "wing's plan (pillm.<study>.plan) or common.smk's helpers"
     )
+
+
+def benchmark_folders() -> dict[str, str]:
+    """rule -> the first folder of its ``benchfile(...)`` path."""
+    out: dict[str, str] = {}
+    for path in sorted(RULES_DIR.glob("*.smk")):
+        for rule, body in re.findall(r"^rule (\w+):\n((?:[ \t]+.*\n|\n)*)", path.read_text(), re.M):
+            if m := re.search(r'benchfile\(\s*(?:f?"([^"/]+)/)', body):
+                out[rule] = m[1]
+    return out
+
+
+def test_benchmark_files_lie_under_their_rule():
+    """`pillm plan` and benchmarks/estimates.json read a job's rule from its benchmark file's
+    first folder (pillm.estimate), so each rule's ``benchfile`` path starts with its name."""
+    folders = benchmark_folders()
+    assert {"run_lm", "solve_timing", "scaling_cost"} <= set(folders)
+    # the two generative rules whose files pillm.estimate tells apart by their paths
+    by_path = {"gen_classifier": "generative", "gen_lr_run": "generative"}
+    assert {r: f for r, f in folders.items() if f != by_path.get(r, r)} == {}

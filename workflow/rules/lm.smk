@@ -75,7 +75,7 @@ rule solve_timing:
     log:
         logfile("lm/solve_timing"),
     benchmark:
-        benchfile("lm/solve_timing")
+        benchfile("solve_timing/lm")
     priority: PRIORITY["solve_timing"]
     conda:
         "../envs/pillm.yaml"
