@@ -3,8 +3,11 @@ each side repeated, the record keeping median and range and whether the job had 
 itself."""
 
 import json
+import re
+from pathlib import Path
 
 from pillm.lm.plan import timing_params
+from pillm.lm.scaling import cost_params
 from pillm.lm.scaling_cost import measure_cost
 
 from ..conftest import write_toy_tokens
@@ -35,3 +38,17 @@ def test_the_record_keeps_median_range_and_whether_it_ran_alone(tmp_path):
     assert (row["d_model"], row["n_layer"], row["context"]) == (32, 2, 16)
     assert row["repeats"] == 3 and row["alone"] is False and row["epochs"] == 1
     assert row["device_name"].startswith("CPU") and row["train_tokens_split"] == 3000
+
+
+def test_both_timing_rules_run_alone_on_a_cuda_host():
+    """solve_timing and scaling_cost declare the whole GPU memory budget where the jobs run on
+    CUDA (TIMING_ALONE), and say so in their records: beside other jobs a width's times rose
+    2-4x and lost their order in width."""
+    rules = Path(__file__).resolve().parents[2] / "workflow" / "rules"
+    text = "".join(p.read_text() for p in sorted(rules.glob("*.smk")))
+    for rule in ("solve_timing", "scaling_cost"):
+        body = re.search(rf"^rule {rule}:\n((?:[ \t]+.*\n|\n)*)", text, re.M)[1]
+        assert "gpu_mem(10**12 if TIMING_ALONE else" in body, rule
+        assert "alone=TIMING_ALONE" in body, rule
+    assert cost_params(PAPER, alone=True)["alone"] is True
+    assert cost_params(PAPER)["alone"] is False

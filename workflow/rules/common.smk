@@ -183,6 +183,9 @@ def benchfile(path):
 # finds GPU rules by that line).
 DEVICE = config["device"]
 JOB_DEVICE_KIND = estimate.job_device_kind(DEVICE)  # cpu or cuda: where these jobs run
+# The timing jobs (solve_timing, scaling_cost) run alone on a CUDA host: each declares the whole
+# GPU memory budget (gpu_mem caps at it), so no other GPU job runs beside it.
+TIMING_ALONE = JOB_DEVICE_KIND == "cuda"
 
 
 def gpu_shell(command):

@@ -8,8 +8,6 @@ from pillm.lm.variants import VARIANTS
 SOLVE_TIMING = gpu_shell(
     "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split} --out {output}"
 )
-# On a CUDA host it runs alone: it declares the whole GPU memory budget (gpu_mem caps at it).
-TIMING_ALONE = JOB_DEVICE_KIND == "cuda"
 
 
 wildcard_constraints:

@@ -63,7 +63,8 @@ rule scaling_point:
         SCALING_POINT
 
 
-# The solve's cost against width: one job, one device, every width (a timing, started last).
+# The solve's cost against width: one job, one device, every width. A timing: on a CUDA host it
+# declares the whole GPU memory budget (TIMING_ALONE), so it runs alone, after the rest.
 rule scaling_cost:
     input:
         split=in_results(scaling_plan.split_files(f"tokens/{CORPUS}")),
@@ -80,9 +81,9 @@ rule scaling_cost:
     threads: GPU_THREADS
     resources:
         gpu=1,  # the SLURM profile finds GPU rules by this line
-        gpu_mem_mb=gpu_mem("scaling_cost"),
+        gpu_mem_mb=gpu_mem(10**12 if TIMING_ALONE else "scaling_cost"),
     params:
-        cfg=as_json(scaling_plan.cost_params(config)),
+        cfg=as_json(scaling_plan.cost_params(config, alone=TIMING_ALONE)),
     shell:
         SCALING_COST
 

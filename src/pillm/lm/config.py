@@ -147,7 +147,7 @@ class ScalingCostParams(Section):
     widths: tuple[int, ...]
     head_dim: int
     repeats: int
-    alone: bool = False  # the rule kept every other GPU job off the device (solve_timing)
+    alone: bool = False  # the rule kept every other GPU job off the device (a CUDA host)
 
 
 @dataclass(frozen=True)

@@ -314,8 +314,9 @@ def tokens_params(config: dict[str, Any], pct: int) -> dict[str, Any]:
     return {"fraction": pct / 100, "eval_tokens": config["scaling"]["eval_tokens"]}
 
 
-def cost_params(config: dict[str, Any]) -> dict[str, Any]:
-    """``scaling-cost --params``: the LM sections, the widths (base depth) and repeats."""
+def cost_params(config: dict[str, Any], alone: bool = False) -> dict[str, Any]:
+    """``scaling-cost --params``: the LM sections, the widths (base depth) and repeats; ``alone``
+    when the rule keeps every other GPU job off the device (a CUDA host)."""
     sc = config["scaling"]
     base = Point(main_corpus(config), sc["base"]["d_model"], sc["base"]["n_layer"], 1.0)
     return {
@@ -325,6 +326,7 @@ def cost_params(config: dict[str, Any]) -> dict[str, Any]:
         "widths": sorted(sc["widths"]),
         "head_dim": sc["head_dim"],
         "repeats": sc["cost_repeats"],
+        "alone": alone,
     }
 
 

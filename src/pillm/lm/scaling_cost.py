@@ -1,5 +1,5 @@
 """The closed-form solve's cost against AdamW (``scaling-cost``): at every width of the scaling
-study (rule ``scaling_cost``), and at the LM study's own shape alone on the device (rule
+study (rule ``scaling_cost``), and at the LM study's own shape (rule
 ``solve_timing``, the timing the paper quotes), on one device in one job, the PIL solve of every
 FFN layer against AdamW training of the same FFNs.
 
@@ -12,10 +12,10 @@ FFN layer against AdamW training of the same FFNs.
   time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
 
 Each width is warmed up first (a solve on a slice, a short AdamW run), then measured
-``repeats`` times; the record keeps the median and the range. Other jobs may share the GPU
-during a build (``alone`` false): the two sides of a width are measured back to back, so their
-ratio is the robust figure. ``solve_timing`` declares the whole GPU memory budget on a CUDA host,
-so no other GPU job runs beside it (``alone`` true).
+``repeats`` times; the record keeps the median and the range. On a CUDA host both rules declare
+the whole GPU memory budget, so no other GPU job runs beside them (``alone`` true): beside the
+build's other jobs a width's times rose 2-4x and lost their order in width (AdamW at d = 384
+above d = 768, on two H200s). Elsewhere (a CPU, a SLURM job) ``alone`` is false.
 """
 
 from __future__ import annotations
