@@ -136,8 +136,17 @@ def test_a_timing_beside_other_jobs_says_so():
     assert "no other job" not in m["TimingSentence"]
 
 
-def test_run_keys_are_declared_once():
-    assert build.RUN_KEYS  # the summaries' run columns are declared in one place
+def test_a_run_counts_once_whatever_its_rows(tmp_path):
+    """The run columns cover every identity column a run record carries (core.records.IDENTITY):
+    a run's metric rows count once, and runs that differ in any of them count apart."""
+    assert set(pillm.core.records.IDENTITY) <= set(build.RUN_KEYS)
+    rows = [{"experiment": "scaling", "variant": "baseline", "point": point, "seed": 0,
+             "corpus": corpus, "metric": m, "value": 1.0, "git_rev": "abc", "device_name": CPU}
+            for point in ("d128_L4_f100", "d256_L4_f100") for corpus in ("ptb", "wikitext2")
+            for m in ("test_loss", "val_loss")]  # fmt: skip
+    path = tmp_path / "runs.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    assert len(run_provenance([str(path)])) == 4
 
 
 def test_a_revision_sent_with_the_tree_overrides_the_local_git(monkeypatch):
