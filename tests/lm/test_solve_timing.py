@@ -52,3 +52,21 @@ def test_both_timing_rules_run_alone_on_a_cuda_host():
         assert "alone=TIMING_ALONE" in body, rule
     assert cost_params(PAPER, alone=True)["alone"] is True
     assert cost_params(PAPER)["alone"] is False
+
+
+def test_the_warm_job_runs_every_widths_warm_ups_and_times_nothing(tmp_path):
+    """scaling-cost-warm: the timing's warm-ups of every width (what fills the compile cache),
+    one row per width with its seconds, no timing of either side."""
+    from pillm.lm.scaling_cost import warm_cost
+
+    tokens = write_toy_tokens(tmp_path, {"train": 3000, "valid": 600, "test": 600})
+    params = cost_params(SMOKE)
+    params["model"] = {**params["model"], "context": 16}
+    params.update(widths=[32, 64], head_dim=32)
+    params["pil"] = {**params["pil"], "max_tokens": 2000}
+    out = tmp_path / "warm.json"
+    warm_cost(params, [str(tokens / "meta.json")], str(out), "cpu")
+    rows = json.loads(out.read_text())
+    assert [r["d_model"] for r in rows] == [32, 64]
+    assert all(r["warm_s"] > 0 and "solve_s" not in r and "adamw_s" not in r for r in rows)
+

@@ -369,3 +369,13 @@ def test_cpu_jobs_ready_at_the_start_fit_the_cores_together():
              if not made.intersection(job["input"]) and job["rule"] not in estimate.GPU_RULES]  # fmt: skip
     assert {"prepare_corpus", "gen_images"} <= {job["rule"] for job in start}
     assert sum(job["threads"] for job in start) <= 16, [(j["rule"], j["threads"]) for j in start]
+
+
+def test_the_scaling_timing_waits_for_its_warm_ups():
+    """scaling_cost (alone on a CUDA host) reads the record of scaling_cost_warm, which runs
+    the same warm-ups among the other jobs at a higher priority: the compile cache is full
+    before the timing holds the device."""
+    jobs = {job["rule"]: job for job in job_blocks(dry_run(*PAPER_DAG).stdout)}
+    warm, timing = jobs["scaling_cost_warm"], jobs["scaling_cost"]
+    assert set(warm["output"]) <= set(timing["input"])
+    assert warm["priority"] > timing["priority"]

@@ -354,6 +354,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
             "saffu_tables",  # it places the GPT baseline beside SAFFU; the SAFFU jobs stay up to date
             "scaling_point",  # the scaling points train with the LM study's train section
             "scaling_cost",  # (their own rates from scaling.lrs, the rest of the schedule shared)
+            "scaling_cost_warm",
             "scaling_report",
             "scaling_figures",
             "solve_timing",  # the paper's timing trains the FFNs with the same train section

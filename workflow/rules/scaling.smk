@@ -14,6 +14,14 @@ SCALING_COST = gpu_shell(
     "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split}"
     " --out {output}"
 )
+SCALING_COST_WARM = SCALING_COST.replace("scaling-cost ", "scaling-cost-warm ")
+
+
+# The inputs of the cost's jobs: the main corpus's token splits and the command's code stamp.
+cost_inputs = lambda command: {
+    "split": in_results(scaling_plan.split_files(f"tokens/{CORPUS}")),
+    "code": code(command),
+}
 
 
 wildcard_constraints:
@@ -63,12 +71,36 @@ rule scaling_point:
         SCALING_POINT
 
 
+# Its warm-ups first, among the other jobs: the timing then finds every width's compiled step in
+# the host's compile cache and holds the device alone for less time.
+rule scaling_cost_warm:
+    input:
+        **cost_inputs("scaling-cost-warm"),
+    output:
+        res("scaling/cost_warm.json"),
+    log:
+        logfile("scaling_cost_warm"),
+    benchmark:
+        benchfile("scaling_cost_warm/cost")
+    priority: PRIORITY["scaling_cost_warm"]
+    conda:
+        "../envs/pillm.yaml"
+    threads: GPU_THREADS
+    resources:
+        gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=gpu_mem("scaling_cost_warm"),
+    params:
+        cfg=as_json(scaling_plan.cost_params(config)),
+    shell:
+        SCALING_COST_WARM
+
+
 # The solve's cost against width: one job, one device, every width. A timing: on a CUDA host it
 # declares the whole GPU memory budget (TIMING_ALONE), so it runs alone, after the rest.
 rule scaling_cost:
     input:
-        split=in_results(scaling_plan.split_files(f"tokens/{CORPUS}")),
-        code=code("scaling-cost"),
+        **cost_inputs("scaling-cost"),
+        warm=rules.scaling_cost_warm.output,
     output:
         res("scaling/cost.json"),
     log:

@@ -96,6 +96,13 @@ COMMANDS = COMMANDS + (
         device=True, threads=True,
     ),
     Command(
+        "scaling-cost-warm", "pillm.lm.scaling_cost:warm_cost",
+        "scaling-cost's warm-ups of every width, untimed: its compiled steps in the host's cache",
+        (js(help="pillm.lm.scaling.cost_params (JSON)"), TOKENS, req("--out")),
+        ("params", "tokens", "out", "device"),
+        device=True, threads=True,
+    ),
+    Command(
         "scaling-report", "pillm.lm.scaling_report:scaling_report",
         "scaling summaries, claim frame, tables and Scal macros",
         (many("--lrs", "every point's lr.json (runs.parquet, curves.parquet beside it)"),

@@ -315,8 +315,7 @@ def tokens_params(config: dict[str, Any], pct: int) -> dict[str, Any]:
 
 
 def cost_params(config: dict[str, Any], alone: bool = False) -> dict[str, Any]:
-    """``scaling-cost --params``: the LM sections, the widths (base depth) and repeats; ``alone``
-    when the rule keeps every other GPU job off the device (a CUDA host)."""
+    """``scaling-cost --params``: the LM sections, widths (base depth), repeats and ``alone``."""
     sc = config["scaling"]
     base = Point(main_corpus(config), sc["base"]["d_model"], sc["base"]["n_layer"], 1.0)
     return {
