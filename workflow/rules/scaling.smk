@@ -14,7 +14,10 @@ SCALING_COST = gpu_shell(
     "python -m pillm scaling-cost --params {params.cfg:q} --tokens {input.split}"
     " --out {output}"
 )
-SCALING_COST_WARM = SCALING_COST.replace("scaling-cost ", "scaling-cost-warm ")
+SCALING_COST_WARM = gpu_shell(
+    "python -m pillm scaling-cost-warm --params {params.cfg:q} --tokens {input.split}"
+    " --out {output}"
+)
 
 
 # The inputs of the cost's jobs: the main corpus's token splits and the command's code stamp.
