@@ -119,6 +119,9 @@ def test_the_builds_timing_is_rendered_with_its_device(tmp_path):
     assert (m["TimingSolveS"], m["TimingGradS"], m["TimingRatio"]) == ("1.20", "3.30", "2.8")
     assert m["TimingSolveRange"] == "1.00--1.50" and m["TimingEpochs"] == "5"
     assert "232{,}361 train tokens" in m["TimingShape"]
+    assert "AdamW for 5 epochs took 3.30~s" in m["TimingSentence"]
+    one = timing_macros({**timing_row([1.0, 1.2, 1.5], [3.0, 3.3, 4.0]), "epochs": 1})
+    assert "AdamW for 1 epoch took" in one["TimingSentence"]
     assert (
         "In a job of this build on NVIDIA H200 with no other job on the device"
         in (m["TimingSentence"])

@@ -248,7 +248,8 @@ def timing_macros(record: dict) -> dict[str, str]:
         f"({m['TimingShape']}; median of {m['TimingRepeats']} repeats, compile and warm-up "
         f"excluded), solving every FFN layer in closed form took {m['TimingSolveS']}~s "
         f"(range {m['TimingSolveRange']}~s) and training the same FFNs with AdamW for "
-        f"{m['TimingEpochs']} epoch(s) took {m['TimingGradS']}~s (range {m['TimingGradRange']}~s)."
+        f"{m['TimingEpochs']} epoch{'s' * (int(r['epochs']) != 1)} took {m['TimingGradS']}~s "
+        f"(range {m['TimingGradRange']}~s)."
     )
     return m
 
