@@ -33,7 +33,8 @@ SMOKE = "config/smoke.yaml"
 
 # Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk; a test checks).
 GPU_RULES = ("run_lm", "lm_extras", "sensitivity_run", "probe", "generative", "gen_classifier",
-             "gen_lr_run", "lora", "saffu", "scaling_point", "scaling_cost_warm", "scaling_cost", "solve_timing")  # fmt: skip
+             "gen_lr_run", "lora", "saffu", "scaling_point", "scaling_cost_warm", "scaling_cost",
+             "solve_timing")  # fmt: skip
 
 
 def device_kind() -> str:

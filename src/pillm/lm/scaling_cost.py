@@ -12,14 +12,15 @@ FFN layer against AdamW training of the same FFNs.
   time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
 
 Each width is warmed up first (a solve on a slice, a short AdamW run), then measured
-``repeats`` times; the record keeps the median and the range. Compiling a width's training step
-takes 6-9 s on one H200 while the GPU idles: ``scaling-cost-warm`` (rule ``scaling_cost_warm``)
-runs the warm-ups of every width among the build's other jobs first, so the compiled graphs and
-kernels are in the host's Inductor cache when the timing runs alone (a warm-up from that cache
-took 1.6 s at d = 256). Where jobs do not share a disk the timing compiles as before. On a CUDA host both rules declare
+``repeats`` times; the record keeps the median and the range. On a CUDA host both rules declare
 the whole GPU memory budget, so no other GPU job runs beside them (``alone`` true): beside the
-build's other jobs a width's times rose 2-4x and lost their order in width (AdamW at d = 384
-above d = 768, on two H200s). Elsewhere (a CPU, a SLURM job) ``alone`` is false.
+build's other jobs a width's times rose 1.6-5x and lost their order in width (AdamW at d = 384
+above d = 768, on two H200s). Elsewhere (a CPU, a SLURM job) ``alone`` is false. Compiling a
+width's training step takes 6-9 s on one H200, the GPU 30-35 % busy meanwhile:
+``scaling-cost-warm`` (rule ``scaling_cost_warm``) runs the warm-ups of every width among the
+build's other jobs first, so the compiled graphs and kernels are in the host's Inductor cache
+when the timing runs alone (a warm-up from that cache took 1.6 s at d = 256). Where jobs do not
+share a disk the timing compiles as before.
 """
 
 from __future__ import annotations
@@ -89,22 +90,30 @@ def _warm_up(model_cfg, vocab, arrays, meta, pil, train, device: str) -> None:
     _time_adamw(model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device)
 
 
-def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
-    """Run ``measure_cost``'s warm-ups of every width, timing nothing: the compiled steps land
-    in the host's compile cache. Writes ``out`` (JSON): the widths and each one's seconds."""
+def _setup(params: dict[str, Any], tokens: list[str], device: str):
+    """Both commands' inputs: the params, the device, the token splits (the folder of
+    ``tokens``) and their meta, and the training section without evaluations."""
     from pillm.core.runtime import resolve_device
     from pillm.data.corpus import load_tokens
 
     cfg = ScalingCostParams.from_dict(params, "scaling cost")
-    device = resolve_device(device)
     arrays, meta = load_tokens(Path(tokens[0]).parent)
-    train = replace(cfg.train, eval_every=0)
+    return cfg, resolve_device(device), arrays, meta, replace(cfg.train, eval_every=0)
+
+
+def _width(cfg: ScalingCostParams, d: int):
+    """The model section at width ``d`` (heads of ``head_dim``)."""
+    return replace(cfg.model, d_model=d, n_head=d // cfg.head_dim)
+
+
+def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
+    """Run ``measure_cost``'s warm-ups of every width, timing nothing: the compiled steps land
+    in the host's compile cache. Writes ``out`` (JSON): the widths and each one's seconds."""
+    cfg, device, arrays, meta, train = _setup(params, tokens, device)
     rows = []
     for d in cfg.widths:
-        model_cfg = replace(cfg.model, d_model=d, n_head=d // cfg.head_dim)
         t0 = time.perf_counter()
-        _warm_up(model_cfg, vocab=meta["vocab_size"], arrays=arrays, meta=meta, pil=cfg.pil,
-                 train=train, device=device)  # fmt: skip
+        _warm_up(_width(cfg, d), meta["vocab_size"], arrays, meta, cfg.pil, train, device)
         rows.append({"d_model": d, "warm_s": time.perf_counter() - t0})
         print(f"d={d}: warmed up in {rows[-1]['warm_s']:.1f} s", flush=True)
     write_json(out, [{**r, **provenance(device)} for r in rows])
@@ -113,19 +122,14 @@ def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) 
 def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
     """Write ``out`` (JSON): one row per width with the median solve and AdamW seconds; the
     token splits are the folder of ``tokens``."""
-    from pillm.core.runtime import resolve_device
-    from pillm.data.corpus import load_tokens
     from pillm.lm.train_step import StepOptions, output_layer_at
 
-    cfg = ScalingCostParams.from_dict(params, "scaling cost")
-    device = resolve_device(device)
-    arrays, meta = load_tokens(Path(tokens[0]).parent)
+    cfg, device, arrays, meta, train = _setup(params, tokens, device)
     vocab = meta["vocab_size"]
     pil = cfg.pil  # as the runs solve (pil.max_tokens: 0 streams the whole split)
-    train = replace(cfg.train, eval_every=0)
     rows = []
     for d in cfg.widths:
-        model_cfg = replace(cfg.model, d_model=d, n_head=d // cfg.head_dim)
+        model_cfg = _width(cfg, d)
         _warm_up(model_cfg, vocab, arrays, meta, pil, train, device)
         reps = [
             {
