@@ -25,7 +25,7 @@
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
 #   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
 #   benchmark files: the figures of every run without the bulk, and what
-#   benchmarks/estimates.json is made from. The last paper build's packed to under 1 MB.
+#   benchmarks/estimates.json is made from. A paper build's packs to 1.7 MB (d287f33).
 # PACK=1: once the build has ended, the results archive in parts (gpu_env.sh's pack_results),
 #   from which the CPU side builds the paper (docs/offline-gpu.md, step 3).
 set -u
