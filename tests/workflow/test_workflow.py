@@ -78,7 +78,11 @@ def rule_commands(workdir: Path) -> dict[str, str]:
 
 def planned_rules(workdir: Path, *args: str) -> set[str]:
     """Rules a dry run would execute, read from its 'Job stats' table."""
-    out = snakemake(workdir, "-n", *args).stdout
+    return rules_of(snakemake(workdir, "-n", *args).stdout)
+
+
+def rules_of(out: str) -> set[str]:
+    """The rules of a dry run's output (``planned_rules``)."""
     if "Nothing to be done" in out:
         return set()
     stats = out.split("Job stats:")[1].split("total")[0]
@@ -329,7 +333,8 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     # The same config with one value changed as a user types it (a second config file with the
     # same name would be refused: results/smoke/ belongs to config/smoke.yaml).
     changed = [*SMOKE, "--config", "train={lr: 0.002}"]
-    rules = planned_rules(workdir, *changed)
+    out = snakemake(workdir, "-n", *changed).stdout  # one dry run: its rules, then its jobs
+    rules = rules_of(out)
     assert (
         rules
         == {
@@ -363,7 +368,6 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
         }
         | PDF_RULES
     )
-    out = snakemake(workdir, "-n", *changed).stdout
     probe_jobs = re.findall(r"output: (results/smoke/probe/[^/]+)/", out)
     assert probe_jobs and {p.rsplit("/", 1)[1] for p in probe_jobs} == {"pillm-s0"}
     lora_jobs = re.findall(r"output: results/smoke/lora/([^/]+)/", out)
