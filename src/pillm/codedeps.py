@@ -10,13 +10,21 @@ The fingerprint hashes each module's AST with docstrings removed (comments never
 so a comment or docstring edit keeps it and a real code edit changes it. :func:`stamp` turns it
 into a file a rule can list as an input: the file is named by the fingerprint and written once,
 so its path and mtime change exactly when the code does (see workflow/rules/common.smk).
+
+Each file's facts (its fingerprint and import statements) depend on its bytes alone, so they are
+kept on disk by a hash of those bytes (``facts_dir``): every Snakemake start plans ~45 stamps
+over ~160 modules, and parsing and dumping them was about 1.5 s of each start's CPU (dry runs,
+the tests' many of them). The key also hashes this module's own source and the Python version,
+so a change to how facts are computed never reads old ones; an unreadable entry is recomputed.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
+import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -25,6 +33,7 @@ from pillm.cli import DEFINED_IN, command
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENTRY = ("pillm.__main__", "pillm.cli")
+FACTS_ENV = "PILLM_CODE_FACTS"  # the facts' folder; "0": none (every start parses every file)
 
 
 def module_path(module: str, root: Path = PACKAGE_DIR) -> Path | None:
@@ -45,17 +54,6 @@ def _packages(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _tree(path: Path) -> ast.Module:
-    st = path.stat()
-    return _parse(path, st.st_mtime_ns, st.st_size)
-
-
-@cache
-def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
-    """Parsed once per version of a file: planning asks for the same modules ~30 times."""
-    return ast.parse(path.read_text(), filename=str(path))
-
-
 def imports(module: str, root: Path = PACKAGE_DIR) -> set[str]:
     """The ``pillm.*`` modules ``module`` imports anywhere in its body, packages included.
 
@@ -74,22 +72,85 @@ def _imports(module: str, root: Path, path: Path, mtime_ns: int, size: int) -> f
     share most modules (the walks were half of Snakemake's start-up)."""
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "pillm"}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: resolve against this module's package
-                pkg = module.split(".") if is_pkg else module.split(".")[:-1]
-                pkg = pkg[: len(pkg) - node.level + 1]
-                base = ".".join(pkg + ([base] if base else []))
-            if base.split(".")[0] != "pillm":
-                continue
-            found.add(base)
-            for a in node.names:
-                if module_path(f"{base}.{a.name}", root) is not None:
-                    found.add(f"{base}.{a.name}")
+    for level, base, names in _facts(path, mtime_ns, size)["imports"]:
+        if level is None:  # import a, b.c
+            found |= {n for n in names if n.split(".")[0] == "pillm"}
+            continue
+        if level:  # relative: resolve against this module's package
+            pkg = module.split(".") if is_pkg else module.split(".")[:-1]
+            pkg = pkg[: len(pkg) - level + 1]
+            base = ".".join(pkg + ([base] if base else []))
+        if base.split(".")[0] != "pillm":
+            continue
+        found.add(base)
+        for name in names:
+            if module_path(f"{base}.{name}", root) is not None:
+                found.add(f"{base}.{name}")
     return frozenset(m for m in found if module_path(m, root) is not None)
+
+
+def _import_statements(tree: ast.Module) -> list[tuple[int | None, str, list[str]]]:
+    """Every import of the tree as (level, module, names): level None for ``import a, b``
+    (names: the modules), else a ``from`` import's level, module ("" for ``from . import``)
+    and imported names."""
+    out: list[tuple[int | None, str, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.append((None, "", [a.name for a in node.names]))
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module or "", [a.name for a in node.names]))
+    return out
+
+
+def facts_dir() -> Path | None:
+    """Where files' facts are kept: ``$PILLM_CODE_FACTS``, else ``$XDG_CACHE_HOME/pillm/code``
+    (``~/.cache/pillm/code``, shared by clones and worktrees); None when the variable is "0"."""
+    if (env := os.environ.get(FACTS_ENV)) is not None and env.strip():
+        return None if env.strip() == "0" else Path(env).expanduser()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home).expanduser() / "pillm" / "code"
+
+
+@cache
+def _facts_version() -> str:
+    """This module's source and the Python version: how the facts are computed."""
+    text = Path(__file__).read_bytes() + sys.version.encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+@cache
+def _facts(path: Path, mtime_ns: int, size: int) -> dict:
+    """{"fingerprint": sha256 of the AST without docstrings, "imports": ``_import_statements``}
+    of one version of a file: read from ``facts_dir`` by the hash of its bytes, else computed
+    from its parse and written there (once, atomically; a folder that cannot be written is left
+    alone)."""
+    data = path.read_bytes()
+    folder = facts_dir()
+    entry = None
+    if folder is not None:
+        key = hashlib.sha256(_facts_version().encode() + b"\0" + data).hexdigest()
+        entry = folder / key[:2] / f"{key[2:]}.json"
+        try:
+            facts = json.loads(entry.read_text())
+            if set(facts) == {"fingerprint", "imports"}:
+                return facts
+        except (OSError, ValueError):
+            pass
+    tree = ast.parse(data.decode(), filename=str(path))
+    facts = {
+        "fingerprint": hashlib.sha256(canonical(tree, docstrings=False).encode()).hexdigest(),
+        "imports": _import_statements(tree),
+    }
+    if entry is not None:
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump(facts, f)
+            os.replace(tmp, entry)
+        except OSError:
+            pass
+    return facts
 
 
 def closure(name: str, root: Path = PACKAGE_DIR) -> list[Path]:
@@ -147,10 +208,8 @@ def canonical(node: object, docstrings: bool = True) -> str:
     return repr(node)
 
 
-@cache
 def _file_fingerprint(path: Path, mtime_ns: int, size: int) -> str:
-    tree = _parse(path, mtime_ns, size)  # the tree ``imports`` walks: each file parsed once
-    return hashlib.sha256(canonical(tree, docstrings=False).encode()).hexdigest()
+    return _facts(path, mtime_ns, size)["fingerprint"]  # one parse gives imports and this
 
 
 def fingerprint(name: str, root: Path = PACKAGE_DIR) -> str:

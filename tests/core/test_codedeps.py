@@ -188,3 +188,33 @@ def test_canonical_without_docstrings_leaves_the_shared_tree_alone():
     )
     assert canonical(tree) == with_docs == canonical(ast.parse(src))
     assert "Only this." in with_docs
+
+
+def test_file_facts_are_kept_by_content_and_recomputed_when_unreadable(
+    package, tmp_path, monkeypatch
+):
+    """A file's fingerprint and imports are read back from the facts folder by the hash of its
+    bytes (so another checkout with the same file reads them too); an unreadable entry is
+    computed again; "0" keeps none."""
+    folder = tmp_path / "facts"
+    monkeypatch.setenv(codedeps.FACTS_ENV, str(folder))
+    codedeps._facts.cache_clear()
+    want = codedeps.fingerprint("run-lm", package)
+    entries = sorted(folder.rglob("*.json"))
+    assert len(entries) == len({p.read_bytes() for p in codedeps.closure("run-lm", package)})
+    ridge = package / "core/ridge.py"
+    entry = next(
+        e for e in entries if '"fingerprint": "' + codedeps.file_fingerprint(ridge) in e.read_text()
+    )
+    entry.write_text('{"fingerprint": "stale", "imports": []}')  # read back, not recomputed
+    codedeps._facts.cache_clear()
+    assert codedeps.file_fingerprint(ridge) == "stale"
+    entry.write_text("{not json")
+    codedeps._facts.cache_clear()
+    assert codedeps.fingerprint("run-lm", package) == want
+    monkeypatch.setenv(codedeps.FACTS_ENV, "0")
+    assert codedeps.facts_dir() is None
+    shutil.rmtree(folder)
+    codedeps._facts.cache_clear()
+    assert codedeps.fingerprint("run-lm", package) == want and not folder.exists()
+    codedeps._facts.cache_clear()
