@@ -230,15 +230,33 @@ def stamp(name: str, directory: str | Path, root: Path = PACKAGE_DIR) -> str:
     digest = fingerprint(name, root)
     path = Path(directory) / name / f"{digest[:16]}.sha"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         files = "".join(f"{p.relative_to(root).as_posix()}\n" for p in closure(name, root))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{digest}\n{files}")
-        try:  # create, never replace: a stamp another planner just wrote keeps its mtime
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
+        _create_once(path, f"{digest}\n{files}")
     return str(path)
+
+
+def config_stamp(name: str, params: str, directory: str | Path) -> str:
+    """Path of ``<directory>/<name>/<sha256(params)[:16]>.json`` holding ``params`` (the config
+    a command reads, as JSON), written only if absent: a rule lists it as an input where its
+    command gets that config inside a params function of ``input`` or ``output``, which
+    Snakemake's params trigger does not compare, so that a config edit still reruns its jobs
+    (a new path) and reverting it returns to the old file with its old mtime."""
+    path = Path(directory) / name / f"{hashlib.sha256(params.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        _create_once(path, params + "\n")
+    return str(path)
+
+
+def _create_once(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it exists: created, never replaced, so a stamp another
+    planner just wrote keeps its mtime."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)

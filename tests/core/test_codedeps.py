@@ -158,6 +158,19 @@ def test_stamp_path_and_mtime_move_only_with_the_code(package, tmp_path):
     assert first.stat().st_mtime_ns == mtime
 
 
+
+def test_config_stamp_path_moves_only_with_the_config(tmp_path):
+    first = Path(codedeps.config_stamp("lora", '{"max_steps": 40}', tmp_path))
+    mtime = first.stat().st_mtime_ns
+    assert first.read_text() == '{"max_steps": 40}\n' and first.parent.name == "lora"
+    assert Path(codedeps.config_stamp("lora", '{"max_steps": 40}', tmp_path)) == first
+    second = Path(codedeps.config_stamp("lora", '{"max_steps": 30}', tmp_path))
+    assert second != first and second.exists()
+    # reverting the edit returns to the old stamp, untouched
+    assert Path(codedeps.config_stamp("lora", '{"max_steps": 40}', tmp_path)) == first
+    assert first.stat().st_mtime_ns == mtime
+
+
 def test_fingerprint_text_is_the_same_under_every_python():
     """Stamps made on the GPU host (Python 3.12) must match this machine's: a field that a newer
     Python adds empty (3.12's ``type_params=[]`` on every def) does not enter the fingerprint."""

@@ -374,6 +374,18 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     assert lora_jobs and set(lora_jobs) == {"pillm-s0"}
 
 
+
+def test_config_edits_rerun_the_jobs_whose_command_reads_them(workdir):
+    # These rules' commands get their config inside a params function of input and output,
+    # which Snakemake's params trigger does not compare: the config stamp beside the code stamp
+    # carries it (workflow/rules/common.smk, code).
+    changes = ["lora={max_steps: 30}", "generative={n_eval: 120, classifier: {epochs: 1}}",
+               "saffu={max_steps: 50}"]  # fmt: skip
+    rules = rules_of(snakemake(workdir, "-n", *SMOKE, "--config", *changes).stdout)
+    assert {"lora", "gen_classifier", "gen_lr_run", "generative", "saffu"} <= rules
+    assert not {"run_lm", "probe", "scaling_point", "sensitivity_run"} & rules
+
+
 def test_template_change_reruns_only_the_tables_rules_and_paper(workdir):
     template = workdir / "paper/templates/table.tex.j2"
     template.write_text(template.read_text() + "\\#{ edited }\n")

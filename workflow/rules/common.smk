@@ -162,12 +162,18 @@ wildcard_constraints:
 PACKAGE = ROOT / "src" / "pillm"
 
 
-def code(command):
+def code(command, params=None):
     """The code stamp of ``python -m pillm <command>``: a file named by the fingerprint of the
     modules it imports (pillm.codedeps), so a real code edit reruns exactly the rules that run
     that code and a comment or docstring edit reruns nothing. One stamp tree per config.
+    With ``params`` (the config the command reads), also its config stamp: a rule whose command
+    gets its config inside a params function of ``input`` or ``output`` passes it, because
+    Snakemake's params trigger skips such derived params (a config edit would rerun nothing).
     """
-    return codedeps.stamp(command, res("code"), PACKAGE)
+    stamp = codedeps.stamp(command, res("code"), PACKAGE)
+    if params is None:
+        return stamp
+    return [stamp, codedeps.config_stamp(command, as_json(params), res("config"))]
 
 
 def logfile(path):

@@ -38,7 +38,7 @@ rule gen_images:
 rule gen_classifier:
     input:
         images=in_results(gen_plan.IMAGES),
-        code=code("gen-classifier"),
+        code=code("gen-classifier", gen_plan.classifier_params(config)),
     output:
         **in_results(gen_plan.classifier_files()),
     log:
@@ -61,7 +61,7 @@ rule gen_classifier:
 rule gen_lr_run:
     input:
         images=in_results(gen_plan.IMAGES),
-        code=code("gen-lr-run"),
+        code=code("gen-lr-run", gen_plan.job_params(config)),
     output:
         in_results(gen_plan.LR_RUN),
     log:
@@ -103,7 +103,7 @@ rule gen_lr_grid:
 rule generative:
     input:
         unpack(lambda w: in_results(gen_plan.job_inputs(config, *gen_job(w)))),
-        code=code("generative"),
+        code=code("generative", gen_plan.job_params(config)),
     output:
         **in_results(gen_plan.job_outputs()),
     log:

@@ -13,7 +13,7 @@ LORA_OUT = res(lora_plan.job_folder())
 rule lora:
     input:
         unpack(own_model_inputs),
-        code=code("lora"),
+        code=code("lora", lora_plan.job_params(config)),
     output:
         multiext(LORA_OUT, metrics="metrics.json", curve="curve.parquet"),
     log:

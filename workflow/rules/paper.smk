@@ -37,7 +37,7 @@ rule claims:
         tokens_meta=res(f"tokens/{CORPUS}/meta.json"),
         claims=[source(f"paper/claims/{study}.yaml") for study in CLAIM_STUDIES],
         templates=TEMPLATES,
-        code=code("claims"),
+        code=code("claims", CLAIMS_JOB[:2]),
     output:
         parquet=res("summary/claims.parquet"),
         table=generated("tables/claims.tex"),

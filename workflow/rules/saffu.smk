@@ -6,6 +6,8 @@ from pillm.saffu import plan as saffu_plan
 
 # A job's (setting, fraction tag, seed) from its wildcards.
 saffu_job = lambda w: (w.setting, w.frac, int(w.seed))
+# The config a SAFFU job reads (its code stamp carries it: workflow/rules/common.smk, code).
+saffu_cfg = lambda w: saffu_plan.saffu_job_params(config, w.setting, int(w.seed))
 # The job folder as the rule's output, its wildcards constrained (saffu_plan.job_folder).
 SAFFU_OUT = res(saffu_plan.job_folder(config))
 SAFFU_PNG = expand(generated("figures/{name}.png"), name=saffu_plan.FIGURES)
@@ -18,7 +20,7 @@ SAFFU_PNG = expand(generated("figures/{name}.png"), name=saffu_plan.FIGURES)
 rule saffu:
     input:
         unpack(lambda w: in_results(saffu_plan.job_inputs(config, *saffu_job(w)))),
-        code=code("saffu"),
+        code=lambda w: code("saffu", saffu_cfg(w)),
     output:
         multiext(SAFFU_OUT, metrics="metrics.json", curve="curve.parquet"),
     log:
@@ -85,7 +87,7 @@ rule saffu_tables:
         summary=rules.saffu_aggregate.output.summary,
         lm=res("summary/lm.parquet"),
         templates=TEMPLATES,
-        code=code("saffu-tables"),
+        code=code("saffu-tables", saffu_plan.tables_params(config)),
     output:
         tables=expand(generated("tables/{name}.tex"), name=saffu_plan.TABLES),
         numbers=generated("saffu_numbers.tex"),
