@@ -73,6 +73,7 @@ def test_uv_installs_with_the_indexes_and_wheels_pip_is_configured_with(tmp_path
     uv = [c for c in calls if c.startswith("uv pip install")]
     assert len(uv) == 3, calls  # runtime pins, the package and its models, the dev tools
     for call in uv:
+        assert "--compile-bytecode" in call  # as pip does: no job compiles torch again
         assert "--index-url https://mirror.example/simple" in call
         assert "--extra-index-url file:///opt/a/simple --extra-index-url file:///opt/b/simple" in call
         assert "--find-links /opt/wheels" in call
