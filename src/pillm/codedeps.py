@@ -13,7 +13,7 @@ so its path and mtime change exactly when the code does (see workflow/rules/comm
 
 Each file's facts (its fingerprint and import statements) depend on its bytes alone, so they are
 kept on disk by a hash of those bytes (``facts_dir``): every Snakemake start plans ~45 stamps
-over ~160 modules, and parsing and dumping them was about 1.5 s of each start's CPU (dry runs,
+over ~160 modules, and parsing and dumping them was about 1.3 s of each start's CPU (dry runs,
 the tests' many of them). The key also hashes this module's own source and the Python version,
 so a change to how facts are computed never reads old ones; an unreadable entry is recomputed.
 """
