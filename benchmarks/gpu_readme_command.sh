@@ -54,7 +54,7 @@ if [ -z "${ATTACH:-}" ]; then
   rm -rf "$BUILD_DIR" && mkdir -p "$BUILD_DIR"
   b=$BUILD_DIR
   {  # the build as a script, so it can run in its own process group
-    echo "nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \\"
+    echo "nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i $CUDA_VISIBLE_DEVICES} --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw,clocks.sm \\"
     echo "  --format=csv,noheader -l 1 >$b/gpu_util.csv 2>/dev/null &"
     echo "sampler=\$!"
     echo "date +%s.%N >$b/t0"

@@ -246,7 +246,8 @@ def plan_lines(
     results = Path(f"results/{name}")
     lines = [f"pillm plan: config {name!r}, device {kind}, {sum(counts.values())} jobs to run"]
     lines += [f"  {rule:<18} {n:>5}" for rule, n in sorted(counts.items())]
-    cores, gpus = os.cpu_count() or 1, gpu_count()
+    affinity = getattr(os, "sched_getaffinity", None)  # the cores `--cores all` counts (taskset)
+    cores, gpus = len(affinity(0)) if affinity else os.cpu_count() or 1, gpu_count()
     records = load_estimates(root / "benchmarks" / "estimates.json")
     wall, source, unknown = estimate(counts, name, kind, results, records, cores, gpus)
     if wall is None:
@@ -256,7 +257,7 @@ def plan_lines(
         if ref is not None:
             lines.append(f"  for reference, on {other}: about {_hms(ref)} ({ref_source})")
     else:
-        here = f"{cores} cores" + (f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else "")
+        here = f"{cores} core{'s' * (cores > 1)}" + (f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else "")
         lines.append(f"  estimated wall time: about {_hms(wall)} on {here} (from {source})")
         if unknown:
             lines.append(f"  no figure for: {', '.join(unknown)}")

@@ -64,6 +64,17 @@ def test_plan_lines_count_estimate_and_warn(tmp_path, monkeypatch):
     assert "WARNING" in text and "config/smoke.yaml" in text and "unknown" in text
 
 
+def test_the_estimate_counts_the_cores_this_process_may_use(tmp_path, monkeypatch):
+    """Under taskset or a cpuset (a side-by-side build, a cluster job) the estimate is for the
+    cores Snakemake's ``--cores all`` gets, not the host's."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(estimate.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    one = "\n".join(estimate.plan_lines({"run_lm": 4}, smoke(), REPO, kind="cpu"))
+    monkeypatch.setattr(estimate.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    two = "\n".join(estimate.plan_lines({"run_lm": 4}, smoke(), REPO, kind="cpu"))
+    assert "on 1 core (" in one and "on 2 cores (" in two
+
+
 def test_previous_run_benchmarks_take_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     bench = tmp_path / "results/smoke/benchmarks/run_lm/baseline"
