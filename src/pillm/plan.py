@@ -47,8 +47,20 @@ def schema(schema_path: str | Path) -> dict[str, Any]:
     return loaded
 
 
+def check_retired(config: dict[str, Any]) -> None:
+    """ConfigError for a key a study retired (its plan's ``RETIRED``: key -> what replaced it
+    and how to set it), naming the key and the fix."""
+    for name in STUDIES:
+        section = config.get(name)
+        for key, fix in getattr(study_plan(name), "RETIRED", {}).items():
+            if isinstance(section, dict) and key in section:
+                raise ConfigError(f"{name}.{key}: {fix}")
+
+
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
-    """ConfigError listing every key the (patched) schema rejects."""
+    """ConfigError for a retired key (with its replacement), else listing every key the
+    (patched) schema rejects."""
+    check_retired(config)
     validate_config(config, schema(schema_path), schema_path)
 
 

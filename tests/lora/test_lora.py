@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+import torch.nn.functional as F
 import yaml
 from torch import nn
 from transformers import BertConfig, BertModel
@@ -33,11 +34,11 @@ from pillm.lora.methods import (
     choose_lr,
     fit_closed_form,
     fit_lora,
+    majority_rate,
     patience_from,
-    trained,
 )
 from pillm.lora.plan import lora_model_names
-from pillm.lora.report import LoraReport, aggregate_lora, fmt_sci, render_lora_tables
+from pillm.lora.report import LoraReport, aggregate_lora, fmt_p, fmt_sci, render_lora_tables
 from pillm.lora.run import max_abs_diff, run_fits, weights_digest
 from pillm.models.gpt import GPT, GPTConfig
 from pillm.paper.claim_frame import read_claim_frame
@@ -49,7 +50,7 @@ LORA_CFG = dict(
     n_train=64, n_dev=32, max_len=8, batch_size=16, pil_rank=64,
     lambdas=[1e-6, 1e-4, 1e-2, 1.0], kappa_max=1e10, lora_rank=4, lora_alpha=8,
     lora_dropout=0.0, lrs=[1e-3, 1e-2], lr_extend=0, max_steps=12, eval_every=4, patience=2,
-    train_batch_size=8, weight_decay=0.0, adapter_etas=[0.3, 1.0],
+    train_batch_size=8, weight_decay=0.0, adapter_etas=[0.3, 1.0], trained_alpha=1e-3,
 )  # fmt: skip
 LORA = LoraConfig.from_dict({**LORA_CFG, "methods": ["pil_lora", "ridge", "lora"]}, "lora")
 
@@ -175,6 +176,19 @@ def test_config_error_names_the_lora_key():
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, REPO / "config/schema.yaml")
     assert "lora.methods.1" in str(err.value) and "lora.pil_rank" in str(err.value)
+
+
+def test_the_retired_trained_margin_key_is_refused_naming_its_replacement():
+    cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    validate_config(cfg, REPO / "config/schema.yaml")
+    cfg["lora"]["trained_margin"] = 0.05
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, REPO / "config/schema.yaml")
+    msg = str(err.value)
+    assert msg.startswith("lora.trained_margin: ") and "binomial test" in msg
+    assert "Delete lora.trained_margin and set lora.trained_alpha" in msg
+    with pytest.raises(ConfigError, match=r"unknown config key\(s\) lora\.trained_margin"):
+        LoraConfig.from_dict({**LORA_CFG, "methods": ["lora"], "trained_margin": 0.05}, "lora")
 
 
 # ---------------------------------------------------------------- closed-form heads
@@ -337,13 +351,17 @@ def test_chance_loss_is_the_entropy_of_the_fit_labels():
         -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
     )
     assert chance_loss(np.array([1, 1])) == 0.0
-    assert trained(0.60, np.log(2), 0.05) and not trained(0.678, np.log(2), 0.05)
-    assert not trained(float("nan"), np.log(2), 0.05)
+    assert majority_rate(np.array([0, 1, 1, 0])) == 0.5
+    assert majority_rate(np.array([1, 1, 1, 0])) == 0.75 and majority_rate(np.array([0])) == 1.0
 
 
 def test_lora_record_says_whether_it_trained():
-    """A learnable rule: the kept weights' training loss falls well below chance (trained);
-    a learning rate too small to move the head leaves it at chance (not trained)."""
+    """A learnable rule: the kept weights' own loss on the fit sentences (eval mode) falls
+    below chance and their accuracy there beats the majority class (trained); a learning rate
+    too small to move the head leaves it at chance (not trained). The record holds the rule's
+    inputs, each recomputed here from the kept weights."""
+    from scipy.stats import binomtest
+
     base = _gpt_base()
     data = _sentences(160, 11)
     fit, dev = data.take(np.arange(128)), data.take(np.arange(128, 160))
@@ -352,12 +370,20 @@ def test_lora_record_says_whether_it_trained():
     job = run_fits(base, "lora", fit, dev, _sentences(40, 12), cfg, 0, "cpu")
     m = job.metrics
     assert m["chance_loss"] == pytest.approx(chance_loss(fit.labels))
-    assert m["train_loss_at_best"] <= m["chance_loss"] - cfg.trained_margin and m["trained"] == 1.0
-    assert m["train_loss_first"] > m["train_loss_last"] and m["trained_margin"] == 0.05
+    assert m["majority_rate"] == majority_rate(fit.labels) and m["trained_alpha"] == 1e-3
+    logits = job.timed.scores(base.tokenize(fit.sentences, cfg.max_len))
+    kept = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(fit.labels))
+    assert m["train_loss_kept"] == pytest.approx(float(kept), rel=1e-12)
+    n_correct = int((logits.argmax(1) == fit.labels).sum())
+    assert m["train_accuracy"] == n_correct / len(fit) > m["majority_rate"]
+    p = binomtest(n_correct, len(fit), m["majority_rate"], alternative="greater").pvalue
+    assert m["trained_p"] == pytest.approx(p, rel=1e-12) and p < m["trained_alpha"]
+    assert m["train_loss_kept"] < m["chance_loss"] and m["trained"] == 1.0
+    assert m["train_loss_first"] > m["train_loss_last"] and "trained_margin" not in m
     frozen = run_fits(base, "lora", fit, dev, _sentences(40, 12), replace(cfg, lrs=[1e-7]), 0,
                       "cpu")  # fmt: skip
-    assert frozen.metrics["trained"] == 0.0
-    assert frozen.metrics["train_loss_at_best"] > frozen.metrics["chance_loss"] - 0.05
+    fm = frozen.metrics  # the zero-initialised head barely moved: its loss stays at ln 2
+    assert fm["trained"] == 0.0 and fm["train_loss_kept"] > fm["chance_loss"]
 
 
 def test_lr_is_chosen_on_dev_and_validation_labels_change_no_choice():
@@ -386,7 +412,8 @@ def test_an_edge_pick_extends_the_rate_grid(monkeypatch):
                    "best_dev_accuracy": acc, "run_seconds": 1.0, "patience_from": 1.0,
                    "train_loss_first": 0.7, "train_loss_last": 0.6}  # fmt: skip
         return FitResult({"w": torch.zeros(1)}, lambda ids: np.zeros(len(ids), np.int64), 1.0,
-                         metrics, [] if stop_at else curve)  # fmt: skip
+                         metrics, [] if stop_at else curve,
+                         lambda ids: np.zeros((len(ids), 2)))  # fmt: skip
 
     monkeypatch.setattr("pillm.lora.run.fit_lora", fake_fit)
     data = _sentences(60, 9)
@@ -476,7 +503,8 @@ def _write_job(root, model, method, acc, fit_s, dev_acc, **extra):
 def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     lora_extra = {"lr": 1e-3, "lr_at_grid_edge": 0.0, "stopped_early": 1.0, "best_step": 10.0,
                   "train_loss_at_best": 0.5, "tune": 9.0, "trained": 1.0, "chance_loss": 0.69,
-                  "patience_from": 600.0}  # fmt: skip
+                  "patience_from": 600.0, "train_loss_kept": 0.644, "train_accuracy": 0.642,
+                  "majority_rate": 0.5637, "trained_p": 1.1e-24}  # fmt: skip
     paths = [
         _write_job(tmp_path, "pillm-s0", "pil_lora", 0.8, 0.5, 0.60),
         _write_job(tmp_path, "pillm-s0", "lora", 0.82, 2.5, 0.62, **lora_extra),
@@ -497,7 +525,7 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert acc["value"].to_list() == pytest.approx([82.0, 80.0, 70.0])
     flags = frame.filter(pl.col("metric") == "trained")  # the opponent's training record
     assert flags.select("a", "seed", "value").rows() == [("pillm_lora", 0, 1.0)]
-    params = {"name": "t", "seeds": [0, 1], **LORA_CFG}
+    params = {"name": "t", "seeds": [0, 1], **LORA_CFG, "trained_alpha": 0.01}
     rep = LoraReport(summary, pl.read_parquet(tmp_path / "lora_curves.parquet"), params)
     # LoRA's chosen run passes the head's 0.60 dev accuracy at its 2.5 s evaluation (the faint
     # 1e-2 run's 0.70 at 0.9 s does not count); s1 has no LoRA run: not counted
@@ -518,6 +546,10 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert macros["LoraNJobs"] == "3" and macros["LoraNExpected"] == "4"
     assert macros["LoraPillmTrained"] == "1/1" and macros["LoraPillmChanceLoss"] == "0.690"
     assert macros["LoraPatienceFrom"] == "600" and macros["LoraMiniLMTrained"] == "--"
+    assert macros["LoraTrainedAlpha"] == "$10^{-2}$" and macros["LoraPillmTrainLossKept"] == "0.644"
+    assert macros["LoraPillmTrainAcc"] == "64.2" and macros["LoraPillmMajorityRate"] == "56.4"
+    assert macros["LoraPillmTrainedPMax"] == "$<10^{-10}$"  # the largest p over seeds
+    assert macros["LoraMiniLMTrainedPMax"] == "--"
     render_lora_tables(str(tmp_path), params, str(REPO / "paper/templates"), str(tmp_path / "t.tex"),
                        str(tmp_path / "n.tex"))  # fmt: skip
     table = (tmp_path / "t.tex").read_text()
@@ -533,6 +565,11 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
 
 def test_learning_rates_print_as_powers_of_ten():
     assert fmt_sci(3e-4) == "$3{\\times}10^{-4}$" and fmt_sci(1e-3) == "$10^{-3}$"
+
+
+def test_p_values_print_fixed_scientific_or_as_a_bound():
+    assert fmt_p(0.5) == "0.50" and fmt_p(3.2e-4) == "$3.2{\\times}10^{-4}$"
+    assert fmt_p(1e-10) == "$1.0{\\times}10^{-10}$" and fmt_p(0.0) == "$<10^{-10}$"
 
 
 def test_claims_file_names_arms_the_frame_writes():

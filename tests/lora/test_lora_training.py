@@ -1,4 +1,5 @@
-"""LoRA, the gradient opponent of the SST-2 study: what it adapts, its head, and that it fits."""
+"""LoRA, the gradient opponent of the SST-2 study: what it adapts, its head, that it fits, and
+the rule that says whether it trained."""
 
 import math
 from dataclasses import replace
@@ -6,9 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from scipy.stats import binom
 
 from pillm.data.sst2 import Split
-from pillm.lora.methods import LORA_TARGETS, ReadoutHead, chance_loss, fit_lora
+from pillm.lora.methods import LORA_TARGETS, ReadoutHead, chance_loss, fit_lora, trained
 from pillm.lora.run import run_fits
 
 from .test_lora import LORA, _bert_base, _gpt_base, _sentences
@@ -88,3 +90,57 @@ def test_lora_fits_a_learnable_rule_through_every_adapter(build):
     assert len(lora_b) == 2 * len(BLOCK_MAPS[base.kind])
     assert all(float(v.abs().max()) > 0 for v in lora_b)
     assert math.isfinite(m["train_loss_first"]) and m["train_loss_first"] > m["train_loss_last"]
+
+
+# ---------------------------------------------------------------- did it train
+
+
+N, MAJORITY, ALPHA = 4096, 0.56, 1e-3
+CHANCE = -(MAJORITY * math.log(MAJORITY) + (1 - MAJORITY) * math.log(1 - MAJORITY))
+
+
+def _tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed exactly (small n)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def test_majority_class_predictions_did_not_train():
+    """The collapse the rule is for: every sentence predicted as the majority class, loss at
+    chance. A loss a little below chance does not rescue it: the accuracy arm fails alone."""
+    k = round(MAJORITY * N)
+    ok, p = trained(CHANCE, CHANCE, k, N, MAJORITY, ALPHA)
+    assert not ok and 0.4 < p < 0.6
+    ok, p = trained(CHANCE - 0.05, CHANCE, k, N, MAJORITY, ALPHA)
+    assert not ok and p > ALPHA
+
+
+def test_a_lead_over_the_majority_class_on_many_sentences_trained():
+    """64 % right on 4,096 fit sentences whose majority class is 56 %: far beyond luck, though
+    its loss (0.644) lies only 0.04 nats below chance."""
+    ok, p = trained(0.644, CHANCE, round(0.64 * N), N, MAJORITY, ALPHA)
+    assert ok and p < 1e-20 and CHANCE - 0.644 < 0.05
+
+
+def test_a_loss_at_or_above_chance_did_not_train():
+    """The accuracy arm passes; the kept weights' loss does not lie below chance."""
+    k = round(0.64 * N)
+    for loss in (CHANCE, CHANCE + 0.01, math.nan):
+        ok, p = trained(loss, CHANCE, k, N, MAJORITY, ALPHA)
+        assert not ok
+    assert trained(CHANCE + 0.01, CHANCE, k, N, MAJORITY, ALPHA)[1] < 1e-20
+
+
+def test_the_same_lead_on_few_sentences_did_not_train():
+    """64 % of 64 sentences against a 56 % majority class: 41 right where 35.8 are expected,
+    which luck gives about one time in eight. The test's power follows n."""
+    ok, p = trained(0.644, CHANCE, 41, 64, MAJORITY, ALPHA)
+    assert not ok and p == pytest.approx(_tail(41, 64, MAJORITY), rel=1e-9)
+    assert 0.1 < p < 0.15
+
+
+def test_trained_flips_where_the_binomial_p_crosses_alpha():
+    """The least number right whose p lies below alpha trains; one fewer does not."""
+    k = next(k for k in range(N) if binom.sf(k - 1, N, MAJORITY) < ALPHA)
+    assert trained(0.6, CHANCE, k, N, MAJORITY, ALPHA)[0]
+    assert not trained(0.6, CHANCE, k - 1, N, MAJORITY, ALPHA)[0]
+    assert trained(0.6, CHANCE, k - 1, N, MAJORITY, 10 * ALPHA)[0]  # alpha is the threshold

@@ -181,6 +181,16 @@ def test_lora_jobs_reach_the_paper_table_and_macros(workdir):
     numbers = (workdir / GEN / "lora_numbers.tex").read_text()
     assert f"\\newcommand{{\\LoraMiniLMPilLoraAcc}}{{{cell}}}" in numbers
     assert (workdir / GEN / "figures/lora_accuracy_time.pdf").stat().st_size > 1000
+    trained = frame.filter(pl.col("metric") == "trained")
+    for group in cfg["models"]:  # LoRA's record holds the trained rule's inputs and verdict
+        path = workdir / f"results/smoke/lora/{group}-s{cfg['seeds'][0]}/lora/metrics.json"
+        m = {r["metric"]: r["value"] for r in json.loads(path.read_text())}
+        assert m["trained_alpha"] == cfg["trained_alpha"] and "trained_margin" not in m
+        assert 0.5 <= m["majority_rate"] <= 1 and 0 <= m["trained_p"] <= 1
+        rule = m["train_loss_kept"] < m["chance_loss"] and m["trained_p"] < m["trained_alpha"]
+        assert m["trained"] == float(rule)
+        arm = trained.filter(pl.col("a") == f"{group}_lora")["value"].to_list()
+        assert arm == [m["trained"]]
 
 
 def test_saffu_runs_reach_the_paper_table_and_macros(workdir):

@@ -32,5 +32,5 @@ class LoraConfig(Section):
     weight_decay: float
     adapter_etas: tuple[float, ...]
     min_steps: int = 0  # early stopping counts patience only after max(warm-up, min_steps)
-    trained_margin: float = 0.05  # trained: training loss this many nats below chance
+    trained_alpha: float = 1e-3  # trained: beats the majority class at binomial p < this
     lora_modules: str = "all_linear"  # LoRA on: "all_linear" maps in the blocks | "attention"

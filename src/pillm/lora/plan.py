@@ -12,6 +12,17 @@ from pillm.core.config import ConfigError
 from pillm.data.sst2 import GLUE_SIZES
 from pillm.models.registry import PYPI_POSITIONS
 
+# Keys of the lora section that configs written for an earlier release may hold, each with the
+# key that replaced it and how to set it (``pillm.plan.check_retired`` names the fix; the schema
+# alone would call the key unexpected and stop there).
+RETIRED = {
+    "trained_margin": "it was replaced by lora.trained_alpha: a LoRA run counts as trained when "
+    "its kept weights' loss on the fit sentences lies below chance and their accuracy there "
+    "beats the majority-class rate at a one-sided binomial test, p < lora.trained_alpha (a fixed "
+    "loss margin cannot be met where the features support little more than the majority "
+    "class). Delete lora.trained_margin and set lora.trained_alpha, e.g. 1.0e-3",
+}
+
 
 def check(config: dict[str, Any]) -> None:
     """What the schema cannot say: pillm's seeds are lm seeds, the subsets fit in GLUE train,

@@ -42,6 +42,7 @@ METHODS = {  # method -> (table label, macro infix), display order
 INDEX = ["model", "method"]
 CONTEXT = ["model_group", "model_label", "seed", "device", "device_name", "data_policy",
            "weights_sha256", "git_rev"]  # fmt: skip
+P_FLOOR = 1e-10  # fmt_p: smaller p-values print as a bound
 CLAIM_METRICS = {"accuracy": "accuracy", "dev_accuracy": "dev_accuracy"}  # frame <- summary
 
 
@@ -119,6 +120,15 @@ def fmt_grid(values: list[float]) -> str:
             f"$10^{{{round(k)}}}$" if k is not None and k == round(k) and k != 0 else f"{v:g}"
         )
     return ", ".join(out)
+
+
+def fmt_p(p: float) -> str:
+    """A p-value: two decimals from 0.01, scientific notation below, and below ``P_FLOOR``
+    '$<10^{-10}$' (a binomial p that small underflows to 0 for large leads, and says no more
+    than "far below any alpha")."""
+    if p >= 0.01:
+        return fmt_num(p, 2)
+    return f"$<10^{{{round(math.log10(P_FLOOR))}}}$" if p < P_FLOOR else fmt_diff(p)
 
 
 def fmt_ratio(x: float | None) -> str:
@@ -242,7 +252,7 @@ class LoraReport:
             "LoraPatience": str(p["patience"]),
             "LoraMinSteps": fmt_int(p.get("min_steps", 0)),
             "LoraPatienceFrom": fmt_int(self._first("patience_from")),
-            "LoraTrainedMargin": fmt_num(p.get("trained_margin", 0.05), 2),
+            "LoraTrainedAlpha": fmt_sci(p["trained_alpha"]),
             "LoraSeeds": ", ".join(map(str, seeds)),
             "LoraNSeeds": str(len(seeds)),
             "LoraLambdaGrid": fmt_grid(p["lambdas"]),
@@ -306,6 +316,11 @@ class LoraReport:
             macros[f"Lora{gi}TrainLossFirst"] = self.pm(g, "lora", "train_loss_first", 3)
             macros[f"Lora{gi}ChanceLoss"] = self.pm(g, "lora", "chance_loss", 3)
             macros[f"Lora{gi}StepsRun"] = self.pm(g, "lora", "steps_run", 0)
+            macros[f"Lora{gi}TrainLossKept"] = self.pm(g, "lora", "train_loss_kept", 3)
+            macros[f"Lora{gi}TrainAcc"] = self.pm(g, "lora", "train_accuracy", 1, 100)
+            macros[f"Lora{gi}MajorityRate"] = self.pm(g, "lora", "majority_rate", 1, 100)
+            ps = [r["trained_p"] for r in self.rows_of(g, "lora") if finite(r.get("trained_p"))]
+            macros[f"Lora{gi}TrainedPMax"] = fmt_p(max(ps)) if ps else MISSING  # worst seed
             macros[f"Lora{gi}Trained"] = self.count(g, "lora", TRAINED_METRIC)
         return macros
 

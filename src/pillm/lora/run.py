@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from pillm.core.config import ConfigError
@@ -35,6 +36,7 @@ from pillm.lora.methods import (
     choose_lr,
     fit_closed_form,
     fit_lora,
+    majority_rate,
     trained,
 )
 
@@ -102,8 +104,9 @@ def run_fits(
     edge pick by ``cfg.lr_extend`` rates per side (``pillm.core.selection.search_grid``; the selection's
     training time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed
     rerun of that rate for the chosen run's best step count, which must reproduce its weights.
-    Its record says whether it trained (``trained``: the mean training loss before the kept
-    evaluation at least ``cfg.trained_margin`` below ``chance_loss`` of the fit labels)."""
+    Its record says whether it trained (``trained``, ``pillm.lora.methods.trained``: the kept
+    weights' loss on the fit sentences below ``chance_loss`` and their accuracy there above the
+    majority-class rate at a one-sided binomial test, p < ``cfg.trained_alpha``)."""
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
     t0 = time.perf_counter()
@@ -136,18 +139,23 @@ def run_fits(
         best = next(c for c in first.curve if c["step"] == first.metrics["best_step"])
         curve = [{**c, "lr": lr, "chosen": float(lr == grid.value)}
                  for lr, r in runs.items() for c in r.curve]  # fmt: skip
-        chance = chance_loss(fit.labels)
+        chance, majority = chance_loss(fit.labels), majority_rate(fit.labels)
+        # the kept weights on the sentences they were fitted on (eval mode): did they learn
+        assert timed.scores is not None, "fit_lora returns the logits"
+        logits = timed.scores(ids["fit"])
+        n_correct = int((logits.argmax(1) == fit.labels).sum())
+        loss_kept = float(F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(fit.labels)))
+        ok, p = trained(loss_kept, chance, n_correct, len(fit), majority, cfg.trained_alpha)
         metrics = {
             **{key: first.metrics[key] for key in ("lr", "best_step", "steps_run", "warmup_steps",
                                                    "patience_from", "train_loss_first",
                                                    "train_loss_last")},
+            # the running mean of the batch losses before the kept evaluation (dropout active)
             "train_loss_at_best": best["train_loss"], "chance_loss": chance,
-            "trained_margin": cfg.trained_margin,
-            # the gradient opponent learned: its kept weights' training loss fell below chance
-            # by the declared margin (paper/claims/lora.yaml: opponents)
-            "trained": float(trained(best["train_loss"], chance, cfg.trained_margin)),
-            # the kept weights on the sentences they were fitted on (eval mode): did it fit them
-            "train_accuracy": accuracy(timed.predict(ids["fit"]), fit.labels),
+            "train_loss_kept": loss_kept, "train_accuracy": n_correct / len(fit),
+            "majority_rate": majority, "trained_p": p, "trained_alpha": cfg.trained_alpha,
+            # the gradient opponent learned (paper/claims/lora.yaml: opponents)
+            "trained": float(ok),
             "n_lrs": float(len(runs)),
             "lr_at_grid_edge": float(grid.edge_hit), "lr_extensions": float(grid.extensions),
             "lr_on_edge": float(grid.on_edge),
