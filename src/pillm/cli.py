@@ -99,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = BY_NAME[args.command]
     if cmd.device:
         from pillm.accel.gpu_slots import assign_gpu
+        from pillm.accel.mps import client_devices
 
+        client_devices()  # before CUDA starts: the MPS server's numbering of the GPUs
         assign_gpu(args.device)  # before anything initialises CUDA: one GPU per job
         if args.mps_bulk:  # read by CUDA when this process creates its context
             os.environ["CUDA_MPS_CLIENT_PRIORITY"] = "1"

@@ -70,3 +70,39 @@ def test_the_client_prefix_exports_the_pipe_only_while_the_daemon_runs(tmp_path)
     (d / "pipe" / "control").touch()
     on = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, check=True)
     assert on.stdout.strip() == str(d / "pipe")
+
+
+def test_start_records_the_gpus_the_daemon_serves(tmp_path, fake_control, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    d = tmp_path / "mps"
+    mps.start(d)
+    assert (d / "visible").read_text() == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    mps.start(tmp_path / "all")
+    assert (tmp_path / "all" / "visible").read_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("served", "job", "expect"),
+    [
+        ("1", "1", "0"),  # CUDA_VISIBLE_DEVICES=1 snakemake ...: the server's only GPU is 0
+        ("0,2", "2", "1"),
+        ("0,2", "2,0", "1,0"),
+        ("GPU-aa,GPU-bb", "GPU-bb", "1"),
+        ("", "1", None),  # a daemon of every GPU numbers them as the host does
+        ("1", "3", None),  # a GPU the server lacks: left for CUDA to refuse
+    ],
+)
+def test_a_job_names_its_gpu_as_the_mps_server_numbers_them(tmp_path, served, job, expect):
+    (tmp_path / "pipe").mkdir()
+    (tmp_path / "visible").write_text(served)
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "pipe"), "CUDA_VISIBLE_DEVICES": job}
+    assert mps.client_devices(env) == expect
+    assert env["CUDA_VISIBLE_DEVICES"] == (expect or job)
+
+
+def test_without_the_workflow_daemon_the_devices_are_left_alone(tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "1"}
+    assert mps.client_devices(env) is None  # no MPS pipe
+    env["CUDA_MPS_PIPE_DIRECTORY"] = str(tmp_path / "pipe")  # a daemon the workflow did not start
+    assert mps.client_devices(env) is None and env["CUDA_VISIBLE_DEVICES"] == "1"

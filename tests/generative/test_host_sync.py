@@ -64,3 +64,16 @@ def test_the_audit_switch_turns_on_torchs_sync_debug_mode(monkeypatch):
         assert torch.cuda.get_sync_debug_mode() == 1
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_a_job_planned_for_a_gpu_refuses_to_fall_back_to_cpu(monkeypatch):
+    """device: auto without a usable GPU in a job the workflow planned for one (the shell prefix
+    sets PILLM_DEVICE_KIND=cuda) stops, naming the variables that hide the GPU; unplanned, it
+    runs on CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.delenv("PILLM_DEVICE_KIND", raising=False)
+    assert resolve_device("auto") == "cpu"
+    monkeypatch.setenv("PILLM_DEVICE_KIND", "cuda")
+    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES=1"):
+        resolve_device("auto")

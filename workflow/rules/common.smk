@@ -97,10 +97,13 @@ MPS_DIR = mps.directory_for(ROOT)
 USE_MPS = DEVICE_KIND == "cuda" and SHARING["mps"]
 # Every job's shell: bash's strict mode (Snakemake's default prefix), this checkout's src first
 # on PYTHONPATH (the braces are doubled for Snakemake's format of the prefix) and, on a CUDA
-# host, the MPS pipe while the daemon runs.
+# host, that the jobs are planned for a GPU (core.runtime refuses a CPU fallback) and the MPS
+# pipe while the daemon runs.
 shell.prefix(
     f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SRC))}"
-    "${{PYTHONPATH:+:$PYTHONPATH}}; " + (mps.client_prefix(MPS_DIR) if USE_MPS else "")
+    "${{PYTHONPATH:+:$PYTHONPATH}}; "
+    + ("export PILLM_DEVICE_KIND=cuda; " if DEVICE_KIND == "cuda" else "")
+    + (mps.client_prefix(MPS_DIR) if USE_MPS else "")
 )
 
 

@@ -59,6 +59,8 @@ def start(directory: Path) -> str:
         why = (run.stderr or run.stdout).strip() or f"exit {run.returncode}"
         return f"MPS: could not start ({why}); the GPU jobs time-slice the GPU"
     (directory / "started_by_workflow").write_text(str(os.getpid()))
+    # The server numbers the GPUs it was started with from 0 (client_devices needs the list).
+    (directory / "visible").write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     return f"MPS: started a daemon in {directory}; the GPU jobs share the GPU through it"
 
 
@@ -74,6 +76,27 @@ def stop(directory: Path) -> str | None:
         return f"MPS: could not quit the daemon in {directory} ({err})"
     marker.unlink(missing_ok=True)
     return f"MPS: quit the daemon in {directory}"
+
+
+def client_devices(env: dict[str, str] | None = None) -> str | None:
+    """A job's CUDA_VISIBLE_DEVICES as the workflow's MPS server numbers the GPUs; None: unchanged.
+
+    A daemon started under CUDA_VISIBLE_DEVICES (``CUDA_VISIBLE_DEVICES=1 snakemake ...``) serves
+    those GPUs as devices 0, 1, ... to its clients, so a client that keeps the host's numbering
+    names a device the server does not have and finds no GPU at all. A job that inherited the
+    daemon's list (or part of it) gets each GPU's position in that list instead. Call it before
+    CUDA starts; ``env`` defaults to (and is updated in) ``os.environ``."""
+    env = os.environ if env is None else env
+    pipe, visible = env.get("CUDA_MPS_PIPE_DIRECTORY"), env.get("CUDA_VISIBLE_DEVICES")
+    record = Path(pipe).parent / "visible" if pipe else None
+    if visible is None or record is None or not record.is_file():
+        return None
+    served = [d.strip() for d in record.read_text().split(",") if d.strip()]
+    wanted = [d.strip() for d in visible.split(",") if d.strip()]
+    if not served or not wanted or not set(wanted) <= set(served):
+        return None  # the daemon sees every GPU, or the job names one it does not serve
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(served.index(d)) for d in wanted)
+    return env["CUDA_VISIBLE_DEVICES"]
 
 
 def client_prefix(directory: Path) -> str:

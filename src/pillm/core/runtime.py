@@ -19,6 +19,16 @@ def resolve_device(name: str) -> str:
     GPU job resolves its device first, before its first CUDA context exists."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
+        # The workflow planned this job for a GPU (PILLM_DEVICE_KIND, set by its shell prefix on
+        # a host whose driver lists one): falling back to CPU threads would run it many times
+        # slower and still look like a GPU build.
+        if name == "cpu" and os.environ.get("PILLM_DEVICE_KIND") == "cuda":
+            raise RuntimeError(
+                "device: auto found no usable CUDA GPU in a job the workflow planned for one "
+                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, "
+                f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY', 'unset')}): "
+                "check that variable and the driver, or set device: cpu"
+            )
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(
             f"device: {name} was requested but no CUDA GPU is visible; use device: auto or cpu"
