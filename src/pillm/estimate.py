@@ -68,22 +68,24 @@ def gpu_memory_mb() -> int | None:
 
 def gpu_sizes_mb() -> dict[int, int]:
     """GPU index -> memory (MiB) of the GPUs this process may use, from ``nvidia-smi``; empty
-    when it is missing or fails. Honours a numeric ``CUDA_VISIBLE_DEVICES`` list."""
+    when it is missing or fails. Honours ``CUDA_VISIBLE_DEVICES`` by index or UUID (prefix)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return {}
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+            [smi, "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout  # fmt: skip
-        sizes = {int(i): int(float(mb)) for i, mb in (line.split(",") for line in out.splitlines())}
+        rows = [[v.strip() for v in line.split(",")] for line in out.splitlines()]
+        sizes = {int(i): int(float(mb)) for i, _, mb in rows}
     except (OSError, subprocess.SubprocessError, ValueError):
         return {}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    if re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", visible):
-        sizes = {i: mb for i, mb in sizes.items() if i in {int(v) for v in visible.split(",")}}
-    return sizes
+    names = {int(i): (i, uuid) for i, uuid, _ in rows}
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    listed = {i for i, (index, uuid) in names.items() for v in visible
+              if v and (v == index or (v.startswith("GPU-") and uuid.startswith(v)))}  # fmt: skip
+    return {i: mb for i, mb in sizes.items() if i in listed} if listed else sizes
 
 
 # -- recorded figures --------------------------------------------------------------------------

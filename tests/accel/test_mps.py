@@ -106,3 +106,19 @@ def test_without_the_workflow_daemon_the_devices_are_left_alone(tmp_path):
     assert mps.client_devices(env) is None  # no MPS pipe
     env["CUDA_MPS_PIPE_DIRECTORY"] = str(tmp_path / "pipe")  # a daemon the workflow did not start
     assert mps.client_devices(env) is None and env["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_build_on_two_listed_gpus_pins_each_job_to_one_as_the_server_numbers_them(
+    tmp_path, monkeypatch
+):  # fmt: skip
+    """CUDA_VISIBLE_DEVICES=2,3 snakemake ...: the daemon serves GPUs 2 and 3 as 0 and 1; a job
+    maps its list onto that numbering, then takes one of the two."""
+    from pillm.accel.gpu_slots import assign_gpu
+
+    (tmp_path / "pipe").mkdir()
+    (tmp_path / "visible").write_text("2,3")
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "pipe"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setenv("PILLM_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    assert mps.client_devices() == "0,1"
+    assert assign_gpu("auto") == "0"  # the server's device 0: the host's GPU 2

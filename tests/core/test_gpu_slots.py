@@ -64,18 +64,37 @@ def test_cpu_explicit_devices_and_scheduler_pinning_are_left_alone(env, monkeypa
     assert assign_gpu("auto", n_gpus=4) is None and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
 
 
+def test_a_listed_subset_of_gpus_is_what_the_jobs_spread_over(env):
+    """CUDA_VISIBLE_DEVICES=2,3 snakemake ...: every job inherits the list; each takes one of
+    the two (never a GPU outside it, never all on the first), as on a host of two GPUs."""
+    procs = []
+    for _ in range(4):
+        procs.append(start(8, 3.0, {**env, "CUDA_VISIBLE_DEVICES": "2,3"}))
+        time.sleep(0.3)
+    gpus = Counter(p.stdout.readline().strip() for p in procs)
+    for p in procs:
+        p.wait()
+    assert gpus == Counter({"2": 2, "3": 2})
+
+
+def test_gpus_listed_by_uuid_are_chosen_by_uuid(tmp_path):
+    uuids = ["GPU-aaaa", "GPU-bbbb"]
+    assert claim_slot(uuids, tmp_path) == ("GPU-aaaa", 0)
+    assert claim_slot(uuids, tmp_path) == ("GPU-bbbb", 0)
+
+
 def test_claim_slot_levels(tmp_path):
-    assert claim_slot(2, tmp_path) == (0, 0)
-    assert claim_slot(2, tmp_path) == (1, 0)
-    assert claim_slot(2, tmp_path) == (0, 1)
+    assert claim_slot(2, tmp_path) == ("0", 0)
+    assert claim_slot(2, tmp_path) == ("1", 0)
+    assert claim_slot(2, tmp_path) == ("0", 1)
 
 
 def test_declared_memory_steers_jobs_to_the_emptier_gpu(tmp_path):
     """A job goes where the running jobs declared the least memory (then the fewest jobs): two
     small jobs beside one large one, not a small one on top of it."""
-    assert claim_slot(2, tmp_path, 30000) == (0, 0)
-    assert claim_slot(2, tmp_path, 5000) == (1, 0)
-    assert claim_slot(2, tmp_path, 5000) == (1, 1)  # by count alone it would be GPU 0
+    assert claim_slot(2, tmp_path, 30000) == ("0", 0)
+    assert claim_slot(2, tmp_path, 5000) == ("1", 0)
+    assert claim_slot(2, tmp_path, 5000) == ("1", 1)  # by count alone it would be GPU 0
     assert (tmp_path / "gpu1.1").read_text() == "5000"
 
 

@@ -75,6 +75,33 @@ def test_the_estimate_counts_the_cores_this_process_may_use(tmp_path, monkeypatc
     assert "on 1 core (" in one and "on 2 cores (" in two
 
 
+@pytest.mark.parametrize(
+    ("visible", "expect"),
+    [
+        (None, {0: 81559, 1: 81559, 2: 143771}),
+        ("2", {2: 143771}),
+        ("0,2", {0: 81559, 2: 143771}),
+        ("GPU-cc", {2: 143771}),  # a UUID prefix names a GPU, as CUDA reads it
+        ("GPU-aa11,1", {0: 81559, 1: 81559}),
+    ],
+)
+def test_the_gpus_counted_are_the_ones_cuda_visible_devices_lists(
+    tmp_path, monkeypatch, visible, expect
+):  # fmt: skip
+    """The GPU budget (jobs at once, memory) is of the listed GPUs alone, by index or UUID."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '0, GPU-aa11, 81559\\n1, GPU-bb22, 81559\\n"
+                   "2, GPU-cc33, 143771\\n'\n")  # fmt: skip
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert estimate.gpu_sizes_mb() == expect
+    assert estimate.gpu_count() == len(expect)
+
+
 def test_previous_run_benchmarks_take_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     bench = tmp_path / "results/smoke/benchmarks/run_lm/baseline"
@@ -189,7 +216,7 @@ def test_gpu_declarations_cover_the_measured_peaks():
 
 def test_gpu_memory_is_read_from_nvidia_smi(tmp_path, monkeypatch):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nprintf '0, 81559\\n1, 40960\\n'\n")
+    smi.write_text("#!/bin/sh\nprintf '0, GPU-aa11, 81559\\n1, GPU-bb22, 40960\\n'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -13,14 +13,17 @@ serialised by a lock on ``pick.lock``, so jobs that start together see each othe
 kernel drops the locks when the process exits, however it exits, so a killed job never leaks
 its slot.
 
-Left alone: CPU jobs, an explicit ``cuda:<i>``, and jobs whose CUDA_VISIBLE_DEVICES a scheduler
-(SLURM, Kubernetes) already set.
+Left alone: CPU jobs, an explicit ``cuda:<i>``, and jobs whose CUDA_VISIBLE_DEVICES names one
+device (a scheduler's pin, SLURM or Kubernetes, or a build restricted to one GPU). A list of
+several (``CUDA_VISIBLE_DEVICES=2,3 snakemake ...``) is the set the jobs spread over: each job
+takes a slot on one of them and keeps that one alone, as on a host without the variable.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 MAX_SHARE = 64  # jobs per GPU before a job stops looking for a slot and just runs on GPU 0
@@ -37,12 +40,12 @@ def lock_dir() -> Path:
     return Path(os.environ.get("PILLM_GPU_LOCK_DIR", f"/tmp/pillm-gpu-slots-{os.getuid()}"))
 
 
-def _held_slots(locks: Path, n_gpus: int) -> dict[int, list[int]]:
+def _held_slots(locks: Path, gpus: list[str]) -> dict[str, list[int]]:
     """Per GPU, the MiB each running job declared (slot files locked by another process)."""
-    held: dict[int, list[int]] = {g: [] for g in range(n_gpus)}
+    held: dict[str, list[int]] = {g: [] for g in gpus}
     for f in locks.glob("gpu*.*"):
-        gpu = int(f.name[3:].split(".")[0])
-        if gpu >= n_gpus:
+        gpu = f.name[3:].rsplit(".", 1)[0]
+        if gpu not in held:
             continue
         fd = os.open(f, os.O_RDONLY)
         try:
@@ -56,15 +59,20 @@ def _held_slots(locks: Path, n_gpus: int) -> dict[int, list[int]]:
     return held
 
 
-def claim_slot(n_gpus: int, locks: Path, mem_mb: int = 0) -> tuple[int, int] | None:
+def claim_slot(
+    gpus: int | Sequence[str], locks: Path, mem_mb: int = 0
+) -> tuple[str, int] | None:
     """Lock a free slot (gpu, level) on the GPU with the least declared memory, then the fewest
-    jobs, then the lowest index, and write ``mem_mb`` into it; None if all slots are taken."""
+    jobs, then the first listed, and write ``mem_mb`` into it; None if all slots are taken.
+    ``gpus``: the device names to choose from (as CUDA_VISIBLE_DEVICES writes them), or a count
+    for devices 0 to n - 1."""
+    names = [str(g) for g in range(gpus)] if isinstance(gpus, int) else list(gpus)
     locks.mkdir(parents=True, exist_ok=True)
     pick = os.open(locks / "pick.lock", os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(pick, fcntl.LOCK_EX)  # one pick at a time: each sees the previous claims
-        held = _held_slots(locks, n_gpus)
-        for gpu in sorted(held, key=lambda g: (sum(held[g]), len(held[g]), g)):
+        held = _held_slots(locks, names)
+        for gpu in sorted(names, key=lambda g: (sum(held[g]), len(held[g]), names.index(g))):
             for level in range(MAX_SHARE):
                 fd = os.open(locks / f"gpu{gpu}.{level}", os.O_CREAT | os.O_RDWR, 0o644)
                 try:
@@ -83,15 +91,21 @@ def claim_slot(n_gpus: int, locks: Path, mem_mb: int = 0) -> tuple[int, int] | N
 
 def assign_gpu(device: str, n_gpus: int | None = None) -> str | None:
     """Pin this process to one GPU before CUDA starts; returns the CUDA_VISIBLE_DEVICES it set.
-    The memory it declares comes from ``PILLM_GPU_MEM_MB`` (set by the GPU rules' shell)."""
-    if device == "cpu" or device.startswith("cuda:") or "CUDA_VISIBLE_DEVICES" in os.environ:
+    The candidates are the devices CUDA_VISIBLE_DEVICES lists, else the host's ``n_gpus``
+    (default: ``gpu_count``). The memory it declares comes from ``PILLM_GPU_MEM_MB`` (set by the
+    GPU rules' shell)."""
+    if device == "cpu" or device.startswith("cuda:"):
         return None
-    n = gpu_count() if n_gpus is None else n_gpus
-    if n <= 1:
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        gpus = [g.strip() for g in listed.split(",") if g.strip()]
+    else:
+        gpus = [str(g) for g in range(gpu_count() if n_gpus is None else n_gpus)]
+    if len(gpus) <= 1:
         return None  # nothing to choose
     declared = os.environ.get("PILLM_GPU_MEM_MB", "")
-    slot = claim_slot(n, lock_dir(), int(declared) if declared.isdigit() else 0)
+    slot = claim_slot(gpus, lock_dir(), int(declared) if declared.isdigit() else 0)
     if slot is None:
         return None
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(slot[0])
+    os.environ["CUDA_VISIBLE_DEVICES"] = slot[0]
     return os.environ["CUDA_VISIBLE_DEVICES"]
