@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from pillm.accel.gpu_slots import listed_devices
 from pillm.data import download_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,10 +82,9 @@ def gpu_sizes_mb() -> dict[int, int]:
         sizes = {int(i): int(float(mb)) for i, _, mb in rows}
     except (OSError, subprocess.SubprocessError, ValueError):
         return {}
-    names = {int(i): (i, uuid) for i, uuid, _ in rows}
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    listed = {i for i, (index, uuid) in names.items() for v in visible
-              if v and (v == index or (v.startswith("GPU-") and uuid.startswith(v)))}  # fmt: skip
+    visible = listed_devices(os.environ.get("CUDA_VISIBLE_DEVICES")) or []
+    listed = {int(i) for i, uuid, _ in rows for v in visible
+              if v == i or (v.startswith("GPU-") and uuid.startswith(v))}  # fmt: skip
     return {i: mb for i, mb in sizes.items() if i in listed} if listed else sizes
 
 
@@ -259,7 +259,8 @@ def plan_lines(
         if ref is not None:
             lines.append(f"  for reference, on {other}: about {_hms(ref)} ({ref_source})")
     else:
-        here = f"{cores} core{'s' * (cores > 1)}" + (f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else "")
+        here = f"{cores} core{'s' * (cores > 1)}"
+        here += f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else ""
         lines.append(f"  estimated wall time: about {_hms(wall)} on {here} (from {source})")
         if unknown:
             lines.append(f"  no figure for: {', '.join(unknown)}")

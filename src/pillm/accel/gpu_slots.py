@@ -36,6 +36,12 @@ def gpu_count(proc_dir: str = "/proc/driver/nvidia/gpus") -> int:
     return len(list(p.iterdir())) if p.is_dir() else 0
 
 
+def listed_devices(value: str | None) -> list[str] | None:
+    """The devices a CUDA_VISIBLE_DEVICES value names (indices or UUIDs, in order); None when
+    the variable is unset."""
+    return None if value is None else [d.strip() for d in value.split(",") if d.strip()]
+
+
 def lock_dir() -> Path:
     return Path(os.environ.get("PILLM_GPU_LOCK_DIR", f"/tmp/pillm-gpu-slots-{os.getuid()}"))
 
@@ -96,10 +102,8 @@ def assign_gpu(device: str, n_gpus: int | None = None) -> str | None:
     GPU rules' shell)."""
     if device == "cpu" or device.startswith("cuda:"):
         return None
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        gpus = [g.strip() for g in listed.split(",") if g.strip()]
-    else:
+    gpus = listed_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if gpus is None:
         gpus = [str(g) for g in range(gpu_count() if n_gpus is None else n_gpus)]
     if len(gpus) <= 1:
         return None  # nothing to choose

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from pillm.accel.gpu_slots import listed_devices
+
 CONTROL = "nvidia-cuda-mps-control"
 
 
@@ -87,12 +89,12 @@ def client_devices(env: dict[str, str] | None = None) -> str | None:
     daemon's list (or part of it) gets each GPU's position in that list instead. Call it before
     CUDA starts; ``env`` defaults to (and is updated in) ``os.environ``."""
     env = os.environ if env is None else env
-    pipe, visible = env.get("CUDA_MPS_PIPE_DIRECTORY"), env.get("CUDA_VISIBLE_DEVICES")
+    pipe = env.get("CUDA_MPS_PIPE_DIRECTORY")
+    wanted = listed_devices(env.get("CUDA_VISIBLE_DEVICES"))
     record = Path(pipe).parent / "visible" if pipe else None
-    if visible is None or record is None or not record.is_file():
+    if wanted is None or record is None or not record.is_file():
         return None
-    served = [d.strip() for d in record.read_text().split(",") if d.strip()]
-    wanted = [d.strip() for d in visible.split(",") if d.strip()]
+    served = listed_devices(record.read_text())
     if not served or not wanted or not set(wanted) <= set(served):
         return None  # the daemon sees every GPU, or the job names one it does not serve
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(served.index(d)) for d in wanted)
