@@ -14,6 +14,11 @@
 # default A is the whole paper config and B leaves out the scaling study. Once both builds have
 # ended, $OUT/A.tgz and $OUT/B.tgz hold each one's output (timeline, log, GPU power, run records:
 # RECORDS=1 is set); $OUT/A.txt and $OUT/B.txt its console.
+# B_TREE=<archive>: build B runs another revision: the archive's files (`git archive`, with that
+# revision in .gpu_rev) with this tree's wheels and data, so two revisions of the code are
+# measured side by side on one host (their ratio, not either's time, is the figure), e.g.
+#   git archive --format=tar.gz --add-virtual-file=.gpu_rev:$(git rev-parse --short=12 R) \
+#     -o .gpu/b_tree.tgz R      # then carry .gpu/b_tree.tgz and set B_TREE=.gpu/b_tree.tgz
 set -u
 OUT=${OUT:-gpu_out}
 . benchmarks/gpu_env.sh  # unpacks the wheels and compiles the bytecode once, before the builds
@@ -21,11 +26,15 @@ A_OMIT=${A_OMIT-}
 B_OMIT=${B_OMIT-scaling_point scaling_cost scaling_cost_warm scaling_tokens}
 n=$(nproc --all)
 half=$((n / 2))
-side() {  # build name, GPU index, first core, last core, rules left out
+side() {  # build name, GPU index, first core, last core, rules left out, tree archive
   local dir=/tmp/pillm_side_$1
   if [ -z "${ATTACH:-}" ]; then
     rm -rf "$dir" && mkdir -p "$dir"
-    tar cf - --exclude=./results --exclude="./$OUT" --exclude=./.snakemake . | tar xf - -C "$dir"
+    if [ -n "$6" ]; then  # another revision's files, this tree's carried wheels and data
+      tar xzf "$6" -C "$dir" && tar cf - .whl .gpu | tar xf - -C "$dir"
+    else
+      tar cf - --exclude=./results --exclude="./$OUT" --exclude=./.snakemake . | tar xf - -C "$dir"
+    fi
   fi
   (cd "$dir" && CUDA_VISIBLE_DEVICES=$2 TORCHINDUCTOR_CACHE_DIR=/tmp/pillm_inductor_$1 \
     OUT=/tmp/pillm_side_out_$1 BUILD_DIR=/tmp/pillm_build_$1 EXTRA_OMIT="$5" RECORDS=1 \
@@ -33,8 +42,8 @@ side() {  # build name, GPU index, first core, last core, rules left out
   echo "$1: exit $?" >>"$OUT/$1.txt"
 }
 rm -rf /tmp/pillm_side_out_A /tmp/pillm_side_out_B
-side A 0 0 $((half - 1)) "$A_OMIT" &
-side B 1 "$half" $((n - 1)) "$B_OMIT" &
+side A 0 0 $((half - 1)) "$A_OMIT" "" &
+side B 1 "$half" $((n - 1)) "$B_OMIT" "${B_TREE:-}" &
 wait
 for b in A B; do
   echo "== build $b (GPU $([ $b = A ] && echo 0 || echo 1)): $(tail -1 "$OUT/$b.txt")"

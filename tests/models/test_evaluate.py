@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from pillm.models.evaluate import bits_per_byte, evaluate_lm, perplexity, windows
@@ -39,3 +40,60 @@ def test_uniform_model_has_ppl_equal_to_vocab():
     assert math.isclose(out["ppl"], 50.0, rel_tol=1e-6)
     # 1000 of 1001 tokens predicted: they cover 1000/1001 of the 3000 bytes.
     assert math.isclose(out["bpb"], math.log2(50) * 1000 / (3000 * 1000 / 1001), rel_tol=1e-6)
+
+
+class Bigram(torch.nn.Module):
+    """Random logits from the previous token (through a width-``d`` code): scores that depend
+    on the input."""
+
+    def __init__(self, vocab: int, d: int = 16):
+        super().__init__()
+        self.code, self.head = torch.nn.Embedding(vocab, d), torch.nn.Linear(d, vocab)
+
+    def forward(self, x):
+        return self.head(self.code(x)), None
+
+
+def test_compiled_scores_equal_the_eager_ones_over_every_batch_shape():
+    # 1,002 tokens in windows of 16, batches of 8: full batches, a short batch of windows, and a
+    # tail of one predicted token (which runs eagerly: Dynamo specializes a size of 1).
+    torch.manual_seed(0)
+    model, tokens = Bigram(40), torch.randint(0, 40, (16 * 61 + 2,))
+    eager = evaluate_lm(model, tokens, context=16, batch_size=8, n_bytes=4000, compiled=False)
+    fast = evaluate_lm(
+        model, tokens, 16, 8, 4000, compiled=True, backend="aot_eager"
+    )  # Dynamo's graph, no code generation: fast on CPU
+    assert fast["n_predicted"] == eager["n_predicted"] == len(tokens) - 1
+    assert fast["acc"] == eager["acc"]
+    assert math.isclose(fast["loss"], eager["loss"], rel_tol=1e-6)
+
+
+@pytest.mark.gpu
+def test_inductor_scores_match_the_eager_ones_on_cuda():
+    torch.manual_seed(0)
+    model, tokens = Bigram(50304, 256).cuda(), torch.randint(0, 50304, (128 * 70 + 5,))
+    args = (128, 64, 10**6, torch.bfloat16)
+    eager = evaluate_lm(model, tokens, *args, compiled=False)
+    fast = evaluate_lm(model, tokens, *args, compiled=True)
+    assert fast["acc"] == eager["acc"]
+    assert math.isclose(fast["loss"], eager["loss"], rel_tol=1e-5)
+
+
+@pytest.mark.bench
+def test_eval_speed_benchmark_reports_both_paths_per_width(tmp_path):
+    """benchmarks/eval_speed.py --tiny: a row per width with each path's time and their
+    differences (zero under aot_eager, which runs the eager operations)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "eval_speed.json"
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "benchmarks/eval_speed.py", "--tiny", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["d_model"] for r in rows] == [32, 64]
+    assert all(r["eager_ms"] > 0 and r["compiled_ms"] > 0 for r in rows)
+    assert all(r["loss_diff"] < 1e-6 and r["acc_diff"] == 0 for r in rows)

@@ -182,8 +182,11 @@ def run_variant(
     model.eval()
     fits = solves.fits
     solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
+    scores = lm_metrics(
+        model, arrays, meta, cfg.train.eval_batch_size, device, not v.random_out, cfg.train.compile
+    )
     metrics = {
-        **lm_metrics(model, arrays, meta, cfg.train.eval_batch_size, device, not v.random_out),
+        **scores,
         "params_trainable": trainable,
         "grad_time_s": grad_time,
         "solve_time_s": solve_time,

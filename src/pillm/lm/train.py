@@ -56,7 +56,8 @@ def fit(
         losses = []
         step, t_start, t_timed, timed_from = 0, None, 0.0, train_cfg.warmup_steps_timing
         t_eval = 0.0  # periodic validation inside the timed window, excluded from tokens/s
-        eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp)
+        compiled = train_cfg.compile and on_cuda  # the evaluation's scores too (CUDA only)
+        eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp, compiled)
         sync(device)
         t0 = time.perf_counter()
         bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
@@ -118,18 +119,23 @@ def loss_fall(losses: list[float]) -> dict[str, float]:
 
 
 def lm_metrics(
-    model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str, solved: bool = True
-) -> dict:
+    model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str, solved: bool = True,
+    compiled: bool = False,
+) -> dict:  # fmt: skip
     """Test and held-out metrics plus parameter counts of a finished model.
 
     The PIL output maps (``w_out`` buffers) count as solved parameters by their nonzero entries
     (a map solved for the residual target is exactly 0: it adds nothing), ``params_out_maps``
     by their size; ``solved=False`` (random output maps, the control of a solve) counts them
     as fixed random parameters instead."""
-    amp = torch.bfloat16 if device.startswith("cuda") else None
+    cuda = device.startswith("cuda")
+    amp = torch.bfloat16 if cuda else None
     T = model.cfg.context
-    val = evaluate_lm(model, arrays["valid"], T, eval_batch_size, meta["bytes"]["valid"], amp)
-    test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp)
+    compiled = compiled and cuda  # train.compile: CUDA only
+    val = evaluate_lm(model, arrays["valid"], T, eval_batch_size, meta["bytes"]["valid"], amp,
+                      compiled)  # fmt: skip
+    test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp,
+                       compiled)  # fmt: skip
     out_maps = [b for n, b in model.named_buffers() if n.endswith("w_out")]
     size = sum(b.numel() for b in out_maps)
     fixed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("w_in", "b_in")))

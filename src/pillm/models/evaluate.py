@@ -4,10 +4,20 @@ Every token of a split after the first is predicted exactly once: the split is c
 non-overlapping windows of ``context`` inputs, each target the next token. Bits per byte divides
 the total negative log-likelihood (in bits) by the UTF-8 bytes those tokens cover, so models with
 different tokenizers compare on one scale.
+
+On CUDA the scores of each batch (summed negative log-likelihood, correct predictions) come from
+one ``torch.compile``d function of its bf16 logits: Inductor reads the logits once or twice in
+one fused reduction, where the eager operations write a float32 copy, the log-softmax and read
+them again for the argmax (about 28 bytes of memory traffic per logit against 6). At the paper's
+width the logits, not the matmul, set an evaluation's time, and evaluations are a large share of
+an LM run's GPU time (validation every ``train.eval_every`` steps, then validation and test):
+``benchmarks/eval_speed.py`` measures the two paths. The compiled sums differ from the eager ones
+in float32 rounding only; on CPU the eager operations run, so CPU builds are unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -33,6 +43,33 @@ def windows(tokens: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Ten
     return x, y
 
 
+def token_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Summed next-token NLL (float32) and number of correct argmax predictions of (rows, vocab)
+    logits against (rows,) targets."""
+    flat = logits.float()
+    nll = F.cross_entropy(flat, targets, reduction="sum")
+    return nll, (flat.argmax(-1) == targets).sum()
+
+
+@functools.cache
+def compiled_scores(backend: str = "inductor"):
+    """``token_scores`` compiled once per process for any number of rows (``mark_dynamic`` on the
+    row dimension at each call: the eval batches and the short tail share one graph)."""
+    return torch.compile(token_scores, backend=backend)
+
+
+def batch_scores(
+    logits: torch.Tensor, targets: torch.Tensor, compiled: bool, backend: str = "inductor"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``token_scores`` of (batch, time, vocab) logits, compiled or eager."""
+    flat, y = logits.flatten(0, 1), targets.flatten()
+    if not compiled or len(y) < 2:  # Dynamo specializes a size of 1: that tail runs eagerly
+        return token_scores(flat, y)
+    torch._dynamo.mark_dynamic(flat, 0)
+    torch._dynamo.mark_dynamic(y, 0)
+    return compiled_scores(backend)(flat, y)
+
+
 @torch.no_grad()
 def evaluate_lm(
     model: torch.nn.Module,
@@ -41,11 +78,16 @@ def evaluate_lm(
     batch_size: int,
     n_bytes: int,
     autocast_dtype: torch.dtype | None = None,
+    compiled: bool | None = None,
+    backend: str = "inductor",
 ) -> dict[str, float]:
-    """Mean NLL, perplexity, accuracy and bits per byte of ``model`` on a token array."""
+    """Mean NLL, perplexity, accuracy and bits per byte of ``model`` on a token array; the batch
+    scores compiled (``compiled``: by default on CUDA; the LM runs pass ``train.compile``) or
+    eager."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    compiled = device.type == "cuda" if compiled is None else compiled
     tokens = tokens.to(device=device, dtype=torch.long)
     x, y = windows(tokens, context)
     tail = len(tokens) - 1 - x.numel()
@@ -61,9 +103,9 @@ def evaluate_lm(
     for xb, yb in batches:
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             logits, _ = model(xb)
-        logits = logits.float()
-        total_nll += F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum").double()
-        correct += (logits.argmax(-1) == yb).sum()
+        nll, right = batch_scores(logits, yb, compiled, backend)
+        total_nll += nll.double()
+        correct += right
         n_pred += yb.numel()
     model.train(was_training)
     nll = total_nll.item()
