@@ -70,3 +70,31 @@ def test_the_warm_job_runs_every_widths_warm_ups_and_times_nothing(tmp_path):
     assert [r["d_model"] for r in rows] == [32, 64]
     assert all(r["warm_s"] > 0 and "solve_s" not in r and "adamw_s" not in r for r in rows)
 
+
+
+def test_the_timing_trains_each_width_once_per_repeat(tmp_path, monkeypatch):
+    """measure_cost warms up only the solve: AdamW's compile and graph capture fall in the steps
+    before its clock starts (train.warmup_steps_timing), so an AdamW run per repeat and no other
+    holds the device; the warm job trains one short run per width."""
+    from pillm.lm import scaling_cost
+
+    calls = []
+    real = scaling_cost._time_adamw
+
+    def counted(model_cfg, vocab, arrays, meta, train, seed, device):
+        calls.append((model_cfg.d_model, train.max_steps))
+        return real(model_cfg, vocab, arrays, meta, train, seed, device)
+
+    monkeypatch.setattr(scaling_cost, "_time_adamw", counted)
+    tokens = write_toy_tokens(tmp_path, {"train": 3000, "valid": 600, "test": 600})
+    params = cost_params(SMOKE)
+    params["model"] = {**params["model"], "context": 16}
+    params.update(widths=[32, 64], head_dim=32, repeats=2)
+    params["train"] = {**params["train"], "max_steps": 8}
+    params["pil"] = {**params["pil"], "max_tokens": 2000}
+    meta = [str(tokens / "meta.json")]
+    measure_cost(params, meta, str(tmp_path / "cost.json"), "cpu")
+    assert calls == [(32, 8), (32, 8), (64, 8), (64, 8)]
+    calls.clear()
+    scaling_cost.warm_cost(params, meta, str(tmp_path / "warm.json"), "cpu")
+    assert calls == [(32, scaling_cost.WARM_STEPS), (64, scaling_cost.WARM_STEPS)]

@@ -11,8 +11,11 @@ FFN layer against AdamW training of the same FFNs.
   trainer (``pillm.lm.train.fit``) for the configured epochs; the time is the steady-state step
   time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
 
-Each width is warmed up first (a solve on a slice, a short AdamW run), then measured
-``repeats`` times; the record keeps the median and the range. On a CUDA host both rules declare
+Each width's solve is warmed up first (a solve on a slice: the solver libraries' first calls),
+then both are measured ``repeats`` times; the record keeps the median and the range. AdamW needs
+no run of its own to warm up: its time starts after ``train.warmup_steps_timing`` steps, which
+hold the compile and the CUDA-graph capture (``adamw_wall_s``, the run's whole time, includes
+them). On a CUDA host both rules declare
 the whole GPU memory budget, so no other GPU job runs beside them (``alone`` true): beside the
 build's other jobs a width's times rose 1.6-5x and lost their order in width (AdamW at d = 384
 above d = 768, on two H200s). Elsewhere (a CPU, a SLURM job) ``alone`` is false. Compiling a
@@ -82,11 +85,16 @@ def _time_adamw(model_cfg, vocab, arrays, meta, train, seed: int, device: str) -
     }
 
 
-def _warm_up(model_cfg, vocab, arrays, meta, pil, train, device: str) -> None:
-    """Untimed: a solve on a slice of the split and a short AdamW run (compile, graph capture)."""
+def _warm_solve(model_cfg, vocab, arrays, pil, device: str) -> None:
+    """Untimed: a solve on a slice of the split."""
     rows_warm = 4 * model_cfg.context * pil.batch_size
     warm = {"train": arrays["train"][:rows_warm], "valid": arrays["valid"][: rows_warm // 2]}
     _time_solve(model_cfg, vocab, warm, pil, device)
+
+
+def _warm_up(model_cfg, vocab, arrays, meta, pil, train, device: str) -> None:
+    """Untimed: a solve on a slice of the split and a short AdamW run (compile, graph capture)."""
+    _warm_solve(model_cfg, vocab, arrays, pil, device)
     _time_adamw(model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device)
 
 
@@ -107,8 +115,8 @@ def _width(cfg: ScalingCostParams, d: int):
 
 
 def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
-    """Run ``measure_cost``'s warm-ups of every width, timing nothing: the compiled steps land
-    in the host's compile cache. Writes ``out`` (JSON): the widths and each one's seconds."""
+    """Warm up every width, timing nothing: a solve on a slice and a short AdamW run, so the
+    compiled steps land in the host's compile cache before ``measure_cost`` runs alone. Writes ``out`` (JSON): the widths and each one's seconds."""
     cfg, device, arrays, meta, train = _setup(params, tokens, device)
     rows = []
     for d in cfg.widths:
@@ -130,7 +138,7 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
     rows = []
     for d in cfg.widths:
         model_cfg = _width(cfg, d)
-        _warm_up(model_cfg, vocab, arrays, meta, pil, train, device)
+        _warm_solve(model_cfg, vocab, arrays, pil, device)
         reps = [
             {
                 **_time_solve(model_cfg, vocab, arrays, pil, device),
