@@ -6,13 +6,12 @@ the total negative log-likelihood (in bits) by the UTF-8 bytes those tokens cove
 different tokenizers compare on one scale.
 
 On CUDA the scores of each batch (summed negative log-likelihood, correct predictions) come from
-one ``torch.compile``d function of its bf16 logits: Inductor reads the logits once or twice in
-one fused reduction, where the eager operations write a float32 copy, the log-softmax and read
-them again for the argmax (about 28 bytes of memory traffic per logit against 6). At the paper's
-width the logits, not the matmul, set an evaluation's time, and evaluations are a large share of
-an LM run's GPU time (validation every ``train.eval_every`` steps, then validation and test):
-``benchmarks/eval_speed.py`` measures the two paths. The compiled sums differ from the eager ones
-in float32 rounding only; on CPU the eager operations run, so CPU builds are unchanged.
+one ``torch.compile``d function of its bf16 logits: Inductor reads the logits in one fused
+reduction, where the eager operations write a float32 copy and a log-softmax and read them again
+for the argmax. With a vocabulary of 50,304 the logits set an evaluation's time: a pass over
+WikiText-2's validation split takes 52 ms against 116 ms eager at d = 256 on one H200
+(``benchmarks/eval_speed.py``). The compiled sums differ from the eager ones in float32 rounding
+only; on CPU the eager operations run, so CPU builds are unchanged.
 """
 
 from __future__ import annotations
