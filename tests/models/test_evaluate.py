@@ -68,6 +68,23 @@ def test_compiled_scores_equal_the_eager_ones_over_every_batch_shape():
     assert math.isclose(fast["loss"], eager["loss"], rel_tol=1e-6)
 
 
+def test_a_compile_that_fails_scores_eagerly_and_says_so(capsys):
+    from pillm.models import evaluate
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("no compiler here")
+
+    torch.manual_seed(0)
+    model, tokens = Bigram(40), torch.randint(0, 40, (16 * 20 + 2,))
+    eager = evaluate_lm(model, tokens, context=16, batch_size=8, n_bytes=4000, compiled=False)
+    try:
+        fast = evaluate_lm(model, tokens, 16, 8, 4000, compiled=True, backend=broken)
+    finally:
+        evaluate._UNCOMPILABLE.discard(broken)
+    assert fast == eager
+    assert capsys.readouterr().err.count("evaluations in this process run eagerly") == 1
+
+
 @pytest.mark.gpu
 def test_inductor_scores_match_the_eager_ones_on_cuda():
     torch.manual_seed(0)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -51,22 +53,36 @@ def token_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Ten
 
 
 @functools.cache
-def compiled_scores(backend: str = "inductor"):
+def compiled_scores(backend: str | Callable = "inductor"):
     """``token_scores`` compiled once per process for any number of rows (``mark_dynamic`` on the
     row dimension at each call: the eval batches and the short tail share one graph)."""
     return torch.compile(token_scores, backend=backend)
 
 
+_UNCOMPILABLE: set = set()  # backends whose compile failed in this process: eager from then on
+
+
 def batch_scores(
-    logits: torch.Tensor, targets: torch.Tensor, compiled: bool, backend: str = "inductor"
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    compiled: bool,
+    backend: str | Callable = "inductor",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``token_scores`` of (batch, time, vocab) logits, compiled or eager."""
+    """``token_scores`` of (batch, time, vocab) logits, compiled or eager. A compile that fails
+    (a host whose compiler toolchain Inductor cannot use) says so once and scores eagerly, as a
+    training step that cannot be compiled runs uncompiled."""
     flat, y = logits.flatten(0, 1), targets.flatten()
-    if not compiled or len(y) < 2:  # Dynamo specializes a size of 1: that tail runs eagerly
+    if not compiled or len(y) < 2 or backend in _UNCOMPILABLE:  # Dynamo specializes a size of 1
         return token_scores(flat, y)
     torch._dynamo.mark_dynamic(flat, 0)
     torch._dynamo.mark_dynamic(y, 0)
-    return compiled_scores(backend)(flat, y)
+    try:
+        return compiled_scores(backend)(flat, y)
+    except Exception as err:  # noqa: BLE001 - any compiler failure means: score eagerly
+        _UNCOMPILABLE.add(backend)
+        print(f"warning: torch.compile of the evaluation's scores failed ({type(err).__name__}: "
+              f"{err}); evaluations in this process run eagerly", file=sys.stderr)  # fmt: skip
+        return token_scores(flat, y)
 
 
 @torch.no_grad()
@@ -78,7 +94,7 @@ def evaluate_lm(
     n_bytes: int,
     autocast_dtype: torch.dtype | None = None,
     compiled: bool | None = None,
-    backend: str = "inductor",
+    backend: str | Callable = "inductor",
 ) -> dict[str, float]:
     """Mean NLL, perplexity, accuracy and bits per byte of ``model`` on a token array; the batch
     scores compiled (``compiled``: by default on CUDA; the LM runs pass ``train.compile``) or
