@@ -115,6 +115,33 @@ def test_training_stops_when_the_heldout_curve_flattens_and_keeps_the_best_pass(
     assert not trained(slow.first_loss, slow.best_train_loss, 0.1)
 
 
+def test_a_flat_curve_anneals_the_rate_then_stops():
+    """Once the curve has flattened (pass 5 here) the rate falls by cosine from where the schedule
+    stood to a tenth of the peak over anneal_epochs passes, then the run stops; max_epochs caps
+    the passes, annealing included; the kept weights are still the lowest error's."""
+    h = torch.randn(1, 200, 8, generator=torch.Generator().manual_seed(0))
+    y = h @ torch.randn(1, 8, 3, generator=torch.Generator().manual_seed(1))
+    curve = [1.0, 0.5, 0.3, 0.2999, 0.2998, 0.29, 0.28, 0.27, 0.26, 0.25, 0.24]
+    flat = dict(flat_evals=2, flat_tol=0.01)
+
+    def train(**over):
+        script = iter(curve)
+        return train_output_layer(h, y, 1e-2, config(**flat, **over), 0, CPU,
+                                  lambda w: next(script))  # fmt: skip
+
+    run = train(anneal_epochs=4)
+    assert run.anneal_from == 5 and [c["epoch"] for c in run.curve] == list(range(1, 10))
+    assert run.best_epoch == 9 and run.best == 0.26 and not run.capped
+    rates = [c["lr"] for c in run.curve]  # each pass's last step's rate
+    assert rates[4] > 0.9e-2  # the schedule still near its peak where the curve flattened
+    assert all(a > b for a, b in zip(rates[4:], rates[5:], strict=False))  # then it falls
+    assert rates[-1] == pytest.approx(1e-3)  # to a tenth of the peak at the anneal's last step
+    capped = train(anneal_epochs=4, max_epochs=7)
+    assert capped.capped and capped.anneal_from == 5 and len(capped.curve) == 7
+    at_once = train()  # anneal_epochs 0: the run stops where the curve flattened
+    assert at_once.anneal_from == 0 and len(at_once.curve) == 5
+
+
 def test_output_layer_adamw_approaches_the_ridge_solve_on_the_same_pairs():
     """Flow matching on a 2-D mixture: AdamW on W_out alone, from zero, reaches the held-out error
     of the closed form on the same features and pairs within a few percent, trains by the rule,
@@ -218,3 +245,28 @@ def test_rates_in_lockstep_train_as_each_would_alone():
         assert run.first_loss == pytest.approx(alone.first_loss, rel=1e-5)
     lengths = {len(r.curve) for r in together.values()}
     assert len(lengths) > 1  # the rates stopped at different passes: each had its own stop
+
+
+@pytest.mark.bench
+def test_anneal_benchmark_reports_each_setting_and_the_grid(tmp_path):
+    """benchmarks/adamw_out_anneal.py --tiny: a row per anneal setting with the pick, its gap to
+    the closed form and every grid rate's passes; the annealed run stops anneal_epochs passes
+    after its curve flattened."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "anneal.json"
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "benchmarks/adamw_out_anneal.py", "--tiny", "--anneal", "0",
+           "--anneal", "3", "--threads", "1", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plain, annealed = json.loads(out.read_text())
+    assert (plain["anneal_epochs"], annealed["anneal_epochs"]) == (0, 3)
+    assert plain["anneal_from"] == 0 and annealed["anneal_from"] > 0
+    assert annealed["passes"] == annealed["anneal_from"] + 3
+    assert set(plain["grid"]) == set(annealed["grid"]) == {"0.01", "0.03"}
+    assert all(r["best"] >= r["pil"] * 0.9 and r["gap_percent"] == pytest.approx(
+        100 * (r["best"] - r["pil"]) / r["pil"]) for r in (plain, annealed))  # fmt: skip

@@ -12,11 +12,17 @@ each row through its own bucket's map: the maps are independent least-squares pr
 gets the batch an unbucketed map gets, and each step's update of every bucket's map, the step's
 main cost, serves a full batch per map).
 After each pass the held-out error is evaluated with
-the clock stopped; training stops at the first evaluation where the curve has flattened
-(convergence.flattened) once the run has trained (convergence.trained: a small rate's slow
-start is not a flat end), or after ``max_epochs`` passes, and keeps the weights of the lowest
-held-out error. Schedule: linear warm-up, then cosine decay to a tenth over ``max_epochs``
-passes (the cap's length), as the full-network arm's over its steps.
+the clock stopped. Schedule: linear warm-up, then cosine decay to a tenth over ``max_epochs``
+passes (the cap's length), as the full-network arm's over its steps. At the first evaluation
+where the curve has flattened (convergence.flattened) once the run has trained
+(convergence.trained: a small rate's slow start is not a flat end) the run anneals: over
+``anneal_epochs`` more passes its rate falls from where the schedule stands by cosine to the
+schedule's floor (a tenth of the peak), then it stops; with ``anneal_epochs`` 0 it stops there.
+Why: a constant-ish rate leaves AdamW at a noise floor that grows with the rate, so the flat
+rule fired with the rate still near its peak (at 0.6-0.7 of it on the paper config's flow
+arms), and a larger rate, flat sooner at a higher floor, never had its rate lowered: the pick
+fell on the grid's smallest rate. ``max_epochs`` caps the passes, annealing included. The run
+keeps the weights of the lowest held-out error.
 
 Learning rate, chosen on the first seed as the full-network arm's is: there each rate of
 ``lr_grid`` trains so; the lowest held-out error at its kept pass wins, and a pick on an edge of
@@ -63,6 +69,7 @@ class AdamwOutConfig:
     flat_evals: int
     flat_tol: float
     trained_drop: float
+    anneal_epochs: int = 0  # passes of falling rate after the curve flattened (0: stop there)
     min_lr_frac: float = 0.1  # the full-network arm's (train.TrainConfig)
 
 
@@ -76,6 +83,7 @@ class OutputRun:
     seconds: float = 0.0  # training time to the stop, evaluations excluded
     best_epoch: int = 0
     capped: bool = False  # stopped by max_epochs, not by the flat rule
+    anneal_from: int = 0  # the pass after which its rate annealed (0: it did not)
     curve: list[dict] = field(default_factory=list)  # per pass: epoch, step, seconds, y, loss
 
     @property
@@ -176,6 +184,18 @@ def train_output_layers(
     bucket = torch.arange(k, device=device)[:, None]
     runs = {lr: OutputRun(lr, w.detach().clone(), math.nan) for lr, w in ws.items()}
     running, step, first = list(ws), 0, None
+    anneal_steps = cfg.anneal_epochs * per_epoch
+    annealing: dict[float, tuple[int, float]] = {}  # rate -> (first step, rate there)
+
+    def rate(lr: float) -> float:
+        """The rate's value at ``step``: its schedule, or its anneal once the curve flattened."""
+        if lr not in annealing:
+            return lr_at(step, total, lr, warmup, cfg.min_lr_frac)
+        start, top = annealing[lr]
+        floor = min(top, cfg.min_lr_frac * lr)
+        progress = min(1.0, (step - start + 1) / anneal_steps)  # the last step at the floor
+        return floor + (top - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
     for epoch in range(1, cfg.max_epochs + 1):
         order = torch.rand(k, n, generator=g, device=device).argsort(dim=1)  # a shuffle per bucket
         sse = torch.zeros(len(running), device=device)
@@ -185,7 +205,7 @@ def train_output_layers(
         for i in range(per_epoch):
             idx = order[:, i * rows : (i + 1) * rows]
             for lr, group in zip(ws, opt.param_groups, strict=True):
-                group["lr"] = lr_at(step, total, lr, warmup, cfg.min_lr_frac)
+                group["lr"] = rate(lr)
             x, target = h[bucket, idx], y[bucket, idx]
             if not many:  # one rate: its own product, no copy of its weights into a wider one
                 losses = F.mse_loss(torch.bmm(x, ws[running[0]]), target)[None]
@@ -208,14 +228,19 @@ def train_output_layers(
             if math.isfinite(err) and err < run.best:  # the best before this pass
                 run.weight, run.best_epoch = w.clone(), epoch
             run.curve.append({"epoch": epoch, "step": step, "seconds": run.seconds, "y": err,
-                              "train_loss": float(sse[j]) / n})  # fmt: skip
+                              "train_loss": float(sse[j]) / n,
+                              "lr": opt.param_groups[lrs.index(lr)]["lr"]})  # fmt: skip
             if math.isnan(run.first_loss):
                 run.first_loss = float(first[lrs.index(lr)])
-            # Stop once the curve has flattened after the run has trained: a slow start (a small
-            # rate's first passes) is not the flat end of a curve.
+            # Anneal (then stop) once the curve has flattened after the run has trained: a slow
+            # start (a small rate's first passes) is not the flat end of a curve.
             learned = trained(run.first_loss, run.curve[-1]["train_loss"], cfg.trained_drop)
-            if not math.isfinite(err) or (learned and flattened(run.errors, cfg.flat_evals,
-                                                                cfg.flat_tol)):  # fmt: skip
+            flat = learned and flattened(run.errors, cfg.flat_evals, cfg.flat_tol)
+            if flat and anneal_steps and not run.anneal_from:
+                annealing[lr], run.anneal_from = (step, rate(lr)), epoch
+            elif not math.isfinite(err) or (flat and not anneal_steps) or (
+                run.anneal_from and step - annealing[lr][0] >= anneal_steps
+            ):
                 running.remove(lr)
         if not running:
             break
@@ -280,6 +305,7 @@ def fit_adamw_out(
         "tune_seconds": cache_seconds + sum(r.seconds for r in runs.values()),
         "adamw_lr": run.lr, "n_lrs": float(len(runs)), **choice,
         "epochs_run": float(len(run.curve)), "best_epoch": float(run.best_epoch),
+        "anneal_from_epoch": float(run.anneal_from), "anneal_epochs": float(cfg.anneal_epochs),
         "max_epochs": float(cfg.max_epochs), "capped": float(run.capped),
         "flattened": float(flattened(run.errors, cfg.flat_evals, cfg.flat_tol)),
         **({} if gain is None else {"heldout_rel_gain": gain}),

@@ -61,11 +61,13 @@ class GenGradientConfig(Section):
 @dataclass(frozen=True)
 class GenAdamwOutConfig(Section):
     """AdamW on the output layer alone over the PIL fit's features and pairs (adamw_out.py): its
-    own learning-rate grid (per seed, on held-out images) and the cap on passes."""
+    own learning-rate grid (per seed, on held-out images), the passes of falling rate once its
+    held-out curve flattened, and the cap on passes."""
 
     lr_grid: tuple[float, ...]
     lr_extend: int
     max_epochs: int
+    anneal_epochs: int
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def adamw_out_config(gen: GenerativeConfig) -> AdamwOutConfig:
     a, g = gen.adamw_out, gen.gradient
     return AdamwOutConfig(
         lr_grid=a.lr_grid, lr_extend=a.lr_extend, max_epochs=a.max_epochs,
+        anneal_epochs=a.anneal_epochs,
         batch_size=g.batch_size, warmup=g.warmup, flat_evals=g.flat_evals, flat_tol=g.flat_tol,
         trained_drop=g.trained_drop,
     )  # fmt: skip

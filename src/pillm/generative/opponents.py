@@ -19,9 +19,11 @@ OUT_TABLE = (  # tables.TABLES entry: (label, colspec, header, caption)
     "(input, target) pairs the solve streamed, train pairs), from the zero map, in shuffled "
     "passes over those pairs. Held-out MSE, mean over seeds $\\pm$ half-width of the 95\\,\\% "
     "$t$ interval: the PIL fit's; AdamW's after one pass (as many pairs seen as the solve) and "
-    "at its kept pass (the lowest held-out MSE). A run stops once its held-out MSE has "
-    "flattened (its best improved by less than \\GenFlatTolPercent\\,\\% over \\GenFlatEvals{} "
-    "passes) or after \\GenOutMaxEpochs{} passes (capped: seeds that hit the cap). Passes: mean "
+    "at its kept pass (the lowest held-out MSE). Once its held-out MSE has flattened (its best "
+    "improved by less than \\GenFlatTolPercent\\,\\% over \\GenFlatEvals{} passes) a run's "
+    "rate falls by cosine to a tenth of its peak over \\GenOutAnnealEpochs{} more passes, then "
+    "it stops; at most \\GenOutMaxEpochs{} passes in all (capped: seeds that hit the cap). "
+    "Passes: mean "
     "(fewest--most) over seeds. Rate: the learning rate the first seed picked from "
     "\\GenOutLrGrid{} (extended past an edge pick by \\GenOutLrExtend{} per side) on "
     "held-out images, every seed trains it; (edge): the pick is still the grid's smallest or "
@@ -90,6 +92,7 @@ def opponent_macros(runs: pl.DataFrame, g: dict) -> dict[str, str]:
         macro("FlatTolPercent"): fmt_num(100 * gr["flat_tol"], 1),
         macro("OutLrGrid"): ", ".join(f"{x:g}" for x in out["lr_grid"]),
         macro("OutMaxEpochs"): str(out["max_epochs"]),
+        macro("OutAnnealEpochs"): str(out["anneal_epochs"]),
         macro("OutLrExtend"): str(out["lr_extend"]),
     }
     for ds in DATASETS:
