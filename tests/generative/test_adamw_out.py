@@ -140,6 +140,9 @@ def test_a_flat_curve_anneals_the_rate_then_stops():
     assert capped.capped and capped.anneal_from == 5 and len(capped.curve) == 7
     at_once = train()  # anneal_epochs 0: the run stops where the curve flattened
     assert at_once.anneal_from == 0 and len(at_once.curve) == 5
+    curve[4] = math.nan  # a pass that diverges where the curve would count as flat: it stops
+    diverged = train(anneal_epochs=4)
+    assert diverged.anneal_from == 0 and len(diverged.curve) == 5
 
 
 def test_output_layer_adamw_approaches_the_ridge_solve_on_the_same_pairs():

@@ -236,12 +236,12 @@ def train_output_layers(
             # start (a small rate's first passes) is not the flat end of a curve.
             learned = trained(run.first_loss, run.curve[-1]["train_loss"], cfg.trained_drop)
             flat = learned and flattened(run.errors, cfg.flat_evals, cfg.flat_tol)
-            if flat and anneal_steps and not run.anneal_from:
-                annealing[lr], run.anneal_from = (step, rate(lr)), epoch
-            elif not math.isfinite(err) or (flat and not anneal_steps) or (
+            if not math.isfinite(err) or (flat and not anneal_steps) or (
                 run.anneal_from and step - annealing[lr][0] >= anneal_steps
-            ):
+            ):  # diverged, flat without an anneal, or annealed
                 running.remove(lr)
+            elif flat and not run.anneal_from:
+                annealing[lr], run.anneal_from = (step, rate(lr)), epoch
         if not running:
             break
     for lr in running:
