@@ -21,10 +21,10 @@ done
 . .venv/bin/activate
 
 # uv installs the same pins about three times faster than pip (requirements.txt on 2 cores,
-# bytecode compiled by both: 23 s against 76 s); pip installs them where uv cannot be installed. uv does not read pip's configuration, so the
-# index and wheel folders pip is configured with (environment or pip.conf) are passed on: a
-# machine that keeps its own wheels there (a CPU build of torch, a local mirror) gets the same
-# packages either way.
+# bytecode compiled by both: 23 s against 76 s); pip installs them where uv cannot be installed.
+# uv does not read pip's configuration, so the index and wheel folders pip is configured with
+# (environment or pip.conf) are passed on: a machine that keeps its own wheels there (a CPU build
+# of torch, a local mirror) gets the same packages either way.
 uv_version=0.13.9
 # pip's rule: the best match over every index. Bytecode compiled at install, as pip does: where
 # PYTHONDONTWRITEBYTECODE is set, every job would otherwise compile what it imports again (torch,

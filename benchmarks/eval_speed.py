@@ -34,34 +34,34 @@ from pillm.models.evaluate import evaluate_lm  # noqa: E402
 from pillm.models.gpt import GPT, GPTConfig  # noqa: E402
 
 
-def timed(fn) -> tuple[float, dict]:
+def timed(fn, device: str) -> tuple[float, dict]:
     """Seconds of one call of ``fn`` (device work included) and its result."""
-    sync(DEVICE)
+    sync(device)
     t0 = time.perf_counter()
     out = fn()
-    sync(DEVICE)
+    sync(device)
     return time.perf_counter() - t0, out
 
 
-def bench_width(d: int, args, tokens: torch.Tensor) -> dict:
+def bench_width(d: int, args, tokens: torch.Tensor, device: str) -> dict:
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=args.vocab, context=args.context, n_layer=args.layers, d_model=d,
                     n_head=max(1, d // 64))  # fmt: skip
-    model = GPT(cfg).to(DEVICE)
-    amp = torch.bfloat16 if DEVICE.startswith("cuda") else None
+    model = GPT(cfg).to(device)
+    amp = torch.bfloat16 if device.startswith("cuda") else None
 
     def run(compiled: bool) -> dict:
         return evaluate_lm(model, tokens, args.context, args.batch, 10**6, amp, compiled,
                            args.backend)  # fmt: skip
 
-    first, _ = timed(lambda: run(True))  # compiles (or loads Inductor's cache)
+    first, _ = timed(lambda: run(True), device)  # compiles (or loads Inductor's cache)
     row = {"d_model": d, "tokens": int(len(tokens)), "first_compiled_s": first}
     results = {}
     for name, compiled in (("eager", False), ("compiled", True)):
         run(compiled)  # warm-up: allocator, cuBLAS handles
         times = []
         for _ in range(args.repeats):
-            sec, results[name] = timed(lambda c=compiled: run(c))
+            sec, results[name] = timed(lambda c=compiled: run(c), device)
             times.append(sec)
         row[f"{name}_ms"] = 1e3 * statistics.median(times)
         row[f"{name}_tokens_per_s"] = len(tokens) / statistics.median(times)
@@ -93,18 +93,17 @@ def main() -> None:
         args.vocab, args.n_tokens, args.batch, args.context = 300, 2_000, 4, 32
         args.width, args.layers, args.backend = args.width or [32, 64], 1, "aot_eager"
         args.repeats = min(args.repeats, 2)
-    global DEVICE
-    DEVICE = resolve_device("cpu" if args.tiny else args.device)
+    device = resolve_device("cpu" if args.tiny else args.device)
     if args.tokens:
         tokens = torch.from_numpy(np.load(args.tokens).astype(np.int64))
     else:
         tokens = torch.randint(
             0, args.vocab, (args.n_tokens,), generator=torch.Generator().manual_seed(0)
         )
-    name = torch.cuda.get_device_name() if DEVICE.startswith("cuda") else "cpu"
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"device {name}, {len(tokens)} tokens, batch {args.batch} x {args.context}, "
           f"vocab {args.vocab}, backend {args.backend}")  # fmt: skip
-    rows = [bench_width(d, args, tokens) for d in args.width or [256]]
+    rows = [bench_width(d, args, tokens, device) for d in args.width or [256]]
     print(f"{'d':>5} {'eager ms':>9} {'compiled ms':>12} {'speedup':>8} {'first s':>8} "
           f"{'Mtok/s':>7} {'|dloss|':>9} {'|dacc|':>8}")  # fmt: skip
     for r in rows:
@@ -115,8 +114,6 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps({"device": name, "rows": rows}, indent=1))
 
-
-DEVICE = "cpu"
 
 if __name__ == "__main__":
     main()

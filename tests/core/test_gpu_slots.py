@@ -84,17 +84,17 @@ def test_gpus_listed_by_uuid_are_chosen_by_uuid(tmp_path):
 
 
 def test_claim_slot_levels(tmp_path):
-    assert claim_slot(2, tmp_path) == ("0", 0)
-    assert claim_slot(2, tmp_path) == ("1", 0)
-    assert claim_slot(2, tmp_path) == ("0", 1)
+    assert claim_slot(["0", "1"], tmp_path) == ("0", 0)
+    assert claim_slot(["0", "1"], tmp_path) == ("1", 0)
+    assert claim_slot(["0", "1"], tmp_path) == ("0", 1)
 
 
 def test_declared_memory_steers_jobs_to_the_emptier_gpu(tmp_path):
     """A job goes where the running jobs declared the least memory (then the fewest jobs): two
     small jobs beside one large one, not a small one on top of it."""
-    assert claim_slot(2, tmp_path, 30000) == ("0", 0)
-    assert claim_slot(2, tmp_path, 5000) == ("1", 0)
-    assert claim_slot(2, tmp_path, 5000) == ("1", 1)  # by count alone it would be GPU 0
+    assert claim_slot(["0", "1"], tmp_path, 30000) == ("0", 0)
+    assert claim_slot(["0", "1"], tmp_path, 5000) == ("1", 0)
+    assert claim_slot(["0", "1"], tmp_path, 5000) == ("1", 1)  # by count alone it would be GPU 0
     assert (tmp_path / "gpu1.1").read_text() == "5000"
 
 

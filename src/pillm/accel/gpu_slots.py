@@ -65,14 +65,11 @@ def _held_slots(locks: Path, gpus: list[str]) -> dict[str, list[int]]:
     return held
 
 
-def claim_slot(
-    gpus: int | Sequence[str], locks: Path, mem_mb: int = 0
-) -> tuple[str, int] | None:
+def claim_slot(gpus: Sequence[str], locks: Path, mem_mb: int = 0) -> tuple[str, int] | None:
     """Lock a free slot (gpu, level) on the GPU with the least declared memory, then the fewest
     jobs, then the first listed, and write ``mem_mb`` into it; None if all slots are taken.
-    ``gpus``: the device names to choose from (as CUDA_VISIBLE_DEVICES writes them), or a count
-    for devices 0 to n - 1."""
-    names = [str(g) for g in range(gpus)] if isinstance(gpus, int) else list(gpus)
+    ``gpus``: the device names to choose from, as CUDA_VISIBLE_DEVICES writes them."""
+    names = list(gpus)
     locks.mkdir(parents=True, exist_ok=True)
     pick = os.open(locks / "pick.lock", os.O_CREAT | os.O_RDWR, 0o644)
     try:

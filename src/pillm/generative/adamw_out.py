@@ -48,7 +48,7 @@ from pillm.core.adamw import AdamW
 from pillm.core.ridge import chunk_ranges
 from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
 from pillm.core.selection import search_grid
-from pillm.generative.convergence import flattened, rel_gain, trained
+from pillm.generative.convergence import MIN_LR_FRAC, flattened, rel_gain, trained
 from pillm.generative.diffusion import DiffusionConfig, EpsModel, bucket_edges, diffusion_pairs
 from pillm.generative.features import RandomFeatureNet
 from pillm.generative.flow import FlowConfig, flow_pairs
@@ -70,7 +70,7 @@ class AdamwOutConfig:
     flat_tol: float
     trained_drop: float
     anneal_epochs: int = 0  # passes of falling rate after the curve flattened (0: stop there)
-    min_lr_frac: float = 0.1  # the full-network arm's (train.TrainConfig)
+    min_lr_frac: float = MIN_LR_FRAC  # the full-network arm's (train.TrainConfig)
 
 
 @dataclass

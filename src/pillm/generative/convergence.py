@@ -7,13 +7,16 @@ rules of ``generative.gradient`` that every AdamW arm's record applies. Torch-fr
   (``opponents:`` in paper/claims/generative.yaml).
 - Flattened: over the last ``flat_evals`` held-out evaluations the lowest held-out error so far
   improved by less than ``flat_tol`` (relative). The full-network arm records it at its end;
-  the output-layer arm (readout.py) stops at the first evaluation where it holds.
+  the output-layer arm (adamw_out.py) anneals its rate from the first evaluation where it holds.
+- Both arms' cosine schedules end at ``MIN_LR_FRAC`` of their peak rate.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+MIN_LR_FRAC = 0.1  # where the gradient arms' schedules end, as a fraction of the peak rate
 
 
 def _best(errors: Sequence[float]) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from pillm.generative.convergence import MIN_LR_FRAC
 from pillm.generative.labels import DATASETS, FAMILY_NAMES, macro, mean_ci
 from pillm.paper.latex import MISSING, fmt_num
 
@@ -21,7 +22,8 @@ OUT_TABLE = (  # tables.TABLES entry: (label, colspec, header, caption)
     "$t$ interval: the PIL fit's; AdamW's after one pass (as many pairs seen as the solve) and "
     "at its kept pass (the lowest held-out MSE). Once its held-out MSE has flattened (its best "
     "improved by less than \\GenFlatTolPercent\\,\\% over \\GenFlatEvals{} passes) a run's "
-    "rate falls by cosine to a tenth of its peak over \\GenOutAnnealEpochs{} more passes, then "
+    "rate falls by cosine to \\GenOutFloorPercent\\,\\% of its peak over \\GenOutAnnealEpochs{} "
+    "more passes, then "
     "it stops; at most \\GenOutMaxEpochs{} passes in all (capped: seeds that hit the cap). "
     "Passes: mean "
     "(fewest--most) over seeds. Rate: the learning rate the first seed picked from "
@@ -93,6 +95,7 @@ def opponent_macros(runs: pl.DataFrame, g: dict) -> dict[str, str]:
         macro("OutLrGrid"): ", ".join(f"{x:g}" for x in out["lr_grid"]),
         macro("OutMaxEpochs"): str(out["max_epochs"]),
         macro("OutAnnealEpochs"): str(out["anneal_epochs"]),
+        macro("OutFloorPercent"): fmt_num(100 * MIN_LR_FRAC, 0),
         macro("OutLrExtend"): str(out["lr_extend"]),
     }
     for ds in DATASETS:

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from pillm.accel.cuda_graph import GraphedStep
 from pillm.core.adamw import AdamW
 from pillm.core.runtime import lr_at, peak_memory_mb, sync
+from pillm.generative.convergence import MIN_LR_FRAC
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     warmup: int = 100
-    min_lr_frac: float = 0.1
+    min_lr_frac: float = MIN_LR_FRAC
     log_every: int = 50
     bf16: bool = False  # CUDA only: the forward and backward under bf16 autocast (fp32 weights)
 

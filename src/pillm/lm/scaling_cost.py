@@ -116,7 +116,8 @@ def _width(cfg: ScalingCostParams, d: int):
 
 def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
     """Warm up every width, timing nothing: a solve on a slice and a short AdamW run, so the
-    compiled steps land in the host's compile cache before ``measure_cost`` runs alone. Writes ``out`` (JSON): the widths and each one's seconds."""
+    compiled steps land in the host's compile cache before ``measure_cost`` runs alone. Writes
+    ``out`` (JSON): the widths and each one's seconds."""
     cfg, device, arrays, meta, train = _setup(params, tokens, device)
     rows = []
     for d in cfg.widths:
