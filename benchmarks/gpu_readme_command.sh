@@ -2,10 +2,11 @@
 # The README's main command, `snakemake --cores all`, on an offline GPU host: the time of its
 # GPU part, as a user gets it (the default profile, the workflow's own GPU sharing and MPS).
 # Only what the host forces is added: data.local_dir points at the carried mirror copy, the
-# probe and SST-2 jobs use the pipeline's own models (the pretrained packages are not carried),
-# and the rules that read summaries are left out (the host has no polars). Carry and env as
-# benchmarks/gpu_run.sh (docs/offline-gpu.md). Prints the exit code, the wall time and the
-# timeline's summary; leaves timeline.tsv/.txt, gpu_power.txt and snakemake.log in $OUT.
+# probe and SST-2 jobs use the pipeline's own models unless the pretrained packages were carried
+# (gpu_env.sh, docs/offline-gpu.md), and the rules that read summaries are left out (the host
+# has no polars). Carry and env as benchmarks/gpu_run.sh (docs/offline-gpu.md). Prints the exit
+# code, the wall time and the timeline's summary; leaves timeline.tsv/.txt, gpu_power.txt and
+# snakemake.log in $OUT.
 #   bash benchmarks/gpu_readme_command.sh                          # every visible GPU
 #   CUDA_VISIBLE_DEVICES=0 bash benchmarks/gpu_readme_command.sh   # one GPU of a larger host
 # Snakemake runs in its own process group (setsid) with its logs in BUILD_DIR, outside $OUT
@@ -34,8 +35,12 @@ BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
 if [ -z "${ATTACH:-}" ]; then
   rm -rf .snakemake/locks
   [ -n "${KEEP:-}" ] || rm -rf results/paper
-  printf 'data:\n  local_dir: %s\nprobe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' \
-    "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
+  printf 'data:\n  local_dir: %s\n' "${LOCAL_DIR:-.gpu/data}" >/tmp/gpu_data.yaml
+  # the pretrained models' jobs run here where their packages were carried (gpu_env.sh)
+  if [ ! -f /tmp/pillm_site/.models ]; then
+    printf 'probe:\n  models: [pillm]\nlora:\n  models: [pillm]\n' >>/tmp/gpu_data.yaml
+  fi
+  sed 's/^/  config: /' /tmp/gpu_data.yaml
   TRIGGERS=()
   if [ -n "${RESUME:-}" ]; then
     tar xzf "$RESUME"

@@ -13,7 +13,9 @@
 # A_OMIT / B_OMIT: rules build A / B also leaves out (gpu_readme_command.sh's EXTRA_OMIT); by
 # default A is the whole paper config and B leaves out the scaling study. Once both builds have
 # ended, $OUT/A.tgz and $OUT/B.tgz hold each one's output (timeline, log, GPU power, run records:
-# RECORDS=1 is set); $OUT/A.txt and $OUT/B.txt its console.
+# RECORDS=1 is set); $OUT/A.txt and $OUT/B.txt its console. PACK=1: build A also packs its
+# results archive (gpu_readme_command.sh), returned as $OUT/A.results.tgz.part-* for the CPU
+# side's paper build (docs/offline-gpu.md, step 3).
 # B_TREE=<archive>: build B runs another revision: the archive's files (`git archive`, with that
 # revision in .gpu_rev) with this tree's wheels and data, so two revisions of the code are
 # measured side by side on one host (their ratio, not either's time, is the figure), e.g.
@@ -33,11 +35,13 @@ side() {  # build name, GPU index, first core, last core, rules left out, tree a
     if [ -n "$6" ]; then  # another revision's files, this tree's carried wheels and data
       tar xzf "$6" -C "$dir" && tar cf - .whl .gpu | tar xf - -C "$dir"
     else
-      tar cf - --exclude=./results --exclude="./$OUT" --exclude=./.snakemake . | tar xf - -C "$dir"
+      tar cf - --exclude=./results --exclude="./$OUT" --exclude=./.snakemake \
+        --exclude='./.gpu/models*' . | tar xf - -C "$dir"
     fi
   fi
+  local pack=; [ "$1" = A ] && pack=${PACK:-}
   (cd "$dir" && CUDA_VISIBLE_DEVICES=$2 TORCHINDUCTOR_CACHE_DIR=/tmp/pillm_inductor_$1 \
-    OUT=/tmp/pillm_side_out_$1 BUILD_DIR=/tmp/pillm_build_$1 EXTRA_OMIT="$5" RECORDS=1 \
+    OUT=/tmp/pillm_side_out_$1 BUILD_DIR=/tmp/pillm_build_$1 EXTRA_OMIT="$5" RECORDS=1 PACK=$pack \
     taskset -c "$3-$4" bash benchmarks/gpu_readme_command.sh) >"$OUT/$1.txt" 2>&1
   echo "$1: exit $?" >>"$OUT/$1.txt"
 }
@@ -49,6 +53,9 @@ for b in A B; do
   echo "== build $b (GPU $([ $b = A ] && echo 0 || echo 1)): $(tail -1 "$OUT/$b.txt")"
   grep -E "snakemake rc=|still running|jobs finished" "$OUT/$b.txt" | head -3
   if grep -q "snakemake rc=" "$OUT/$b.txt"; then
+    for p in /tmp/pillm_side_out_$b/results.tgz.part-*; do
+      [ -f "$p" ] && mv "$p" "$OUT/$b.${p##*/}"
+    done
     tar czf "$OUT/$b.tgz" -C /tmp/pillm_side_out_$b .
   fi
 done
