@@ -36,8 +36,9 @@ if [ ! -f "$SITE/.models" ] && ls .gpu/models.tar.part-* >/dev/null 2>&1; then
   fi
 fi
 # written aside and renamed: a running build's jobs may be starting it
-printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python.new && chmod +x /tmp/pillm_bin/python.new \
-  && mv /tmp/pillm_bin/python.new /tmp/pillm_bin/python
+# (per process: two builds side by side write it at once)
+printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >/tmp/pillm_bin/python.$$ && chmod +x /tmp/pillm_bin/python.$$ \
+  && mv /tmp/pillm_bin/python.$$ /tmp/pillm_bin/python
 export PATH=/tmp/pillm_bin:$PATH PYTHONPATH=$SITE:$PWD/src PYTHONUNBUFFERED=1
 # Bytecode: the GPU host sets PYTHONDONTWRITEBYTECODE=1 and its torch ships no .pyc files, so
 # without a cache every Python process compiles torch's modules from source (6-10 s a job on an
