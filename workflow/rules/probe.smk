@@ -12,7 +12,7 @@ rule probe:
         logfile("probe/{model}/{corpus}"),
     benchmark:
         benchfile("probe/{model}/{corpus}")
-    priority: lambda w: PRIORITY[probe_plan.priority_class(JOB_DEVICE_KIND, w.model)]
+    priority: lambda w: PRIORITY[probe_plan.priority_class(w.model)]
     conda:
         "../envs/pillm.yaml"
     threads: GPU_THREADS

@@ -115,15 +115,13 @@ def probe_model_names(config: dict[str, Any]) -> list[str]:
     return own_model_names(config["probe"]["models"], config["lm"]["seeds"])
 
 
-def priority_class(device_kind: str, model: str) -> str:
-    """The start-priority class of a probe job (config/resources.yaml) where jobs run on
-    ``device_kind`` (cpu or cuda: ``estimate.job_device_kind``). On a CPU a pretrained model's
-    probe is the longest job of a build (SmolLM2: minutes) and waits for no training: it starts
-    early and runs beside the rest. On a GPU probes are short and start late; the pipeline's own
-    models wait for their training."""
-    if device_kind == "cpu" and not model.startswith(OWN_PREFIX):
-        return "probe_pretrained"
-    return "probe"
+def priority_class(model: str) -> str:
+    """The start-priority class of a probe job (config/resources.yaml). A pretrained model's
+    probe waits for no training and is the longest probe job (SmolLM2: 60-100 s on an H200
+    shared with the build's other jobs, over an hour on two CPU cores): it starts early and runs
+    beside the rest, so it does not end the build alone. The pipeline's own models' probes are
+    short and wait for their training."""
+    return "probe" if model.startswith(OWN_PREFIX) else "probe_pretrained"
 
 
 def model_corpora(config: dict[str, Any], model: str) -> list[str]:
