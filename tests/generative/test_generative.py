@@ -29,7 +29,7 @@ from pillm.generative.plan import (
 )
 from pillm.generative.run import generative_job
 from pillm.generative.splits import load_split
-from pillm.generative.tables import lr_edges, macro, render_gen_tables
+from pillm.generative.tables import dataset_words, lr_edges, macro, render_gen_tables
 from pillm.generative.tuning import grid_steps, lr_pick_job, lr_run_job, pick_lr
 from pillm.paper.claim_frame import read_claim_frame
 from pillm.paper.claims import load_claims
@@ -368,6 +368,11 @@ def test_prepared_images_equal_the_decoded_mirror_and_its_subsets(jobs):
     assert prepared.index.equal(direct.index) and prepared.shape == (1, 28, 28)
 
 
+def test_dataset_words_name_the_configured_data_sets_in_order():
+    assert dataset_words(["mnist", "cifar10"]) == "MNIST and CIFAR-10"
+    assert dataset_words(["cifar10"]) == "CIFAR-10" and dataset_words([]) == "none"
+
+
 def test_a_rerun_gives_identical_metrics_and_seeds_differ(jobs, tmp_path):
     root, cfg = jobs
     generative_job("mnist", "diff_pil", 1, job_params(cfg), str(root / "mnist/images.npz"),
@@ -431,6 +436,8 @@ def test_aggregate_claims_tables_and_figures(jobs, tmp_path):
     assert macros[macro("mnist", "flow", "Lr")] == f"{pick:g}"
     assert macros[macro("mnist", "flow", "AdamwTrained")] == "2 of 2"
     assert macros[macro("cifar10", "flow", "OutCapped")] == "--"
+    # the data sets the section names come from generative.datasets / ablation_datasets
+    assert macros["GenDatasets"] == macros["GenAblationDatasets"] == "MNIST"
     # The section cites only macros this build defines, states every declared claim (those
     # against the output-layer arm once the section has their paragraph) and types no direction
     # word (each comes from a claim macro).

@@ -31,6 +31,7 @@ METRICS = {
     "grad_time_s": [10.0, 12.0, 14.0],
     "solve_time_s": [0.0] * 3,
     "lambada_acc": [0.05, 0.06, 0.07],
+    "lambada_acc_seen": [0.10, 0.12, 0.14],
 }
 
 
@@ -265,6 +266,7 @@ def test_lm_report_renders_through_the_contract(tmp_path):
     assert r"\newcommand{\PilEdgeSelections}{0}" in numbers  # no solving variant: none
     assert r"\newcommand{\KneserNeyPPL}{--}" in numbers  # no n-gram summary in this build
     assert r"\newcommand{\LambadaOovShare}{--}" in numbers
+    assert r"\newcommand{\RefitWidthSweep}{This configuration runs no width sweep" in numbers
     assert r"\newcommand{\TrainedMargin}{0.10}" in numbers
 
 

@@ -7,7 +7,14 @@ import math
 import polars as pl
 
 from pillm.lm.comparisons import LMReport
-from pillm.lm.macros import kneser_ney_numbers, lambada_numbers, trained_numbers
+from pillm.lm.macros import (
+    kneser_ney_numbers,
+    lambada_numbers,
+    lm_numbers,
+    trained_numbers,
+    width_sweep_sentence,
+)
+from pillm.lm.report import LM_TABLES, lm_captions
 from pillm.lm.solve_table import fmt_lambda, lambda_cell, sci_pm_cell, solve_tables
 from pillm.paper.tidy import summarise
 
@@ -62,6 +69,32 @@ def test_lambada_and_trained_macros():
                                     "LambadaSeenCount": "2{,}731"}  # fmt: skip
     assert trained_numbers(rep) == {"GradientRuns": "2", "UntrainedRuns": "2",
                                     "MinTrainLossDrop": "\\ensuremath{-}0.05"}  # fmt: skip
+
+
+def test_main_table_reports_lambada_on_all_passages_and_on_those_with_seen_targets():
+    rep = report({"ffn_only": {"lambada_acc": 0.01, "lambada_acc_seen": 0.02}})
+    header = LM_TABLES["lm_main"][2]
+    col = header.index("Seen (\\%)")
+    assert header[col - 1] == "LAMBADA (\\%)"
+    base, ffn = rep.main_rows()
+    assert ffn[col - 1].startswith("1.0 ") and ffn[col].startswith("2.0 ")
+    assert base[col] == "--"  # a run without the seen-target score shows it missing
+    rep.kn = kn_summary(177.6)
+    assert {len(r) for r in rep.main_rows() if r != "midrule"} == {len(header)}
+    macros = lm_numbers(rep)  # the prose quotes the same figures
+    assert macros["LambadaSeenFfnOnly"] == ffn[col] and macros["LambadaFfnOnly"] == ffn[col - 1]
+    caption = lm_captions("t", "p", 2, "10", ("47.0", "2{,}731"), False)["lm_main"]
+    assert "47.0\\,\\% of its passages" in caption
+    assert "Seen: the same on the 2{,}731 passages" in caption
+
+
+def test_width_sweep_sentence_names_the_configured_sweep_widths():
+    variants = ["baseline", "refit_single", "refit_single8d", "refit_single16d", "refit_single1d"]
+    assert width_sweep_sentence(variants) == (
+        "A width sweep adds single projections of width $d$ and $16d$."
+    )
+    assert width_sweep_sentence([*variants, "refit_single2d"]).endswith("$d$, $2d$ and $16d$.")
+    assert "no width sweep" in width_sweep_sentence(["baseline", "refit_single"])
 
 
 def solve_records(variant: str, r2: float, norm: float, lams=(1e-4, 1e-4)) -> list[dict]:

@@ -324,6 +324,11 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     for macro in ("ScalHeadline", "ScalMargin", "ScalCostSolveExponent", "ScalOverfitPoints"):
         assert f"\\newcommand{{\\{macro}}}" in text
     assert "\\newcommand{\\ScalOverfitPoints}{2 of 6}" in text  # the d=64 curves rise
+    # the frozen FFN of standard initialisation is named as what it is, not as the solve's control
+    pair = text.split("\\newcommand{\\ScalPairPilVsFrozen}{", 1)[1].split("\n", 1)[0]
+    assert "attention over a frozen random FFN" in pair and "control" not in pair
+    caption = Path(tables[plan.TABLES.index("points")]).read_text()
+    assert "does not isolate the solve" in caption
     for t in tables:
         assert "\\begin{table}" in Path(t).read_text()
 

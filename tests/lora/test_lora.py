@@ -525,7 +525,8 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert acc["value"].to_list() == pytest.approx([82.0, 80.0, 70.0])
     flags = frame.filter(pl.col("metric") == "trained")  # the opponent's training record
     assert flags.select("a", "seed", "value").rows() == [("pillm_lora", 0, 1.0)]
-    params = {"name": "t", "seeds": [0, 1], **LORA_CFG, "trained_alpha": 0.01}
+    params = {"name": "t", "seeds": [0, 1], "models": ["pillm", "minilm"], **LORA_CFG,
+              "trained_alpha": 0.01}  # fmt: skip
     rep = LoraReport(summary, pl.read_parquet(tmp_path / "lora_curves.parquet"), params)
     # LoRA's chosen run passes the head's 0.60 dev accuracy at its 2.5 s evaluation (the faint
     # 1e-2 run's 0.70 at 0.9 s does not count); s1 has no LoRA run: not counted
@@ -542,6 +543,7 @@ def test_aggregate_report_and_claim_frame_keep_missing_jobs_visible(tmp_path):
     assert macros["LoraPillmPilLoraIdentical"] == "2/2"
     assert macros["LoraPillmLrChosen"] == "$10^{-3}$ (1/1)" and macros["LoraPillmLrEdge"] == "0/1"
     assert macros["LoraLrGrid"] == "$10^{-3}$, $10^{-2}$" and macros["LoraNSeeds"] == "2"
+    assert macros["LoraNModels"] == "2"  # the section's count of base models: lora.models
     assert macros["LoraMiniLMLoraAcc"] == "--"  # every macro defined, absent groups too
     assert macros["LoraNJobs"] == "3" and macros["LoraNExpected"] == "4"
     assert macros["LoraPillmTrained"] == "1/1" and macros["LoraPillmChanceLoss"] == "0.690"
@@ -591,7 +593,7 @@ def test_section_uses_defined_macros_and_types_no_direction():
     summary = pl.DataFrame({"model": ["minilm-s0"], "method": ["lora"], "model_group": ["minilm"],
                             "model_label": ["L"], "device_name": ["CPU"], "accuracy": [0.5],
                             "identical_rerun": [1.0]})  # fmt: skip
-    params = {"name": "t", "seeds": [0], **LORA_CFG}
+    params = {"name": "t", "seeds": [0], "models": ["minilm"], **LORA_CFG}
     defined = set(LoraReport(summary, pl.DataFrame({"model": []}), params).numbers())
     used = set(re.findall(r"\\(Lora[A-Za-z]+)", text))
     assert used and used <= defined, f"undefined: {sorted(used - defined)}"

@@ -1,10 +1,13 @@
-"""The paper's prose types no grid: the values a selection searched come from macros (or the
-config through them), and what the sections say about the functional-gradient step grid
-containing zero agrees with the code (``pillm.lm.pil.step_grid``) on every config.
+"""The paper's prose types no grid and no other config fact: the values a selection searched,
+the data sets and models a study runs, how many of them and how many tokens a model trained on
+come from macros (or the config through them), and what the sections say about the
+functional-gradient step grid containing zero agrees with the code (``pillm.lm.pil.step_grid``)
+on every config.
 
 In the style of the direction-word scan in ``test_claims.py``: a sentence that describes a
-grid by typed values would go stale the day the config changes, as one did (the step grid was
-described as not containing zero while every config and the code put 0 in it)."""
+grid, a data set list or a model count by typed values goes stale the day the config changes,
+as one did (the step grid was described as not containing zero while every config and the code
+put 0 in it)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,31 @@ TYPED_GRID = [
     re.compile(rf"\bgrids?\s+(?:of|from|is|\()?\s*{NUMBER}\s*(?:,|to\b|--|\\dots)", re.I),
     # "the rates 3e-4, 1e-3 and 3e-3" after a grid word in the same clause
     re.compile(rf"\bgrid\b[^.;]{{0,40}}?{NUMBER}\s*,\s*{NUMBER}\s*(?:,|and)\s*{NUMBER}", re.I),
+    # "a width sweep adds single projections of width $d$, $2d$ and $16d$"
+    re.compile(r"\bsweep\b[^.;]{0,60}?\$\d*d\$\s*(?:,|and)\s*\$\d*d\$", re.I),
+]
+# Config facts other than grids, typed: a list of the data sets or models a study runs, a count
+# of the models it runs, an amount of training tokens in words. The names are those the
+# sections print; each list or count comes from a macro (\GenDatasets, \ProbeHubModels,
+# \LoraNModels, \TrainTokens) that the config or the build fills.
+DATASET = r"(?:MNIST|CIFAR-?10|WikiText-?2|PTB|Penn\s+Treebank|Tiny\s*Shakespeare|SST-2|LAMBADA)"
+MODEL = r"(?:GPT-?2|Pythia[-\w]*|[Ll]la[Mm][Aa][-\w]*|(?:all-)?MiniLM[-\w]*|SmolLM2?[-\w]*)"
+COUNT = r"(?:two|three|four|five|six|seven|eight|nine|ten|\d+)"
+TYPED_FACTS = [
+    # "(MNIST, CIFAR-10)", "MNIST and CIFAR-10", "WikiText-2/PTB"
+    re.compile(rf"\b{DATASET}\s*(?:,|\band\b|/|\bor\b)\s*{DATASET}"),
+    # "GPT-2, Pythia-160m and llama-160m"
+    re.compile(rf"\b{MODEL}\s*(?:,|\band\b|/)\s*{MODEL}"),
+    # "Two frozen models", "three pretrained base models"
+    re.compile(
+        rf"\b{COUNT}\s+(?:(?:frozen|pretrained|trained|base|hub|language)\s+)+models?\b", re.I
+    ),
+    # "a few hundred thousand tokens", "232k training tokens", "2 million tokens"
+    re.compile(
+        r"(?:\b(?:hundreds?|thousands?|millions?|billions?)|\d\s*[kKMB]\b)"
+        r"\s+(?:of\s+)?(?:training\s+|train\s+)?tokens\b",
+        re.I,
+    ),
 ]
 # What a section says about zero in the functional-gradient step grid (its \eta).
 ZERO = r"(?:zero|\$\\eta\s*=\s*0\$|\$0\$)"
@@ -43,6 +71,20 @@ def strip_comments(text: str) -> str:
 def typed_grids(text: str) -> list[str]:
     text = strip_comments(text)
     return [m.group(0) for pattern in TYPED_GRID for m in pattern.finditer(text)]
+
+
+def typed_facts(text: str) -> list[str]:
+    text = " ".join(strip_comments(text).split())
+    return [m.group(0) for pattern in TYPED_FACTS for m in pattern.finditer(text)]
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.stem)
+def test_sections_type_no_data_set_list_model_count_or_token_amount(section):
+    assert typed_facts(section.read_text()) == [], (
+        f"{section.relative_to(ROOT)} types a config fact (a data set or model list, a count of "
+        "models, an amount of tokens); quote it through a macro the config fills (e.g. "
+        "\\GenDatasets, \\ProbeHubModels, \\LoraNModels, \\TrainTokens)"
+    )
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.stem)
@@ -88,8 +130,24 @@ def test_scan_catches_typed_grids_and_false_zero_statements():
     assert typed_grids("split from $\\{\\SaffuAlphas\\}$; 4 layers, 256 wide") == []
     assert typed_grids("% a grid of 0.1, 0.3, 1 in a comment\n") == []
     assert typed_grids("\\variant{refit\\_single\\{1,2,16\\}d}") == []  # a name, not a grid
+    assert typed_grids("A width sweep adds single projections\nof width $d$, $2d$ and $16d$.") != []
+    assert typed_grids("$8d$ ($m=1$, $w=8d$).\n\\RefitWidthSweep{}") == []
     stale = "with a step from a grid that does not contain zero."
     assert SAYS_NO_ZERO.search(stale) and not SAYS_ZERO.search(stale)
     fixed = "from a grid that contains $\\eta=0$ (no step)"
     assert SAYS_ZERO.search(fixed) and not SAYS_NO_ZERO.search(fixed)
     assert step_grid_has_zero() == {True}  # the code adds the "no step" candidate
+
+
+def test_scan_catches_typed_data_sets_model_counts_and_token_amounts():
+    assert typed_facts("Images $x_1$ (MNIST, CIFAR-10) and noise") != []
+    assert typed_facts("on the hub models GPT-2, Pythia-160m and llama-160m") != []
+    assert typed_facts("Two frozen models supply the sentence vector") != []
+    assert typed_facts("trained on a few hundred thousand tokens of text") != []
+    assert typed_facts("trained on 232k training tokens") != []
+    assert typed_facts("Images $x_1$ (\\GenDatasets) and noise") == []
+    assert typed_facts("on MNIST \\ClaimGenMnistDiffFd. On CIFAR-10, \\ClaimGenCifarDiffFd") == []
+    assert typed_facts("The \\LoraNModels{} frozen base models of \\texttt{lora.models}") == []
+    assert typed_facts("trained on \\TrainTokens{} tokens of text") == []
+    assert typed_facts("the profiles of two models may differ") == []  # not a count of a study's
+    assert typed_facts("% (MNIST, CIFAR-10) in a comment\n") == []

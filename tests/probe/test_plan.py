@@ -116,6 +116,7 @@ def test_params_forward_what_each_command_reads():
     assert tables["name"] == "toy" and tables["main_corpus"] == "wikitext2"
     assert tables["min_blocks"] == 10 and tables["refit_resamples"] == 40
     assert "seq_len" not in tables and tables["rows"] == {"exclude_special": True}
+    assert tables["hub_models"] == {}  # the appendix lists them (\ProbeHubModels)
     swapped = {**CONFIG, "probe": {**CONFIG["probe"], "swap_corpora": ["ptb"]}}
     assert plan.main_corpus(swapped) == "ptb"
 

@@ -15,6 +15,7 @@ from scipy import stats
 from pillm.paper.latex import fmt_sci
 from pillm.probe import figures as pf
 from pillm.probe.group_macros import GROUP_MACRO_SUFFIXES
+from pillm.probe.macros import hub_model_words
 from pillm.probe.report import render_probe_tables
 from pillm.probe.rows import ProbeReport
 from pillm.probe.summary import (
@@ -390,12 +391,22 @@ def test_render_with_some_groups_defines_every_macro(tmp_path):
         assert macros[f"ProbePythia{suffix}"] == "--"
     assert macros["ProbePillmLabel"] == "pillm baseline"
     assert macros["ProbeQuantModels"] == "none"
+    assert macros["ProbeHubModels"] == "none"  # the render's params list no probe.hub_models
     assert "GPT-2" not in "".join(texts.values())
     for text in texts.values():
         assert_latexish(text)
     assert {KNOWN_GROUPS[k] for k in KNOWN_GROUPS} <= {
         m[len("Probe") : -len("Label")] for m in macros if m.endswith("Label")
     }
+
+
+def test_hub_models_macro_lists_the_configured_hub_ids():
+    hub = {"gpt2": "gpt2", "pythia": "EleutherAI/pythia-160m", "llama": "JackFram/llama-160m@abc"}
+    assert hub_model_words(hub) == (
+        "\\texttt{gpt2}, \\texttt{EleutherAI/\\allowbreak{}pythia-160m} and "
+        "\\texttt{JackFram/\\allowbreak{}llama-160m}"
+    )
+    assert hub_model_words({"x": "org/a_b"}) == "\\texttt{org/\\allowbreak{}a\\_b}"
 
 
 def test_missing_swap_corpus_gives_dashes(tmp_path):

@@ -211,11 +211,21 @@ def cost_rows(mean: pl.DataFrame) -> list:
 # ----------------------------------------------------------------------------------- macros
 
 
+def dataset_words(datasets: list[str]) -> str:
+    """'MNIST and CIFAR-10': config dataset keys in the paper's names, in config order."""
+    names = [DATASETS.get(d, tex_escape(d)) for d in datasets]
+    if not names:
+        return "none"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def numbers(tabs: dict[str, pl.DataFrame], mean: pl.DataFrame, params: dict) -> dict[str, str]:
     runs, cls, lr = tabs["generative"], tabs["generative_classifiers"], tabs["generative_lr"]
     g = params["generative"]
     gr = g["gradient"]
     m: dict[str, str] = {
+        macro("Datasets"): dataset_words(g["datasets"]),
+        macro("AblationDatasets"): dataset_words(g.get("ablation_datasets", [])),
         macro("Width"): fmt_num(g["features"]["width"], 0),
         macro("PairsPerImage"): str(g["flow"]["pairs_per_image"]),
         macro("OdeSteps"): str(g["flow"]["ode_steps"]),

@@ -138,12 +138,13 @@ class LMReport:
                     self.pm(v, "test_acc", 1, 100),
                     self.pm(v, "test_bpb", 3),
                     self.pm(v, "lambada_acc", 1, 100),
+                    self.pm(v, "lambada_acc_seen", 1, 100),
                     f"{r['test_ppl']['n']}/{r['test_ppl']['n_expected']}",
                 ]
             )
         if kn := self.kn_figures():
             rows += ["midrule", [kn["label"], *[MISSING] * 4, kn["ppl"], MISSING, kn["bpb"],
-                                 MISSING, MISSING]]  # fmt: skip
+                                 MISSING, MISSING, MISSING]]  # fmt: skip
         return rows
 
     def share(self, variant: str) -> tuple[float, float | None]:

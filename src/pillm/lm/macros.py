@@ -63,6 +63,7 @@ def numbers(
         "VariantCount": str(summary["variant"].n_unique()),
         "RefitWidthCount": str(len(set(WIDTH_SWEEP) & set(summary["variant"].to_list()))),
         "TargetCount": str(len(set(TARGET_VARIANTS) & set(summary["variant"].to_list()))),
+        "RefitWidthSweep": width_sweep_sentence(params["variants"]),
         "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["ci95"], 1),
         "BaselineAccPM": fmt_pm(
             100 * b["test_acc"]["mean"], _scale(b["test_acc"]["ci95"], 100), 1
@@ -80,6 +81,18 @@ def numbers(
         "Device": tex_escape(" / ".join(devices)),
         "GpuDeterminism": gpu_determinism(train.get("deterministic", True)),
     }
+
+
+def width_sweep_sentence(variants: list[str]) -> str:
+    """The method's sentence on the refit width sweep: the single-projection widths the config's
+    ``variants`` run besides the main maps' ``4d`` and ``8d`` (``WIDTH_SWEEP``)."""
+    main = {"refit_single", "refit_single8d"}
+    mults = sorted(WIDTH_SWEEP[v] for v in set(variants) & set(WIDTH_SWEEP) if v not in main)
+    if not mults:
+        return "This configuration runs no width sweep beyond these maps."
+    words = [f"${'' if m == 1 else m}d$" for m in mults]
+    listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return f"A width sweep adds single projections of width {listed}."
 
 
 def gpu_determinism(enabled: bool) -> str:

@@ -25,7 +25,7 @@ LM_TABLES = {  # name -> (label, column spec, header)
     "lm_samples": ("tab:samples", "lp{0.62\\linewidth}", ["Model", "Continuation (first seed)"]),
     "lm_main": (
         "tab:main",
-        "lrrrrrrrrr",
+        "lrrrrrrrrrr",
         [
             "Model",
             "Trainable (M)",
@@ -36,6 +36,7 @@ LM_TABLES = {  # name -> (label, column spec, header)
             "Acc (\\%) $\\uparrow$",
             "BPB $\\downarrow$",
             "LAMBADA (\\%)",
+            "Seen (\\%)",
             "$n$",
         ],
     ),
@@ -84,15 +85,23 @@ def seeds_phrase(n_seeds: int) -> str:
 
 
 def lm_captions(
-    tokenizer: str, policy: str, n_seeds: int, train_tokens: str, oov_share: str, kn: bool
+    tokenizer: str,
+    policy: str,
+    n_seeds: int,
+    train_tokens: str,
+    lambada: tuple[str, str],
+    kn: bool,
 ) -> dict[str, str]:
-    """Every LM table's caption; ``train_tokens``, ``oov_share`` (percent of LAMBADA passages
-    whose target holds a token absent from the train split) formatted; ``kn``: the main table
-    has the Kneser-Ney row."""
+    """Every LM table's caption; ``train_tokens`` and ``lambada`` (the percent of LAMBADA
+    passages whose target holds a token absent from the train split, and how many passages
+    remain) formatted; ``kn``: the main table has the Kneser-Ney row."""
     seeds = seeds_phrase(n_seeds)
+    oov_share, seen_count = lambada
     oov = (f"; {oov_share}\\,\\% of its passages have a target token that never occurs in the "
            "train split (no model here saw it as a target)"
            if oov_share != MISSING else "")  # fmt: skip
+    seen = (f"Seen: the same on the {seen_count} passages whose target tokens all occur in the "
+            "train split. ")  # fmt: skip
     kn_row = (" Last row: an interpolated Kneser-Ney $n$-gram model counted on the same train "
               "split (the SAFFU study's baseline; deterministic, no accuracy)."
               if kn else "")  # fmt: skip
@@ -102,7 +111,7 @@ def lm_captions(
         "a variant starts from); Solved: nonzero entries of the output maps set by ridge "
         "regression (a map solved for a zero target is exactly zero). Grad./Solve: wall time of "
         f"the gradient phases and of the closed-form solves. LAMBADA: last-word accuracy{oov}. "
-        "$n$: runs present / expected. "
+        f"{seen}$n$: runs present / expected. "
         "Controls: a frozen random-init FFN with attention trained, the PIL features of "
         "PIL$\\to$Attn with random output maps of the solved maps' norms, attention-only with its "
         "depth set so its parameter count is closest to the baseline's, and an FFN without "
@@ -168,7 +177,7 @@ def render_tables(
         tex_escape(describe_policy(tokens_meta["policy"])),
         n_seeds,
         macros["TrainTokens"],
-        macros["LambadaOovShare"],
+        (macros["LambadaOovShare"], macros["LambadaSeenCount"]),
         bool(rep.kn_figures()),
     )
     rows = {

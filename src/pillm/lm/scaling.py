@@ -33,8 +33,8 @@ AXES = ("width", "depth", "data")
 TABLES = ("points", "trends", "lr", "corpora", "cost")  # generated/tables/scaling_<name>.tex
 # Variants that share a learning rate, picked on the first member the config runs: one family
 # per architecture. The full architecture's rate is picked by the baseline and also trains the
-# attention of PIL-then-attention and of its frozen random-FFN control (one rate for the pair,
-# chosen without the solve). A variant outside these families is a family of its own.
+# attention of PIL-then-attention and of the frozen random-FFN model beside it (one rate for the
+# pair, chosen without the solve). A variant outside these families is a family of its own.
 FAMILIES = {
     "full": ("baseline", "frozen_ffn_attn", "pil_then_attn"),
     "attn": ("attn_only",),
@@ -42,7 +42,7 @@ FAMILIES = {
 }
 # Claims and shares need these arms at every point (scaling.variants, scaling.corpus_variants)
 SHARE_ARMS = ("baseline", "attn_only")
-# treatment -> its control: a point runs both or neither (scaling_summary.PAIRS compares them)
+# treatment -> the arm a point runs beside it (no solve control: paper/claims/scaling.yaml)
 CONTROLS = {"pil_then_attn": "frozen_ffn_attn"}
 
 

@@ -77,7 +77,8 @@ def headline(t: dict[str, Any], margin_pp: str, points: int) -> str:
 
 PAIR_WORDS = {
     "ffn_vs_attn": ("FFN-only", "attention-only"),
-    "pil_vs_frozen": ("PIL-then-attention", "its frozen random-FFN control"),
+    # a frozen random FFN of standard initialisation: not a control of the solve (scaling.tex)
+    "pil_vs_frozen": ("PIL-then-attention", "attention over a frozen random FFN"),
 }
 
 

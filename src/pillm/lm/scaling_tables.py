@@ -98,8 +98,10 @@ def points_table(points: pl.DataFrame, cfg: ScalingReportParams) -> Table:
         f"{n} seed(s); -- where a corpus does not run the variant), attention-only's PPL ratio "
         "$\\PPL_{\\mathrm{full}}/\\PPL_{\\mathrm{attn}}$ and loss share (\\%, mean $\\pm$ 95\\,\\% "
         "$t$ half-width over seeds), and two paired comparisons of test perplexity seed by seed: "
-        "FFN-only against attention-only and PIL-then-attention against its frozen random-FFN "
-        "control ('lower': the first arm is lower with a 95\\,\\% interval that excludes zero; "
+        "FFN-only against attention-only and PIL-then-attention against attention over a "
+        "frozen random FFN of standard initialisation, which does not isolate the solve (the "
+        "LM study's random-output control does, Section~\\ref{sec:strategy-results}) ('lower': "
+        "the first arm is lower with a 95\\,\\% interval that excludes zero; "
         "$\\approx$: indistinguishable). Every learning rate was chosen per point on held-out data "
         "(Table~\\ref{tab:scaling-lr})."
     )

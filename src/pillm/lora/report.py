@@ -255,6 +255,7 @@ class LoraReport:
             "LoraTrainedAlpha": fmt_sci(p["trained_alpha"]),
             "LoraSeeds": ", ".join(map(str, seeds)),
             "LoraNSeeds": str(len(seeds)),
+            "LoraNModels": str(len(p["models"])),  # base models of lora.models
             "LoraLambdaGrid": fmt_grid(p["lambdas"]),
             "LoraKappaMax": fmt_diff(p["kappa_max"]),
             "LoraNEval": fmt_int(self._first("n_eval")),

@@ -56,6 +56,7 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
         "ProbeQuantModels": join_words(
             [rep.label(g) for g in rep.groups if _QUANT.search(rep.labels[g])]
         ),
+        "ProbeHubModels": hub_model_words(params.get("hub_models") or {}),
         "ProbePillmSeeds": str(rep.n_models["pillm"]) if "pillm" in rep.groups else MISSING,
         "ProbeNumBlocks": str(main.select("model", "layer").unique().height),
         "ProbeNumFits": str(probe.height),
@@ -86,6 +87,15 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
     out.update(_cost_macros(rep))
     out.update(group_macros(rep))
     return out
+
+
+def hub_model_words(hub_models: dict[str, str]) -> str:
+    """The hub ids of ``probe.hub_models`` as the appendix lists them ('\\texttt{gpt2} and
+    ...'), a pinned revision (``org/name@commit``) left out; 'none' for an empty map."""
+    # a line may break after the organisation's slash: hub ids are long for a narrow column
+    ids = [tex_escape(h.split("@")[0]).replace("/", "/\\allowbreak{}")
+           for h in hub_models.values()]  # fmt: skip
+    return join_words([f"\\texttt{{{i}}}" for i in ids])
 
 
 def _row_macros(rep: ProbeReport) -> dict[str, str]:

@@ -224,7 +224,7 @@ def table_params(config: dict[str, Any]) -> dict[str, Any]:
     probe = config["probe"]
     keys = ("corpora", "swap_corpora", "bilinear_rank", "low_rank_factor", "holdout_every",
             "rows", "outlier_features", "bootstrap_resamples", "refit_resamples",
-            "min_blocks")  # fmt: skip
+            "min_blocks", "hub_models")  # fmt: skip
     quoted = {k: probe[k] for k in keys}
     return {"name": config["name"], "main_corpus": main_corpus(config), **quoted}
 
