@@ -244,6 +244,9 @@ def test_power_exponent_of_a_cubic():
 
 PPL = {"baseline": 100.0, "attn_only": 120.0, "ffn_only": 140.0, "pil_then_attn": 118.0,
        "frozen_ffn_attn": 121.0}  # fmt: skip
+# The one run whose training loss fell by less than lm.trained_margin (0.1 nats in the smoke
+# config): the frozen control at wikitext2 d64_L1_f100, seed 1, 0.05 nats.
+UNTRAINED = ("wikitext2", "d64_L1_f100", "frozen_ffn_attn", 1)
 
 
 def write_point(root: Path, corpus: str, name: str, variants: list[str], seeds: list[int]) -> Path:
@@ -257,7 +260,8 @@ def write_point(root: Path, corpus: str, name: str, variants: list[str], seeds: 
             metrics = {"test_loss": math.log(ppl), "test_ppl": ppl, "test_acc": 0.2,
                        "val_loss": math.log(ppl) + 0.01, "params_non_embedding": 12.0 * pt.n_layer * pt.d_model**2,
                        "params_total": 1e6, "grad_time_s": 1.0, "solve_time_s": 0.0,
-                       "train_steps": 10.0}  # fmt: skip
+                       "train_steps": 10.0, "train_loss_first": 6.0,
+                       "train_loss_final": 5.95 if (corpus, name, v, s) == UNTRAINED else 5.0}  # fmt: skip
             ident = {"experiment": "lm", "variant": v, "seed": s, "corpus": corpus,
                      "git_rev": "abc", "device_name": "cpu", "point": name}  # fmt: skip
             rows += [{**ident, "metric": k, "value": x} for k, x in metrics.items()]
@@ -315,10 +319,19 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     share = np.mean([(6.0 - math.log(120) - x) / (6.0 - math.log(100) - x) for x in shift])
     assert base["attn_share"].item() == pytest.approx(share)
     assert base["ffn_vs_attn_verdict"].item() == "reversed"  # FFN-only has the higher PPL
+    assert base["pil_vs_frozen_verdict"].item() == "holds"  # every opponent trained here
+    # the frozen control fell by 0.05 < 0.1 nats at one seed: its comparison is not made
+    bad = runs.filter((pl.col("point") == "d64_L1_f100") & (pl.col("corpus") == "wikitext2")
+                      & (pl.col("variant") == "frozen_ffn_attn")).sort("seed")  # fmt: skip
+    assert bad["trained"].to_list() == [1.0, 0.0]
+    assert bad["train_loss_drop"].to_list() == pytest.approx([1.0, 0.05])
+    skipped = points.filter((pl.col("corpus") == "wikitext2") & (pl.col("point") == "d64_L1_f100"))
+    assert skipped["pil_vs_frozen_verdict"].item() == "opponent did not train"
+    assert skipped["ffn_vs_attn_verdict"].item() == "reversed"  # its arms trained
     trends = pl.read_parquet(summary.with_name("scaling_trends.parquet"))
     assert set(trends["axis"]) == {"width", "depth", "data"} and trends.height == 2 * (3 + 1)
     frame = pl.read_parquet(claims)
-    assert frame.filter(pl.col("b").is_null()).height == runs.height * 2  # test_ppl, test_loss
+    assert frame.filter(pl.col("b").is_null()).height == runs.height * 3  # ppl, loss, trained
     assert frame.filter(pl.col("b").is_not_null()).height == trends.height
     text = numbers.read_text()
     for macro in ("ScalHeadline", "ScalMargin", "ScalCostSolveExponent", "ScalOverfitPoints"):
@@ -329,6 +342,25 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     assert "attention over a frozen random FFN" in pair and "control" not in pair
     caption = Path(tables[plan.TABLES.index("points")]).read_text()
     assert "does not isolate the solve" in caption
+    assert f"\\newcommand{{\\ScalGradientRuns}}{{{runs.height}}}" in text
+    assert "\\newcommand{\\ScalUntrainedRuns}{1}" in text
+    assert "\\newcommand{\\ScalMinTrainLossDrop}{0.05}" in text
+    assert "at 1 point the two were not compared" in text
+    assert "untrained" in Path(tables[0]).read_text()
+    # the declared claim against that control is not evaluated, and says why
+    from pillm.paper.claims import evaluate, load_claims
+
+    spec = {"metrics": {"test_ppl": {"noun": "test perplexity", "better": "lower", "digits": 1}},
+            "opponents": ["*/frozen_ffn_attn"],
+            "claims": [{"id": f"pf_{pt}", "metric": "test_ppl", "test": "direction",
+                        "arms": [f"wikitext2/{pt}/pil_then_attn", f"wikitext2/{pt}/frozen_ffn_attn"]}
+                       for pt in ("d32_L1_f100", "d64_L1_f100")]}  # fmt: skip
+    (tmp_path / "scaling.yaml").write_text(json.dumps(spec))
+    res = {r.id: r for r in evaluate(*load_claims([tmp_path / "scaling.yaml"]),
+                                     {"scaling": pl.read_parquet(claims)})}  # fmt: skip
+    assert res["pf_d32_L1_f100"].verdict == "holds"
+    assert res["pf_d64_L1_f100"].verdict == "opponent did not train"
+    assert res["pf_d64_L1_f100"].untrained == "wikitext2/d64_L1_f100/frozen_ffn_attn: seed 1"
     for t in tables:
         assert "\\begin{table}" in Path(t).read_text()
 

@@ -32,6 +32,7 @@ PARAMS = {
     "variants": ["baseline", "attn_only", "ffn_only"],
     "seeds": [0, 1],
     "margin": 0.05,
+    "trained_margin": 0.1,  # lm.trained_margin, beside the section (plan.sensitivity_report_params)
 }
 # (variant, point) -> (val_loss, test_loss) of seed 0; seed 1 adds 0.02 to both
 LOSSES = {
@@ -50,7 +51,8 @@ LOSSES = {
 }
 
 
-def write_runs(root, params=PARAMS, skip=()):
+def write_runs(root, params=PARAMS, skip=(), untrained=()):
+    """Every run's records; a run's training loss falls 1 nat, one in ``untrained`` 0.05."""
     paths = []
     for (variant, point), (val, test) in LOSSES.items():
         for seed in params["seeds"]:
@@ -59,7 +61,14 @@ def write_runs(root, params=PARAMS, skip=()):
             d = root / variant / point / f"seed{seed}"
             d.mkdir(parents=True)
             v, t = val + 0.02 * seed, test + 0.02 * seed
-            metrics = {"val_loss": v, "test_loss": t, "test_ppl": math.exp(t), "val_ppl": 1.0}
+            metrics = {
+                "val_loss": v,
+                "test_loss": t,
+                "test_ppl": math.exp(t),
+                "val_ppl": 1.0,
+                "train_loss_first": 7.0,
+                "train_loss_final": 6.95 if (variant, point, seed) in untrained else 6.0,
+            }
             rows = [
                 {"variant": variant, "seed": seed, "metric": k, "value": x, "git_rev": "abc"}
                 for k, x in metrics.items()
@@ -150,6 +159,27 @@ def test_shares_sensible_range_and_selection_on_known_runs(tmp_path):
     assert float(macros["SensSelShare"]) == pytest.approx(100 * sel, abs=0.06)
 
 
+def test_a_point_with_a_run_that_did_not_train_is_not_sensible(tmp_path):
+    """attn_only at lr0.001_do0.1, seed 1, fell 0.05 < 0.1 nats: that point (sensible and
+    attn_only's pick otherwise) leaves the range, and attn_only selects among the others."""
+    paths = write_runs(tmp_path, untrained={("attn_only", "lr0.001_do0.1", 1)})
+    runs = read_sensitivity_runs(paths, PARAMS)
+    bad = runs.filter((pl.col("variant") == "attn_only") & (pl.col("point") == "lr0.001_do0.1"))
+    assert bad.sort("seed")["trained"].to_list() == [1.0, 0.0]
+    assert bad.sort("seed")["train_loss_drop"].to_list() == pytest.approx([1.0, 0.05])
+    points = point_summary(runs, UNIGRAM, PARAMS)
+    by = {r["point"]: r for r in points.iter_rows(named=True)}
+    assert [p for p, r in by.items() if r["sensible"]] == ["lr0.001_do0", "lr0.003_do0.1"]
+    assert by["lr0.001_do0.1"]["untrained_runs"] == 1
+    assert by["lr0.001_do0"]["selected_attn_only"]  # 5.60: the lowest of the trained points
+    macros = sensitivity_macros(points, PARAMS, UNIGRAM)
+    assert macros["SensUntrainedRuns"] == "1" and macros["SensUntrainedPoints"] == "1"
+    assert macros["SensNSensible"] == "2"
+    trained = point_summary(read_sensitivity_runs(write_runs(tmp_path / "b"), PARAMS), UNIGRAM,
+                            PARAMS)  # fmt: skip
+    assert sensitivity_macros(trained, PARAMS, UNIGRAM)["SensUntrainedRuns"] == "0"
+
+
 def test_a_missing_run_or_a_foreign_point_is_named(tmp_path):
     paths = write_runs(tmp_path, skip={("ffn_only", "lr0.003_do0", 1)})
     with pytest.raises(ValueError, match=r"\('ffn_only', 'lr0.003_do0', 1\)"):
@@ -179,6 +209,7 @@ def test_report_writes_summaries_table_and_macros(tmp_path):
     ]
     tex = table.read_text()
     assert "tab:lm-sensitivity" in tex and tex.count("\\\\") == 5  # header + 4 points
+    assert plan.sensitivity_report_params(config_with())["trained_margin"] == 0.1
     text = numbers.read_text()
     for name in ("SensShareMin", "SensShareMax", "SensRatioMin", "SensFfnShareMax", "SensMargin"):
         assert f"\\newcommand{{\\{name}}}" in text

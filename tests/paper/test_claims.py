@@ -498,16 +498,30 @@ def test_opponent_without_a_trained_record_names_the_fix(tmp_path):
         cl.ClaimsError, match=r"opponent m_lora has no 'trained' record at seeds \[2\]"
     ):
         evaluate_opponent(tmp_path, [1.0, 1.0, None])
-    with pytest.raises(cl.ClaimsError, match=r"opponents \['m_typo'\] are arms of no claim"):
+    with pytest.raises(cl.ClaimsError, match=r"opponents \[.m_typo.\] match no arm of a claim"):
         evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents=["m_lora", "m_typo"]))
     with pytest.raises(cl.ClaimsError, match="opponents must be a list"):
         evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents="m_lora"))
+
+
+def test_opponents_may_be_patterns_that_match_arms(tmp_path):
+    """``m_l*`` names m_lora; a pattern that matches no arm of a claim is refused."""
+    res = evaluate_opponent(tmp_path, [1.0, 0.0, 1.0], dict(OPPONENT_SPEC, opponents=["m_l*"]))
+    assert res["lora_vs_head"].opponents == "m_lora"
+    assert res["lora_vs_head"].verdict == cl.OPPONENT_UNTRAINED
+    assert res["lora_vs_head"].untrained == "m_lora: seed 1"
+    with pytest.raises(cl.ClaimsError, match=r"opponents \['\*/x'\] match no arm"):
+        evaluate_opponent(tmp_path, [1.0] * 3, dict(OPPONENT_SPEC, opponents=["m_l*", "*/x"]))
 
 
 def test_declared_opponents_are_gradient_arms_whose_frames_record_training():
     """Every claims file's opponents are arms its claims name; the lora study lists LoRA."""
     claims, specs = cl.load_claims(sorted((ROOT / "paper" / "claims").glob("*.yaml")))
     assert set(specs["lora"]["opponents"]) == {"minilm_lora", "pillm_lora"}
+    # every study with a gradient-trained arm in a claim lists it (pillm.paper.claims.untrained)
+    assert {"lm", "lora", "generative", "scaling", "saffu"} <= {
+        s for s, spec in specs.items() if spec["opponents"]
+    }
     for c in claims:
         assert set(c.opponents) <= {c.a, c.b}
 

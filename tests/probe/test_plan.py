@@ -1,6 +1,7 @@
 """The probe plan: the paths and parameters its rules take, without Snakemake."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +26,14 @@ CONFIG = {
         "bootstrap_resamples": 200,
         "refit_resamples": 40,
         "min_blocks": 10,
+        "gradient": {
+            "layers": 2,
+            "rows": 64,
+            "steps": 10,
+            "lr": 1e-3,
+            "batch_size": 8,
+            "trained_gain": 0.1,
+        },  # fmt: skip
     },
 }
 
@@ -111,8 +120,10 @@ def test_params_forward_what_each_command_reads():
         "main_corpus": "wikitext2",
         "bootstrap_resamples": 200,
         "min_blocks": 10,
+        "trained_gain": 0.1,
     }
     tables = plan.table_params(CONFIG)
+    assert tables["grad_trained_gain"] == 0.1
     assert tables["name"] == "toy" and tables["main_corpus"] == "wikitext2"
     assert tables["min_blocks"] == 10 and tables["refit_resamples"] == 40
     assert "seq_len" not in tables and tables["rows"] == {"exclude_special": True}
@@ -142,3 +153,25 @@ def test_pretrained_probes_start_early(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # auto on a machine without a GPU
     assert [estimate.job_device_kind(d) for d in ("auto", "cpu", "cuda", "cuda:1")] == [
         "cpu", "cpu", "cuda", "cuda"]  # fmt: skip
+
+
+def test_the_trained_gain_reaches_the_aggregation_and_not_the_jobs():
+    """probe.gradient.trained_gain is the aggregation's rule: a probe job's params (and so its
+    rerun trigger) are the same with any value, and the job's config section accepts them."""
+    import copy
+
+    import yaml
+
+    from pillm.probe.config import ProbeConfig
+
+    job = plan.job_params(CONFIG, "minilm")
+    assert job["gradient"] == {"layers": 2, "rows": 64, "steps": 10, "lr": 1e-3, "batch_size": 8}
+    other = copy.deepcopy(CONFIG)
+    other["probe"]["gradient"]["trained_gain"] = 0.5
+    assert plan.job_params(other, "minilm") == job and "trained_gain" in CONFIG["probe"]["gradient"]
+    assert plan.aggregate_params(other)["trained_gain"] == 0.5
+    root = Path(__file__).resolve().parents[2]
+    for name in ("smoke.yaml", "config.yaml"):
+        cfg = yaml.safe_load((root / "config" / name).read_text())
+        assert cfg["probe"]["gradient"]["trained_gain"] == 0.1
+        ProbeConfig.from_dict(plan.job_params(cfg, "minilm"), "probe")

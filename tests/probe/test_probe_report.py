@@ -123,6 +123,8 @@ def fake_summaries(
                             "delta_lowrank": 2 * dl if swaps else None,
                             "grad_r2": gr2 if probed else None,
                             "grad_closed_r2": closed if probed else None,
+                            "grad_r2_start": -0.5 if probed else None,
+                            "grad_trained": 1.0 if probed else None,
                             "grad_steps": 1000 if probed else None,
                             "grad_rows": 4000 if probed else None,
                             "grad_lr": 1e-3 if probed else None,
@@ -697,3 +699,31 @@ def test_section_quotes_only_macros_the_probe_defines(tmp_path):
     tex = re.sub(r"(?<!\\)%.*", "", (REPO / "paper" / "sections" / "probe.tex").read_text())
     quoted = set(re.findall(r"\\(Probe[A-Za-z]+)", tex))
     assert quoted and not quoted - set(macros), sorted(quoted - set(macros))
+
+
+def test_a_gradient_map_whose_heldout_r2_barely_rose_is_untrained():
+    """Hand-made curves: layer 0 rises 0.6 from the zero map's R² (trained), layer 1 only 0.05
+    and layer 2 ends at NaN (both not, at probe.gradient.trained_gain = 0.1); a block without
+    a curve has no flag. The macros count the maps that did not train."""
+    from pillm.probe.macros import probe_macros
+    from pillm.probe.report import gradient_trained
+
+    ends = {0: 0.4, 1: -0.15, 2: math.nan}
+    grads = pl.DataFrame([{"model": "m", "corpus": "c", "layer": layer, "step": step,
+                           "r2_heldout": -0.2 if step == 0 else end * step / 100}
+                          for layer, end in ends.items() for step in (0, 10, 100)])  # fmt: skip
+    blocks = pl.DataFrame({"model": ["m"] * 4, "corpus": ["c"] * 4, "layer": [0, 1, 2, 3]})
+    out = gradient_trained(blocks, grads, 0.1).sort("layer")
+    assert out["grad_trained"].to_list() == [1.0, 0.0, 0.0, None]
+    assert out["grad_r2_start"].to_list() == [-0.2, -0.2, -0.2, None]
+    empty = gradient_trained(blocks, grads.clear(), 0.1)
+    assert empty["grad_trained"].null_count() == 4
+    probe, grad, jobs = fake_summaries()
+    first = probe["grad_r2"].is_not_null().arg_true()[0]  # one probed block did not train
+    probe = probe.with_columns(
+        grad_trained=pl.when(pl.int_range(pl.len()) == first).then(0.0).otherwise("grad_trained")
+    )
+    params = {**PARAMS, "grad_trained_gain": 0.1}
+    macros = probe_macros(ProbeReport(probe, grad, jobs, params))
+    assert macros["ProbeGradUntrained"] == "1" and macros["ProbeGradTrainedGain"] == "0.10"
+    assert int(macros["ProbeGradNum"]) == probe["grad_r2"].is_not_null().sum()

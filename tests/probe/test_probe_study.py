@@ -185,10 +185,17 @@ def test_aggregate_probe_stacks_jobs(tmp_path):
         [str(d / "gradient.parquet") for d in dirs],
         [str(d / "metrics.json") for d in dirs],
         str(tmp_path / "summary"),
-        {"main_corpus": "wikitext2", "bootstrap_resamples": 200, "min_blocks": 10},
+        {"main_corpus": "wikitext2", "bootstrap_resamples": 200, "min_blocks": 10,
+         "trained_gain": 0.1},
         str(claims),
-    )
+    )  # fmt: skip
     probe = pl.read_parquet(tmp_path / "summary/probe.parquet")
+    grads = pl.read_parquet(tmp_path / "summary/probe_gradient.parquet")
+    for r in probe.filter(pl.col("grad_r2").is_not_null()).iter_rows(named=True):
+        curve = grads.filter((pl.col("model") == r["model"]) & (pl.col("layer") == r["layer"]))
+        start = curve.filter(pl.col("step") == 0)["r2_heldout"].item()
+        assert r["grad_r2_start"] == start
+        assert r["grad_trained"] == float(r["grad_r2"] - start >= 0.1)
     assert probe.height == 3 + 2 and set(probe["model_group"]) == {"pillm", "enc"}
     assert {"r2_lin_all", "r2_lin_lo", "excluded_share", "outlier_share"} <= set(probe.columns)
     assert (probe["row_policy"] == "special+pos0+massive20").all()

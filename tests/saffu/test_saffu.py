@@ -464,7 +464,8 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     metrics = [str(jobs[f] / "metrics.json") for f in (1.0, 0.25)]
     curves = [str(jobs[f] / "curve.parquet") for f in (1.0, 0.25)]
     params = {"settings": [SETTING], "main_setting": SETTING, "inits": CFG["inits"],
-              "fractions": [0.25, 0.5], "seeds": [0, 1], "ablation_seeds": [0]}  # fmt: skip
+              "fractions": [0.25, 0.5], "seeds": [0, 1], "ablation_seeds": [0],
+              "trained_margin": 0.1}  # fmt: skip
     claims = tmp_path / "claims/saffu.parquet"
     aggregate_saffu(metrics, curves, str(jobs["kn"] / "metrics.json"), params, str(tmp_path),
                     str(claims))  # fmt: skip
@@ -485,6 +486,12 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
         r[(1, "random", "test_loss")] - r[(1, "explicit", "test_loss")]
     )
     assert set(frame["a"]) >= {arm(k, f) for k in ("kn", "explicit", "cold") for f in (0.25, 1)}
+    flags = frame.filter(pl.col("metric") == "trained")
+    assert set(flags["a"]) == {arm(k, f) for k in ("cold", "gain") for f in (0.25, 1)}
+    drop = r[(1, "random", "init_val_loss")] - r[(1, "random", "val_loss")]
+    assert flags.filter((pl.col("a") == arm("cold", 0.25)) & (pl.col("seed") == 1))[
+        "value"
+    ].item() == float(drop >= 0.1)
     lm = pl.DataFrame(
         {
             "variant": ["baseline", "baseline"],
@@ -514,6 +521,8 @@ def test_aggregation_claims_tables_and_macros_carry_the_run_numbers(jobs, tmp_pa
     assert "\\newcommand{\\SaffuBaselinePPL}{123.5}" in text
     assert "\\newcommand{\\SaffuPilPurePPL}{--}" in text  # not in this LM summary
     assert "\\newcommand{\\SaffuAlphaEdgeHits}{" in text
+    assert "\\newcommand{\\SaffuColdRuns}{4}" in text  # 2 fractions x 2 seeds
+    assert f"\\newcommand{{\\SaffuColdUntrained}}{{{4 - int(flags['value'].sum()) // 2}}}" in text
     for macro, metric in (("StepCapStops", "stopped_at_step_cap"), ("StepCapHits", "hit_step_cap")):
         runs = sum(int(v) for f in (1.0, 0.25)
                    for (_, _, m), v in _records(jobs[f] / "metrics.json").items() if m == metric)  # fmt: skip
@@ -637,3 +646,33 @@ def test_rate_search_keeps_only_the_weights_that_can_still_win(monkeypatch):
     assert len(fits) == 4 and chosen.extensions == 1 and chosen.value == 0.01
     assert torch.equal(model.weight.data, torch.full((2, 2), 0.01)) and fit is fits[0]
     assert alive == [0, 1, 1, 1] and [f.lr for f in fits if f.weight is not None] == [0.01]
+
+
+def test_a_cold_start_whose_heldout_loss_barely_fell_is_untrained_and_its_claims_skipped():
+    """Hand-made records: the cold start at 10 % fell 0.5 nats at seed 0 and 0.05 < 0.1 at
+    seed 1; the declared warm-against-cold and gain claims are not evaluated, naming seed 1."""
+    from pillm.paper.claim_frame import claim_frame
+    from pillm.paper.claims import evaluate, load_claims
+    from pillm.saffu.aggregate import claim_rows, trained_rows
+
+    rows = []
+    for seed, fall in ((0, 0.5), (1, 0.05)):
+        for init, start, ppl in (("explicit", 5.0, 90.0), ("random", 6.0, 100.0)):
+            end = start - (fall if init == "random" else 0.3)
+            for metric, value in (("init_val_loss", start), ("val_loss", end),
+                                  ("test_ppl", ppl + seed), ("test_loss", math.log(ppl + seed)),
+                                  ("init_test_ppl", 120.0)):  # fmt: skip
+                rows.append({"variant": "m", "init": init, "fraction": 0.1, "seed": seed,
+                             "metric": metric, "value": value})  # fmt: skip
+    runs = pl.DataFrame(rows)
+    flags = trained_rows(runs, 0.1).filter(pl.col("metric") == "trained").sort("seed")
+    assert flags["value"].to_list() == [1.0, 0.0] and set(flags["init"]) == {"random"}
+    runs = pl.concat([runs, trained_rows(runs, 0.1)], how="diagonal_relaxed")
+    frame = claim_frame(claim_rows(runs, "m"))
+    claims, specs = load_claims([REPO_TEMPLATES.parent / "claims/saffu.yaml"])
+    res = {r.id: r for r in evaluate(claims, specs, {"saffu": frame})}
+    r = res["saffu_warm_cold_ten"]
+    assert r.verdict == "opponent did not train" and r.untrained == "cold_f10: seed 1"
+    assert "is not evaluated" in r.sentence
+    assert res["saffu_gain_ten_full"].verdict == "not run"  # no full-split runs here
+    assert res["saffu_explicit_kn_ten"].verdict == "not run"

@@ -20,6 +20,7 @@ from pillm.lm.config import (
 )
 from pillm.lora.config import LoraConfig
 from pillm.probe.config import ProbeConfig
+from pillm.probe.plan import JOB_FREE
 from pillm.saffu.config import SaffuJobConfig
 from pillm.saffu.plan import saffu_job_params
 
@@ -27,7 +28,8 @@ from ..conftest import REPO
 
 SCHEMA = yaml.safe_load((REPO / "config/schema.yaml").read_text())
 # config section (dotted) -> the dataclass a job builds from it, and the keys its rule leaves
-# out (job lists are the DAG's business; the classifier is its own job)
+# out, dotted below the section (job lists are the DAG's business; the classifier is its own
+# job; probe.gradient.trained_gain is the aggregation's, pillm.probe.plan.JOB_FREE)
 SECTIONS = {
     "data": (DataConfig, set()),
     "model": (ModelConfig, set()),
@@ -35,7 +37,7 @@ SECTIONS = {
     "pil": (PILConfig, set()),
     "lambada": (LambadaConfig, set()),
     "samples": (SamplesConfig, set()),
-    "probe": (ProbeConfig, {"models", "cross_corpus_models"}),
+    "probe": (ProbeConfig, {"models", "cross_corpus_models", *(f"gradient.{k}" for k in JOB_FREE)}),
     "generative": (GenerativeConfig, {"datasets", "classifier"}),
     "lora": (LoraConfig, {"models", "seeds"}),
 }
@@ -44,7 +46,12 @@ CLASSIFIER_KEYS = {"classifier", "seed", "n_eval", "kid_subsets", "kid_subset_si
 
 def job_dict(cfg: dict, section: str) -> dict:
     """The dict a job of ``section`` receives, as its rule builds it."""
-    return {k: v for k, v in cfg[section].items() if k not in SECTIONS[section][1]}
+    left_out = SECTIONS[section][1]
+    out = {k: v for k, v in cfg[section].items() if k not in left_out}
+    for key in (k for k in left_out if "." in k):
+        head, tail = key.split(".")
+        out[head] = {k: v for k, v in out[head].items() if k != tail}
+    return out
 
 
 def _schema_node(path: str) -> dict:
@@ -68,8 +75,9 @@ def test_fields_and_defaults_are_the_schemas(section):
     cls, left_out = SECTIONS[section]
     for path, sub in _walk(cls, section):
         props = _schema_node(path)["properties"]
-        if sub is cls:
-            props = {k: v for k, v in props.items() if k not in left_out}
+        below = path.removeprefix(section).lstrip(".")
+        props = {k: v for k, v in props.items()
+                 if (f"{below}.{k}" if below else k) not in left_out}  # fmt: skip
         _assert_same_fields(sub, props, path)
     props = _schema_node("generative")["properties"]
     _assert_same_fields(ClassifierJobConfig, {k: props[k] for k in CLASSIFIER_KEYS}, "generative")

@@ -1,6 +1,7 @@
 # Sensitivity of the contribution share: a learning-rate x dropout grid (config sensitivity),
 # each point's baseline / attn_only / ffn_only trained by run-lm with train.lr and model.dropout
-# overridden (pillm.lm.plan.sensitivity_params), then one table and the \Sens* macros.
+# overridden (pillm.lm.plan.sensitivity_params), then one table and the \Sens* macros (a run
+# trained by lm.trained_margin, as the LM study's).
 
 
 # A sensitivity job's runs: their records, and their checkpoints as temporary files (the report
@@ -48,7 +49,7 @@ rule sensitivity_report:
     conda:
         "../envs/pillm.yaml"
     params:
-        cfg=as_json(config["sensitivity"]),
+        cfg=as_json(lm_plan.sensitivity_report_params(config)),
         template_dir=lambda w, input: parent(input.templates[0]),
         out_dir=subpath(output.summary, parent=True),
     shell:

@@ -20,32 +20,20 @@ import polars as pl
 
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.tidy import read_runs, stack_parquet, summarise, write_parquet
+from pillm.paper.trained import fall_rows
+from pillm.paper.verdicts import TRAINED_METRIC
 
-TRAINED = "trained"  # the claim frame's metric for a gradient opponent (pillm.paper.claims)
+TRAINED = TRAINED_METRIC  # the claim frame's metric for a gradient opponent (pillm.paper.claims)
 
 
-def trained_rows(runs: pl.DataFrame, margin: float) -> pl.DataFrame:
+def trained_rows(
+    runs: pl.DataFrame, margin: float, keys: tuple[str, ...] = ("variant", "seed")
+) -> pl.DataFrame:
     """Per run with a gradient phase (a ``train_loss_first`` record): ``train_loss_drop``, the
     first step's training loss minus the final one (``pillm.lm.train.loss_fall``), and
-    ``trained``, 1.0 when the drop is at least ``margin`` nats (a NaN loss: 0.0). Each row keeps
-    the run's identity and context columns."""
-    first = runs.filter(pl.col("metric") == "train_loss_first")
-    final = runs.filter(pl.col("metric") == "train_loss_final").select(
-        "variant", "seed", pl.col("value").alias("final")
-    )
-    drop = (
-        first.join(final, on=["variant", "seed"], how="left")
-        .with_columns(metric=pl.lit("train_loss_drop"), value=pl.col("value") - pl.col("final"))
-        .drop("final")
-    )
-    flag = drop.with_columns(
-        metric=pl.lit(TRAINED),
-        # polars orders NaN above every number: a NaN drop is not a fall
-        value=((pl.col("value") >= margin) & pl.col("value").is_not_nan())
-        .fill_null(False)
-        .cast(pl.Float64),
-    )
-    return pl.concat([drop, flag]).select(runs.columns)
+    ``trained``, 1.0 when the drop is at least ``margin`` nats (a NaN loss: 0.0). ``keys`` name
+    a run (the scaling study's add corpus and point); ``pillm.paper.trained.fall_rows``."""
+    return fall_rows(runs, margin, keys)
 
 
 def aggregate(

@@ -303,6 +303,12 @@ def sensitivity_report_inputs(config: dict[str, Any]) -> dict[str, list[str] | s
     }
 
 
+def sensitivity_report_params(config: dict[str, Any]) -> dict[str, Any]:
+    """``sensitivity --params``: the sensitivity section and ``lm.trained_margin``, the LM
+    study's rule for which runs trained (pillm.lm.sensitivity)."""
+    return {**config["sensitivity"], "trained_margin": config["lm"]["trained_margin"]}
+
+
 def sensitivity_summaries() -> dict[str, str]:
     """The summaries the sensitivity report writes (pillm.lm.sensitivity)."""
     return {"summary": "summary/sensitivity.parquet", "runs": "summary/sensitivity_runs.parquet"}

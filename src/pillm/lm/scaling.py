@@ -119,8 +119,7 @@ def arm(corpus: str, point: str, variant: str) -> str:
 
 
 def arm_label(arm_id: str, variant_labels: dict[str, str]) -> str:
-    """A claim arm's name in the claim sentences and table: the variant's label and where it
-    ran, read from the id itself (``arm``)."""
+    """A claim arm's name in the claims' sentences and table: its variant's label and point."""
     corpus, point, variant = arm_id.split("/")
     p = parse_point(corpus, point)
     return (f"{variant_labels.get(variant, variant)}: {CORPUS_NAMES.get(corpus, corpus)}, "
@@ -330,8 +329,8 @@ def cost_params(config: dict[str, Any], alone: bool = False) -> dict[str, Any]:
 
 
 def report_params(config: dict[str, Any]) -> dict[str, Any]:
-    """``scaling-report --params``: the design the summaries are checked against and the
-    trend tests' settings."""
+    """``scaling-report --params``: the design the summaries are checked against, the trend
+    tests' settings and ``lm.trained_margin`` (the LM study's rule: which runs trained)."""
     sc = config["scaling"]
     return {
         "main": main_corpus(config),
@@ -348,6 +347,7 @@ def report_params(config: dict[str, Any]) -> dict[str, Any]:
         "resamples": sc["resamples"],
         "overfit_tol": sc["overfit_tol"],
         "name": config["name"],
+        "trained_margin": config["lm"]["trained_margin"],
     }
 
 

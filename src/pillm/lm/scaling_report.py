@@ -10,6 +10,7 @@ and overfitting record (``scaling_lr``); the corpora's split policies and token 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,20 @@ from pillm.lm.scaling_tables import (
 from pillm.paper.latex import MISSING, fmt_num, fmt_sci, macro_name, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.tidy import write_parquet
-from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, REVERSED
+from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, OPPONENT_UNTRAINED, REVERSED
 
 ORIGIN = "pillm.lm.scaling_report from results/<name>/scaling"
 HEADLINE = {FLAT: "holds", GROWS: "grows", SHRINKS: "shrinks"}
+
+
+@dataclass(frozen=True)
+class ScalingReportInputs(ScalingReportParams):
+    """``scaling-report --params`` (``pillm.lm.scaling.report_params``): the design and the
+    trend tests' settings, and the LM study's ``lm.trained_margin`` (nats), the drop of the
+    training loss that makes a run trained. Kept here, beside the jobs' section, so that the
+    training jobs' code does not change with what only the report reads."""
+
+    trained_margin: float
 
 
 def _pp(x: float | None, digits: int = 1) -> str:
@@ -88,16 +99,24 @@ def pair_sentence(points: pl.DataFrame, name: str) -> str:
     col = pl.col(f"{name}_verdict")
     ran = points.filter(col.is_in([HOLDS, REVERSED, INDISTINGUISHABLE, ONE_SEED]))
     a, b = PAIR_WORDS[name]
+    skipped = points.filter(col == OPPONENT_UNTRAINED).height
+    # the points left out: a comparison with an opponent that did not learn says nothing
+    untrained = (
+        f"; at {skipped} point{'s' if skipped != 1 else ''} the two were not compared, since a "
+        "gradient-trained arm's training loss did not fall by the declared margin"
+        if skipped
+        else ""
+    )
     if not ran.height:
-        return f"{a} was not compared with {b} in this build"
+        return f"{a} was not compared with {b} in this build{untrained}"
     if ran.filter(col == ONE_SEED).height:
-        return f"{a} and {b} ran with one seed, so no comparison has an interval"
+        return f"{a} and {b} ran with one seed, so no comparison has an interval{untrained}"
     lower, higher = ran.filter(col == HOLDS).height, ran.filter(col == REVERSED).height
     same = ran.height - lower - higher
     return (
         f"{a} reaches a lower test perplexity than {b} at {lower} of {ran.height} points, a "
         f"higher one at {higher}, and the two are indistinguishable at {same} (95\\,\\% "
-        "interval over seeds)"
+        f"interval over seeds){untrained}"
     )
 
 
@@ -129,6 +148,7 @@ def scaling_macros(
     lr_records: dict,
     cfg: ScalingReportParams,
     counts: dict,
+    runs: pl.DataFrame | None = None,
 ) -> dict[str, str]:
     main = cfg.main
     widths = cfg.axes[main]["width"]
@@ -174,6 +194,7 @@ def scaling_macros(
     )
     for name in PAIR_WORDS:
         m[macro_name(name, prefix="ScalPair")] = pair_sentence(points, name)
+    m |= trained_macros(runs)
     rising = points.filter(pl.col("overfit_seeds") > 0)
     m["ScalOverfitPoints"] = f"{rising.height} of {points.height}"
     m["ScalOverfitList"] = (
@@ -201,6 +222,18 @@ def scaling_macros(
     return m
 
 
+def trained_macros(runs: pl.DataFrame | None) -> dict[str, str]:
+    """Over every scaling run with a gradient phase: how many (``ScalGradientRuns``), how many
+    did not train (``ScalUntrainedRuns``) and the smallest training-loss drop in nats."""
+    flags = [] if runs is None else runs["trained"].drop_nulls().to_list()
+    drops = [] if runs is None else runs["train_loss_drop"].drop_nulls().to_list()
+    return {
+        "ScalGradientRuns": str(len(flags)),
+        "ScalUntrainedRuns": str(sum(1 for x in flags if x != 1)),
+        "ScalMinTrainLossDrop": fmt_num(min(drops), 2) if drops else MISSING,
+    }
+
+
 def scaling_report(
     lrs: list[str],
     tokens_metas: list[str],
@@ -216,14 +249,14 @@ def scaling_report(
     the summaries (``runs_path``, one row per run, with ``scaling_points``, ``scaling_trends``,
     ``scaling_curves``, ``scaling_shares`` and ``scaling_cost`` parquet beside it), the claim frame ``claims_path``,
     the tables (``tables``: ``scaling_<name>.tex`` for each of ``TABLES``) and the macros."""
-    cfg = ScalingReportParams.from_dict(params, "scaling report")
+    cfg = ScalingReportInputs.from_dict(params, "scaling report")
     tokens = {}
     for path in tokens_metas:
         meta = json.loads(Path(path).read_text())
         tokens[(Path(path).parent.parent.name, round(100 * meta["train_fraction"]))] = meta
     unigram = {c: meta["unigram_test_loss"] for (c, pct), meta in tokens.items() if pct == 100}
     folders = [Path(p).parent for p in lrs]
-    runs = read_runs([str(f / "runs.parquet") for f in folders], lrs)
+    runs = read_runs([str(f / "runs.parquet") for f in folders], lrs, cfg.trained_margin)
     check_runs(runs, params)
     curve_frame = read_curves([str(f / "curves.parquet") for f in folders])
     shares = seed_shares(runs, unigram)
@@ -262,7 +295,7 @@ def scaling_report(
         )
     render_report(
         {by_name[k]: t for k, t in built.items()},
-        scaling_macros(points, trend_frame, cost, lr_records, cfg, counts),
+        scaling_macros(points, trend_frame, cost, lr_records, cfg, counts, runs),
         Path(templates[0]).parent,
         numbers_path,
         ORIGIN,

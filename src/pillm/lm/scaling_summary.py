@@ -12,6 +12,11 @@ Trends: each measure of attention-only against log2 of the baseline's non-embedd
 (width and depth axes) or of the training tokens (data axis), in percentage points per doubling
 (``pillm.lm.scaling_stats``). Paired comparisons per point use the claims module's own interval
 and verdict, so the table and the declared claims (``paper/claims/scaling.yaml``) agree.
+
+Trained: every run records its first and final training loss (``pillm.lm.train.loss_fall``);
+a run trained when the drop is at least ``lm.trained_margin`` nats (``pillm.lm.aggregate``), the
+LM study's rule. A comparison naming a gradient opponent (``OPPONENTS``) that did not train at
+one of its seeds is not evaluated, here as in the claims (``opponents:`` in the claims file).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from pillm.lm.aggregate import TRAINED, trained_rows
 from pillm.lm.scaling import AXES, arm, parse_point
 from pillm.lm.scaling_stats import BOOT_METHOD, trend
 from pillm.paper.claim_frame import write_claim_frame
@@ -40,6 +46,8 @@ METRICS = (
     "grad_time_s",
     "solve_time_s",
     "train_steps",
+    "train_loss_drop",
+    TRAINED,
 )
 CLAIM_METRICS = ("test_ppl", "test_loss")
 ARMS = {"attn": "attn_only", "ffn": "ffn_only"}  # share prefix -> the arm compared with baseline
@@ -50,6 +58,10 @@ PAIRS = (
     ("pil_vs_frozen", "pil_then_attn", "frozen_ffn_attn"),
 )
 TREND_SEED = 0
+# The gradient-trained arms a comparison is made against: every variant but PIL-then-attention,
+# the closed form's own arm (as paper/claims/lm.yaml's and scaling.yaml's opponents:).
+OPPONENTS = ("baseline", "attn_only", "ffn_only", "frozen_ffn_attn")
+RUN_KEYS = ("corpus", "point", "variant", "seed")
 
 
 def ordered_axes(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
@@ -60,15 +72,17 @@ def ordered_axes(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     return [(c, a, axes[c][a]) for c in corpora for a in AXES if a in axes[c]]
 
 
-def read_runs(runs_paths: list[str], lr_paths: list[str]) -> pl.DataFrame:
+def read_runs(runs_paths: list[str], lr_paths: list[str], margin: float) -> pl.DataFrame:
     """One row per run: corpus, point, its size, variant, seed, metrics, rate and provenance,
-    from the points' ``runs.parquet`` (tidy metric records) and ``lr.json``."""
+    from the points' ``runs.parquet`` (tidy metric records) and ``lr.json``; with
+    ``train_loss_drop`` and ``trained`` (drop >= ``margin`` nats) per run that trained."""
     rates: dict[tuple[str, str], dict[str, float]] = {}
     for path in lr_paths:
         p = Path(path)
         rates[(p.parent.parent.name, p.parent.name)] = json.loads(p.read_text())["lr"]
     records = pl.concat([pl.read_parquet(p) for p in runs_paths], how="diagonal_relaxed")
-    keys = ["corpus", "point", "variant", "seed"]
+    keys = list(RUN_KEYS)
+    records = pl.concat([records, trained_rows(records, margin, RUN_KEYS)], how="diagonal_relaxed")
     wide = (
         records.filter(pl.col("metric").is_in(METRICS))
         .pivot(on="metric", index=keys, values="value")
@@ -137,7 +151,8 @@ def seed_shares(runs: pl.DataFrame, unigram: dict[str, float]) -> pl.DataFrame:
 
 
 def paired(runs: pl.DataFrame, corpus: str, point: str, a: str, b: str) -> Result:
-    """The claims module's paired test of test perplexity, a - b, seed by seed."""
+    """The claims module's paired test of test perplexity, a - b, seed by seed; not evaluated
+    ("opponent did not train") where an arm of ``OPPONENTS`` did not train at a paired seed."""
     sub = runs.filter((pl.col("corpus") == corpus) & (pl.col("point") == point))
     vals = {
         v: dict(zip(g["seed"], g["test_ppl"], strict=True)) for (v,), g in sub.group_by("variant")
@@ -149,8 +164,21 @@ def paired(runs: pl.DataFrame, corpus: str, point: str, a: str, b: str) -> Resul
     seeds = sorted(set(vals[a]) & set(vals[b]))
     for key, value in interval([vals[a][s] - vals[b][s] for s in seeds], BOOTSTRAP).items():
         setattr(r, key, value)
+    r.untrained = untrained_arms(sub, (a, b), seeds)
     r.verdict = verdict(r)
     return r
+
+
+def untrained_arms(runs: pl.DataFrame, variants: tuple[str, ...], seeds: list[int]) -> str:
+    """'frozen_ffn_attn: seeds 0, 2' for each of ``variants`` in ``OPPONENTS`` whose run did
+    not train at one of ``seeds`` (no record counts as not trained); '' when all did."""
+    out = []
+    for v in (v for v in variants if v in OPPONENTS):
+        flags = dict(runs.filter(pl.col("variant") == v).select("seed", TRAINED).iter_rows())
+        bad = [s for s in seeds if flags.get(s) != 1]
+        if bad:
+            out.append(f"{v}: seed{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}")
+    return "; ".join(out)
 
 
 def overfit_rows(curves: pl.DataFrame, tol: float) -> pl.DataFrame:
@@ -280,8 +308,9 @@ def trends(points: pl.DataFrame, shares: pl.DataFrame, params: dict[str, Any]) -
 
 
 def claim_rows(runs: pl.DataFrame, trend_frame: pl.DataFrame) -> tuple[list, list]:
-    """The claim frame's seed rows (every run's test PPL and loss, arm = corpus/point/variant)
-    and interval rows (each trend's slope: a = corpus/axis, b = the size's log2)."""
+    """The claim frame's seed rows (every run's test PPL and loss and, where it trained by
+    gradient, its ``trained`` flag; arm = corpus/point/variant) and interval rows (each trend's
+    slope: a = corpus/axis, b = the size's log2)."""
     seed_rows = [
         {
             "arm": arm(r["corpus"], r["point"], r["variant"]),
@@ -290,7 +319,8 @@ def claim_rows(runs: pl.DataFrame, trend_frame: pl.DataFrame) -> tuple[list, lis
             "value": r[m],
         }
         for r in runs.iter_rows(named=True)
-        for m in CLAIM_METRICS
+        for m in (*CLAIM_METRICS, TRAINED)
+        if m != TRAINED or r[m] is not None  # a run without a gradient phase has no flag
     ]
     interval_rows = [
         {

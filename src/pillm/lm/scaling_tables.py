@@ -12,7 +12,7 @@ from pillm.lm.config import ScalingReportParams
 from pillm.lm.scaling_summary import PAIRS, ordered_axes
 from pillm.paper.latex import MISSING, fmt_num, fmt_sci, tex_escape
 from pillm.paper.table import Table
-from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, REVERSED
+from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, OPPONENT_UNTRAINED, REVERSED
 
 VARIANT_COLS = (
     ("baseline", "Full"),
@@ -29,6 +29,7 @@ PAIR_MARK = {
     REVERSED: "higher",
     INDISTINGUISHABLE: "$\\approx$",
     ONE_SEED: "1 seed",
+    OPPONENT_UNTRAINED: "untrained",
 }
 
 
@@ -102,7 +103,9 @@ def points_table(points: pl.DataFrame, cfg: ScalingReportParams) -> Table:
         "frozen random FFN of standard initialisation, which does not isolate the solve (the "
         "LM study's random-output control does, Section~\\ref{sec:strategy-results}) ('lower': "
         "the first arm is lower with a 95\\,\\% interval that excludes zero; "
-        "$\\approx$: indistinguishable). Every learning rate was chosen per point on held-out data "
+        "$\\approx$: indistinguishable; untrained: not compared, a gradient-trained arm's "
+        "training loss fell by less than the declared margin at a seed). Every learning rate "
+        "was chosen per point on held-out data "
         "(Table~\\ref{tab:scaling-lr})."
     )
     header = [

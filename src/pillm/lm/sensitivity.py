@@ -9,10 +9,16 @@ perplexity (means over seeds of per-seed values):
 * PPL ratio of an arm: PPL_full / PPL_arm (the "83 %" of the seed outline for attention-only);
 * loss share of an arm: (L_uni - L_arm) / (L_uni - L_full), L_uni the add-one unigram test loss.
 
+*Trained*: a run whose final training loss lies ``lm.trained_margin`` nats or more below its
+first step's (``pillm.lm.train.loss_fall``; the LM study's rule, ``pillm.lm.aggregate``). A
+share against an arm that did not learn measures the failed run, not the sublayer, so:
+
 *Sensible* grid points are those whose baseline validation loss (mean over seeds) is within
-``sensitivity.margin`` nats of the grid's best; the paper quotes the range [min, max] of both
-measures over them. Each variant's *selected* point is its lowest validation loss (the held-out
-tail); the selected shares compare each arm at its own selected point, reported on test.
+``sensitivity.margin`` nats of the grid's best and whose every run trained; the paper quotes the
+range [min, max] of both measures over them. Each variant's *selected* point is its lowest
+validation loss (the held-out tail) among the points where all its runs trained (every point,
+if none did); the selected shares compare each arm at its own selected point, reported on test,
+and are not reported where a run of either selected point did not train.
 """
 
 from __future__ import annotations
@@ -33,17 +39,20 @@ from pillm.paper.table import Table
 from pillm.paper.tidy import loss_share, write_parquet
 
 METRICS = ("val_loss", "test_loss", "test_ppl")
+TRAINED_KEY = "trained_margin"  # --params: lm.trained_margin beside the sensitivity section
 ARMS = {"attn": "attn_only", "ffn": "ffn_only"}  # measure prefix -> the variant it compares
 ORIGIN = "pillm.lm.sensitivity from results/<name>/sensitivity"
 
 
 def _config(params: dict[str, Any]) -> tuple[SensitivityConfig, dict[str, tuple[float, float]]]:
-    cfg = SensitivityConfig.from_dict(params, "sensitivity")
+    sens = {k: v for k, v in params.items() if k != TRAINED_KEY}
+    cfg = SensitivityConfig.from_dict(sens, "sensitivity")
     return cfg, sensitivity_points({"sensitivity": params})
 
 
 def read_sensitivity_runs(metrics_paths: list[str], params: dict[str, Any]) -> pl.DataFrame:
-    """One row per run: variant, point, lr, dropout, seed, the metrics used here, provenance.
+    """One row per run: variant, point, lr, dropout, seed, the metrics used here, the drop of
+    its training loss and whether it trained (``params["trained_margin"]``), provenance.
 
     The point is the run folder's parent (``<variant>/<point>/seed<k>/metrics.json``). Raises
     ValueError naming every expected (variant, point, seed) that has no run, and every run folder
@@ -62,6 +71,10 @@ def read_sensitivity_runs(metrics_paths: list[str], params: dict[str, Any]) -> p
         by_metric = {r["metric"]: r["value"] for r in records}
         first = records[0]
         lr, dropout = points[point]
+        # a record without both losses (or a NaN one) is no evidence of a fall: not trained
+        drop = by_metric.get("train_loss_first", math.nan) - by_metric.get(
+            "train_loss_final", math.nan
+        )
         rows.append(
             {
                 "variant": first["variant"],
@@ -70,6 +83,8 @@ def read_sensitivity_runs(metrics_paths: list[str], params: dict[str, Any]) -> p
                 "dropout": dropout,
                 "seed": int(first["seed"]),
                 **{m: by_metric[m] for m in METRICS},
+                "train_loss_drop": drop,
+                "trained": float(drop >= params[TRAINED_KEY]),
                 "git_rev": first.get("git_rev", "unknown"),
                 "device_name": first.get("device_name", "unknown"),
             }
@@ -86,8 +101,9 @@ def read_sensitivity_runs(metrics_paths: list[str], params: dict[str, Any]) -> p
 
 
 def point_summary(runs: pl.DataFrame, unigram_loss: float, params: dict[str, Any]) -> pl.DataFrame:
-    """One row per grid point: each variant's mean metrics, both measures per arm (per seed,
-    then the mean), ``sensible`` and each variant's ``selected_<variant>`` flag."""
+    """One row per grid point: each variant's mean metrics and runs that did not train
+    (``untrained_<variant>``), both measures per arm (per seed, then the mean), ``sensible``
+    and each variant's ``selected_<variant>`` flag."""
     cfg, points = _config(params)
     per_seed: dict[tuple[str, str, int], dict[str, float]] = {
         (r["variant"], r["point"], r["seed"]): r for r in runs.iter_rows(named=True)
@@ -99,6 +115,8 @@ def point_summary(runs: pl.DataFrame, unigram_loss: float, params: dict[str, Any
         for v in cfg.variants:
             for m in METRICS:
                 row[f"{v}_{m}"] = _mean(per_seed[(v, point, s)][m] for s in cfg.seeds)
+            row[f"untrained_{v}"] = sum(per_seed[(v, point, s)]["trained"] != 1 for s in cfg.seeds)
+        row["untrained_runs"] = sum(row[f"untrained_{v}"] for v in cfg.variants)
         for arm, variant in ARMS.items():
             ratio = share = None
             if variant in cfg.variants:
@@ -115,9 +133,10 @@ def point_summary(runs: pl.DataFrame, unigram_loss: float, params: dict[str, Any
         out.append(row)
     best = min(r["baseline_val_loss"] for r in out)
     for r in out:
-        r["sensible"] = r["baseline_val_loss"] <= best + cfg.margin
+        r["sensible"] = r["baseline_val_loss"] <= best + cfg.margin and not r["untrained_runs"]
     for v in cfg.variants:
-        chosen = min(out, key=lambda r: r[f"{v}_val_loss"])["point"]
+        candidates = [r for r in out if not r[f"untrained_{v}"]] or out
+        chosen = min(candidates, key=lambda r: r[f"{v}_val_loss"])["point"]
         for r in out:
             r[f"selected_{v}"] = r["point"] == chosen
     return pl.DataFrame(out)
@@ -141,6 +160,8 @@ def sensitivity_macros(points: pl.DataFrame, params: dict[str, Any], unigram: fl
         "SensMargin": fmt_num(cfg.margin, 2),
         "SensLrs": ", ".join(fmt_sci(x, 0) for x in cfg.lrs),
         "SensDropouts": ", ".join(fmt_num(x, 2) for x in cfg.dropouts),
+        "SensUntrainedRuns": str(int(points["untrained_runs"].sum())),
+        "SensUntrainedPoints": str(points.filter(pl.col("untrained_runs") > 0).height),
     }
     selected = {v: points.filter(pl.col(f"selected_{v}")).row(0, named=True) for v in cfg.variants}
     for v, name in (("baseline", "Base"), *((v, _camel(a)) for a, v in ARMS.items())):
@@ -159,6 +180,10 @@ def sensitivity_macros(points: pl.DataFrame, params: dict[str, Any], unigram: fl
                 fmt_range(100 * lo, 100 * hi, 1) if have and sensible.height else MISSING
             )
         base = selected["baseline"]
+        # a selected run that did not train makes the comparison meaningless: not reported
+        have = have and not (
+            base["untrained_baseline"] or selected[variant][f"untrained_{variant}"]
+        )
         if have:
             part = selected[variant]
             ratio = base["baseline_test_ppl"] / part[f"{variant}_test_ppl"]
@@ -190,7 +215,7 @@ def sensitivity_rows(points: pl.DataFrame, params: dict[str, Any]) -> list[list[
                 cells.append(MISSING)
         for arm in ARMS:
             cells += [_pct(r[f"{arm}_ppl_ratio"]), _pct(r[f"{arm}_loss_share"])]
-        cells.append("yes" if r["sensible"] else "no")
+        cells.append("yes" if r["sensible"] else "untrained" if r["untrained_runs"] else "no")
         rows.append(cells)
     return rows
 
@@ -204,8 +229,9 @@ def sensitivity_table(points: pl.DataFrame, params: dict[str, Any]) -> Table:
         "$(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{arm}})/"
         "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$, both in \\%. "
         "Sensible: baseline validation loss within "
-        f"{fmt_num(cfg.margin, 2)} nats of the grid's best. $^{{*}}$: the point each variant "
-        "selects by its validation loss."
+        f"{fmt_num(cfg.margin, 2)} nats of the grid's best and every run trained (untrained: "
+        "a run's training loss fell by less than the declared margin). $^{*}$: the point each "
+        "variant selects by its validation loss."
     )
     header = [
         "lr",

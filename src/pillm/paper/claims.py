@@ -16,8 +16,9 @@ error. Every paired difference exactly 0 is "identical by construction", not an 
 seeds.
 
 Gradient opponents: a claims file lists under ``opponents:`` the arms trained by gradient
-descent; their study's frame records, per arm and seed, whether training lowered the training
-loss (seed rows of metric ``trained``, 1 or 0, by the study's own declared threshold). A claim
+descent (names or ``fnmatch`` patterns, as ``*/attn_only``); their study's frame records, per
+arm and seed, whether training lowered the training loss (seed rows of metric ``trained``, 1 or
+0, by the study's own declared threshold; ``pillm.paper.trained``). A claim
 naming an opponent that did not train at one of its paired seeds is not evaluated: its verdict
 is "opponent did not train" and its sentence says which arm and seeds.
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +112,13 @@ def load_claims(paths: list[str] | str | Path) -> tuple[list[Claim], dict[str, d
                                   f"{seen[claims[-1].id]}; give each claim its own")  # fmt: skip
             seen[claims[-1].id] = str(path)
         named = {v for c in claims if c.study == study for v in (c.a, c.b)}
-        if stray := sorted(set(spec["opponents"]) - named):
-            raise ClaimsError(f"{path}: opponents {stray} are arms of no claim in this file")
+        if stray := sorted(p for p in spec["opponents"] if not _matches(named, p)):
+            raise ClaimsError(f"{path}: opponents {stray} match no arm of a claim in this file")
     return claims, specs
+
+
+def _matches(arms: Any, pattern: str) -> bool:
+    return any(fnmatchcase(a, pattern) for a in arms)
 
 
 def _opponents(value: Any, path: str | Path) -> list[str]:
@@ -143,7 +149,7 @@ def _claim(c: Mapping[str, Any], study: str, spec: Mapping[str, Any], where: str
     if c.get("group") and c["group"] not in (spec.get("groups") or {}):
         raise ClaimsError(f"{where}: group '{c['group']}' not under groups:")
     a, b = c["arms"]
-    opponents = tuple(v for v in (a, b) if v in spec["opponents"])
+    opponents = tuple(v for v in (a, b) if any(_matches([v], p) for p in spec["opponents"]))
     return Claim(c["id"], study, c["metric"], a, b, c["test"], c.get("margin"),
                  c.get("reference"), c.get("group"), opponents)  # fmt: skip
 

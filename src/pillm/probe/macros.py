@@ -240,6 +240,9 @@ def _gradient_macros(rep: ProbeReport) -> dict[str, str]:
         or MISSING,
         "ProbeGradLR": "/".join(fmt_lr(v) for v in unique(g["grad_lr"].to_list())) or MISSING,
         "ProbeGradNum": str(len(recs)),
+        # maps whose held-out R² did not rise by probe.gradient.trained_gain from the zero map's
+        "ProbeGradUntrained": str(sum(1 for r in recs if r["grad_trained"] != 1)),
+        "ProbeGradTrainedGain": fmt_num(rep.params.get("grad_trained_gain"), 2),
         "ProbeGradBelow": str(
             sum(
                 1

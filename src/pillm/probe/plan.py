@@ -28,6 +28,8 @@ JOB_OUTPUTS = {
 CORPUS_FILES = ("test.txt", "valid.txt", "meta.json")  # prepare_corpus's output of one corpus
 # The paper's generated files under the results tree (common.smk's ``generated()``).
 GENERATED = "paper/generated"
+# probe.gradient keys the jobs do not read (the aggregation's rule for a trained map)
+JOB_FREE = ("trained_gain",)
 NUMBERS = f"{GENERATED}/probe_numbers.tex"  # the probe macros
 TABLES = ("summary", "corpora", "gradient", "blocks", "masks", "cost")
 FIGURES = ("probe_r2_depth", "probe_bilinear", "probe_feature_median", "probe_corpora",
@@ -160,10 +162,13 @@ def job_params(config: dict[str, Any], model: str) -> dict[str, Any]:
     """The ``--params`` of a probe job of ``model`` (a model wildcard): the probe section without
     probe.models and probe.cross_corpus_models (which models run where is the DAG's business),
     and of probe.max_blocks only this model's entry (pillm: every seed), so that editing one
-    model's entry reruns only its jobs (no key where the model has none)."""
+    model's entry reruns only its jobs (no key where the model has none), and probe.gradient
+    without the keys only the aggregation reads (``JOB_FREE``)."""
     params = {
         k: v for k, v in config["probe"].items() if k not in ("models", "cross_corpus_models")
     }
+    # the aggregation's threshold, not the job's: a new value must not rerun the probe jobs
+    params["gradient"] = {k: v for k, v in params["gradient"].items() if k not in JOB_FREE}
     name, blocks = model_group(model), params.pop("max_blocks", None) or {}
     return params | ({"max_blocks": {name: blocks[name]}} if name in blocks else {})
 
@@ -210,11 +215,13 @@ def aggregate_inputs(config: dict[str, Any]) -> dict[str, list[str]]:
 
 def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
     """probe-aggregate's ``--params``: the main corpus of the claim frame, the bootstrap
-    resamples of its interval and the fewest blocks per model a correlation's direction needs."""
+    resamples of its interval, the fewest blocks per model a correlation's direction needs and
+    probe.gradient.trained_gain (which gradient-trained maps trained)."""
     return {
         "main_corpus": main_corpus(config),
         "bootstrap_resamples": config["probe"]["bootstrap_resamples"],
         "min_blocks": config["probe"]["min_blocks"],
+        "trained_gain": config["probe"]["gradient"]["trained_gain"],
     }
 
 
@@ -226,7 +233,8 @@ def table_params(config: dict[str, Any]) -> dict[str, Any]:
             "rows", "outlier_features", "bootstrap_resamples", "refit_resamples",
             "min_blocks", "hub_models")  # fmt: skip
     quoted = {k: probe[k] for k in keys}
-    return {"name": config["name"], "main_corpus": main_corpus(config), **quoted}
+    gain = {"grad_trained_gain": probe["gradient"]["trained_gain"]}
+    return {"name": config["name"], "main_corpus": main_corpus(config), **quoted, **gain}
 
 
 def table_files() -> list[str]:

@@ -227,6 +227,32 @@ def render_probe_tables(
                   "pillm.probe.report from the probe summaries", prefix="Probe")  # fmt: skip
 
 
+def gradient_trained(blocks: pl.DataFrame, grads: pl.DataFrame, gain: float) -> pl.DataFrame:
+    """``blocks`` with, per block that has a gradient-trained map, ``grad_r2_start`` (the
+    zero-initialised map's held-out R² at step 0) and ``grad_trained``: 1.0 when its held-out
+    R² at the last step lies ``gain`` or more above that (a NaN: 0.0). The map's run records no
+    training loss; its held-out R² is its MSE in units of the output variance, so the rise is
+    the loss's fall on that scale (``probe.gradient.trained_gain``)."""
+    if grads.is_empty():
+        return blocks.with_columns(grad_r2_start=pl.lit(None, pl.Float64),
+                                   grad_trained=pl.lit(None, pl.Float64))  # fmt: skip
+    keys = ["model", "corpus", "layer"]
+    rise = pl.col("_end") - pl.col("grad_r2_start")
+    ends = (
+        grads.sort("step")
+        .group_by(keys)
+        .agg(
+            pl.col("r2_heldout").first().alias("grad_r2_start"),
+            pl.col("r2_heldout").last().alias("_end"),
+        )
+        # polars orders NaN above every number: a NaN rise is not a rise
+        .with_columns(grad_trained=((rise >= gain) & rise.is_not_nan()).fill_null(False))
+        .with_columns(pl.col("grad_trained").cast(pl.Float64))
+        .drop("_end")
+    )
+    return blocks.join(ends, on=keys, how="left")
+
+
 def aggregate_probe(
     block_paths: list[str],
     gradient_paths: list[str],
@@ -242,17 +268,19 @@ def aggregate_probe(
     reason it is not evaluated).
 
     ``params``: {"main_corpus": the first swap corpus, "bootstrap_resamples": over blocks,
-    "min_blocks": the fewest blocks per model a correlation's direction needs}."""
+    "min_blocks": the fewest blocks per model a correlation's direction needs, "trained_gain":
+    the held-out R² rise that makes a gradient-trained map trained (``gradient_trained``)}."""
     out = Path(out_dir)
     blocks = concat_parquet(block_paths)
     blocks = blocks.with_columns(pl.col("seed").cast(pl.Int64)).sort("model", "corpus", "layer")
+    grads = concat_parquet(gradient_paths)
+    blocks = gradient_trained(blocks, grads, float(params["trained_gain"]))
     write_parquet(blocks, out / "probe.parquet")
     summary = conform(blocks, PROBE_SCHEMA)
     main = main_corpus(summary, params.get("main_corpus"))
     rows = claim_interval_rows(summary, main, int(params["bootstrap_resamples"]),
                                int(params["min_blocks"]))  # fmt: skip
     write_claim_frame(claims, interval_rows=rows)
-    grads = concat_parquet(gradient_paths)
     write_parquet(grads.sort("model", "corpus", "layer", "step"), out / "probe_gradient.parquet")
     index = ["variant", "corpus", "model_group", "model_label", "device", "device_name", "git_rev"]
     jobs = pivot_records(metrics_paths, index).rename({"variant": "model"})

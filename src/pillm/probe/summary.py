@@ -124,6 +124,8 @@ PROBE_SCHEMA: dict[str, Any] = {
     "delta_lowrank": pl.Float64,
     "grad_r2": pl.Float64,
     "grad_closed_r2": pl.Float64,
+    "grad_r2_start": pl.Float64,  # the zero map's held-out R² (step 0; probe.report)
+    "grad_trained": pl.Float64,  # 1: held-out R² rose by probe.gradient.trained_gain or more
     "grad_steps": pl.Int64,
     "grad_rows": pl.Int64,
     "grad_lr": pl.Float64,

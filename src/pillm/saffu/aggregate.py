@@ -10,6 +10,13 @@ baseline on the full train split: the LM table's row) and the claim frame
 ``explicit_f10``, ``warm_f10``, ``cold_f10``, ``kn_f10``, and the warm start's gain over the cold
 start in nats, ``gain_f10``; pillm.saffu.data.arm). The tables, macros (pillm.saffu.report,
 pillm.saffu.tables) and figures read only these summaries.
+
+Trained: the cold start is the gradient opponent of the explicit solution. A job records its
+held-out loss at the start (``init_val_loss``) and at the kept weights (``val_loss``), no
+training loss at step 0, so the cold run's ``heldout_loss_drop`` is their difference and it
+``trained`` when that drop is ``lm.trained_margin`` nats or more (``pillm.paper.trained``): the
+same next-token loss in nats as the LM's rule. The claim frame carries the flag for the cold
+arms and, the same value, for the gain arms (cold minus warm), the claims' ``opponents:``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import polars as pl
 
 from pillm.paper.claim_frame import write_claim_frame
 from pillm.paper.tidy import concat_parquet, read_runs, summarise, write_parquet
+from pillm.paper.trained import fall_rows
+from pillm.paper.verdicts import TRAINED_METRIC
 from pillm.saffu.data import arm
 
 GROUP = ["variant", "init", "fraction", "agg", "block", "radius", "corpus", "tokenizer",
@@ -28,6 +37,15 @@ GROUP = ["variant", "init", "fraction", "agg", "block", "radius", "corpus", "tok
 KN_GROUP = ["variant", "init", "fraction", "corpus", "tokenizer", "data_policy"]
 KN = "kneser_ney"
 FULL = 1.0
+COLD = "random"  # the init of the cold start, the study's gradient opponent
+RUN_KEYS = ("variant", "init", "fraction", "seed")
+
+
+def trained_rows(runs: pl.DataFrame, margin: float) -> pl.DataFrame:
+    """Per cold-start run: ``heldout_loss_drop`` (held-out loss at the start minus at the kept
+    weights) and ``trained`` (1.0 when the drop is at least ``margin`` nats, else 0.0)."""
+    cold = runs.filter(pl.col("init") == COLD)
+    return fall_rows(cold, margin, RUN_KEYS, "init_val_loss", "val_loss", "heldout_loss_drop")
 
 
 def train_fractions(params: dict) -> list[float]:
@@ -57,6 +75,10 @@ def claim_rows(runs: pl.DataFrame, main: str) -> list[dict[str, Any]]:
     warm, cold = values(main, "explicit", "test_loss"), values(main, "random", "test_loss")
     rows += [{"arm": arm("gain", f), "seed": s, "metric": "gain", "value": cold[(f, s)] - w}
              for (f, s), w in sorted(warm.items()) if (f, s) in cold]  # fmt: skip
+    # a gain over a cold start that did not train is no gain: both arms carry its flag
+    flags = values(main, COLD, TRAINED_METRIC)
+    rows += [{"arm": arm(kind, f), "seed": s, "metric": TRAINED_METRIC, "value": v}
+             for kind in ("cold", "gain") for (f, s), v in sorted(flags.items())]  # fmt: skip
     return rows
 
 
@@ -67,6 +89,7 @@ def aggregate_saffu(
     out = Path(out_dir)
     runs = pl.concat([read_runs(metrics), read_runs([kn_metrics])], how="diagonal_relaxed")
     runs = runs.with_columns(pl.col("fraction").cast(pl.Float64))
+    runs = pl.concat([runs, trained_rows(runs, params["trained_margin"])], how="diagonal_relaxed")
     write_parquet(runs, out / "saffu_runs.parquet")
     main, fractions = params["main_setting"], train_fractions(params)
     others = [s for s in params["settings"] if s != main]

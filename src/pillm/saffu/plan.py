@@ -193,11 +193,13 @@ def kn_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def aggregate_params(config: dict[str, Any]) -> dict[str, Any]:
-    """What the aggregation reads: the setting names and the grid of expected runs
-    (saffu.main_setting, inits, fractions, seeds, ablation_seeds)."""
+    """What the aggregation reads: the setting names, the grid of expected runs
+    (saffu.main_setting, inits, fractions, seeds, ablation_seeds) and lm.trained_margin (the
+    held-out drop in nats that makes a cold start trained, as an LM run's training loss)."""
     saffu = config["saffu"]
     keys = ("main_setting", "inits", "fractions", "seeds", "ablation_seeds")
-    return {"settings": list(saffu_settings(config)), **{k: saffu[k] for k in keys}}
+    return {"settings": list(saffu_settings(config)), **{k: saffu[k] for k in keys},
+            "trained_margin": config["lm"]["trained_margin"]}  # fmt: skip
 
 
 def tables_params(config: dict[str, Any]) -> dict[str, Any]:

@@ -267,6 +267,11 @@ class SaffuReport:
                               ("SaffuStepCapHits", "hit_step_cap")):  # fmt: skip
             out[macro] = str(sum(round(c["mean"] * c["n"]) for c in cells(metric) if c["mean"]))
         out["SaffuTrainedRuns"] = str(sum(c["n"] for c in cells("stopped_at_step_cap")))
+        # the cold starts' flags (pillm.saffu.aggregate.trained_rows): runs, and those whose
+        # held-out loss fell by less than lm.trained_margin (claims against them not evaluated)
+        flags = cells("trained")
+        out["SaffuColdRuns"] = str(sum(c["n"] for c in flags))
+        out["SaffuColdUntrained"] = str(sum(c["n"] - round(c["mean"] * c["n"]) for c in flags))
         out.update(self.selection_numbers())
         for name, variant in (("Baseline", "baseline"), ("PilPure", "pil_pure")):
             out[f"Saffu{name}PPL"] = fmt_num(_get(self.lm.get((variant, "test_ppl"))), 1)
