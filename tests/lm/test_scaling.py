@@ -260,7 +260,7 @@ def write_point(root: Path, corpus: str, name: str, variants: list[str], seeds: 
             metrics = {"test_loss": math.log(ppl), "test_ppl": ppl, "test_acc": 0.2,
                        "val_loss": math.log(ppl) + 0.01, "params_non_embedding": 12.0 * pt.n_layer * pt.d_model**2,
                        "params_total": 1e6, "grad_time_s": 1.0, "solve_time_s": 0.0,
-                       "train_steps": 10.0, "train_loss_first": 6.0,
+                       "train_steps": 10.0 * pt.fraction, "train_loss_first": 6.0,
                        "train_loss_final": 5.95 if (corpus, name, v, s) == UNTRAINED else 5.0}  # fmt: skip
             ident = {"experiment": "lm", "variant": v, "seed": s, "corpus": corpus,
                      "git_rev": "abc", "device_name": "cpu", "point": name}  # fmt: skip
@@ -337,6 +337,10 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     for macro in ("ScalHeadline", "ScalMargin", "ScalCostSolveExponent", "ScalOverfitPoints"):
         assert f"\\newcommand{{\\{macro}}}" in text
     assert "\\newcommand{\\ScalOverfitPoints}{2 of 6}" in text  # the d=64 curves rise
+    # the data axis keeps the epochs: half the split trains half the steps, said by macro
+    assert "\\newcommand{\\ScalDataSteps}{5 and 10}" in text
+    assert "\\newcommand{\\ScalBaseSteps}{10}" in text
+    assert "\\newcommand{\\ScalDataBelowFloor}{0 of 4}" in text  # every share is positive
     # the frozen FFN of standard initialisation is named as what it is, not as the solve's control
     pair = text.split("\\newcommand{\\ScalPairPilVsFrozen}{", 1)[1].split("\n", 1)[0]
     assert "attention over a frozen random FFN" in pair and "control" not in pair
@@ -381,3 +385,19 @@ def test_declared_claims_match_the_frame_arms():
     arms = {arm(p.corpus, p.name, v) for p in plan.points(PAPER)
             for v in plan.point_variants(PAPER, p.corpus)}  # fmt: skip
     assert {c.a for c in claims} | {c.b for c in claims} <= arms
+
+
+def test_budget_macros_count_attention_only_runs_below_the_unigram_floor():
+    from types import SimpleNamespace
+
+    from pillm.lm.scaling_report import budget_macros
+
+    data = ["d32_L1_f25", "d32_L1_f100"]
+    cfg = SimpleNamespace(main="wikitext2", axes={"wikitext2": {"data": data}})
+    runs = pl.DataFrame({"corpus": "wikitext2", "variant": "baseline", "point": data,
+                         "train_steps": [28.0, 112.0]})  # fmt: skip
+    shares = pl.DataFrame({"corpus": "wikitext2", "point": [data[0]] * 3 + [data[1]] * 3,
+                           "attn_share": [-0.5, 0.1, -0.2, 0.7, 0.7, 0.8]})  # fmt: skip
+    m = budget_macros(runs, shares, cfg)
+    assert (m["ScalDataSteps"], m["ScalBaseSteps"], m["ScalDataBelowFloor"]) == (
+        "28 and 112", "112", "2 of 6")  # fmt: skip

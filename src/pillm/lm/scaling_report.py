@@ -149,6 +149,7 @@ def scaling_macros(
     cfg: ScalingReportParams,
     counts: dict,
     runs: pl.DataFrame | None = None,
+    shares: pl.DataFrame | None = None,
 ) -> dict[str, str]:
     main = cfg.main
     widths = cfg.axes[main]["width"]
@@ -195,6 +196,8 @@ def scaling_macros(
     for name in PAIR_WORDS:
         m[macro_name(name, prefix="ScalPair")] = pair_sentence(points, name)
     m |= trained_macros(runs)
+    if runs is not None and shares is not None:
+        m |= budget_macros(runs, shares, cfg)
     rising = points.filter(pl.col("overfit_seeds") > 0)
     m["ScalOverfitPoints"] = f"{rising.height} of {points.height}"
     m["ScalOverfitList"] = (
@@ -220,6 +223,27 @@ def scaling_macros(
         m["ScalCostSmallD"], m["ScalCostLargeD"] = str(d[0]), str(d[-1])
         m["ScalCostDevice"] = tex_escape(cost[0].get("device_name", "unknown"))
     return m
+
+
+def budget_macros(runs: pl.DataFrame, shares: pl.DataFrame, cfg) -> dict[str, str]:
+    """The training budget behind the data axis: the runs keep the epochs, so a smaller share of
+    the train split also means fewer optimizer steps. ``ScalBaseSteps``: the steps of a run at
+    the full split; ``ScalDataSteps``: each data point's, in the order of ``ScalFractions``;
+    ``ScalDataBelowFloor``: of the data axis's attention-only runs, how many end above the
+    unigram floor (a negative loss share: the model has not learned what word counts give)."""
+    main, data = cfg.main, cfg.axes[cfg.main]["data"]
+    base = runs.filter((pl.col("corpus") == main) & (pl.col("variant") == "baseline"))
+    steps = [base.filter(pl.col("point") == p)["train_steps"].max() for p in data]
+    full = [s for p, s in zip(data, steps, strict=True) if parse_point(main, p).pct == 100]
+    axis = shares.filter((pl.col("corpus") == main) & pl.col("point").is_in(data))
+    below = axis["attn_share"].drop_nulls()
+    words = [str(int(s)) if s is not None else "--" for s in steps]
+    listed = f"{', '.join(words[:-1])} and {words[-1]}" if len(words) > 1 else "".join(words)
+    return {
+        "ScalBaseSteps": str(int(full[0])) if full and full[0] is not None else "--",
+        "ScalDataSteps": listed,
+        "ScalDataBelowFloor": f"{(below < 0).sum()} of {below.len()}",
+    }
 
 
 def trained_macros(runs: pl.DataFrame | None) -> dict[str, str]:
@@ -295,7 +319,7 @@ def scaling_report(
         )
     render_report(
         {by_name[k]: t for k, t in built.items()},
-        scaling_macros(points, trend_frame, cost, lr_records, cfg, counts, runs),
+        scaling_macros(points, trend_frame, cost, lr_records, cfg, counts, runs, shares),
         Path(templates[0]).parent,
         numbers_path,
         ORIGIN,
