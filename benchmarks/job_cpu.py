@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
-from pillm.estimate import read_benchmark_rows
+from pillm.timings import read_benchmark_rows
 
 
 def by_rule(folder: str) -> dict[str, dict[str, float]]:

@@ -4,21 +4,17 @@
 prints the same lines (from the DAG Snakemake just built) at the start of every run. Estimates come
 from recorded figures, never from a model of the hardware: the per-rule ``benchmark:`` files of a
 previous run of the same config (``results/<name>/benchmarks/``) when present, else the committed
-reference figures in ``benchmarks/estimates.json`` (``python -m pillm.estimate`` rebuilds that file
-from a Snakemake log and a benchmarks folder of a finished run). Torch-free.
+reference figures in ``benchmarks/estimates.json`` (``python -m pillm.timings`` writes its records
+from a Snakemake log and a benchmarks folder of a finished run). GPU rules that no record of this
+device kind covers are named apart, with a GPU host's time. Torch-free.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-from datetime import datetime
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -27,9 +23,9 @@ import yaml
 
 from pillm.accel.gpu_slots import listed_devices
 from pillm.data import download_plan
+from pillm.timings import load_estimates, read_benchmarks, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
-ESTIMATES = ROOT / "benchmarks" / "estimates.json"
 SMOKE = "config/smoke.yaml"
 
 # Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk; a test checks).
@@ -88,85 +84,6 @@ def gpu_sizes_mb() -> dict[int, int]:
     return {i: mb for i, mb in sizes.items() if i in listed} if listed else sizes
 
 
-# -- recorded figures --------------------------------------------------------------------------
-
-
-_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
-
-
-def parse_log(text: str) -> dict[str, list[float]]:
-    """Seconds per finished job, by rule, from a Snakemake log (start and finish stamps)."""
-    started: dict[str, tuple[str, datetime]] = {}
-    done: dict[str, list[float]] = {}
-    stamp: datetime | None = None
-    rule: str | None = None
-    for line in text.splitlines():
-        m = _STAMP.match(line.strip())
-        if m:
-            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
-            continue
-        s = line.strip()
-        if re.match(r"^(local)?rule \w+:$", s):
-            rule = s.split()[-1].rstrip(":")
-        elif s.startswith("jobid:") and rule and stamp:
-            started[s.split()[1]] = (rule, stamp)
-            rule = None
-        elif s.startswith("Finished jobid:") and stamp:
-            job = s.split()[2]
-            if job in started:
-                name, t0 = started.pop(job)
-                done.setdefault(name, []).append((stamp - t0).total_seconds())
-    return done
-
-
-def _bench_rule(rel: Path) -> str:
-    """The rule of a benchmark file from its path (workflow/rules/*.smk ``benchfile(...)``)."""
-    if rel.parts[0] == "generative" and len(rel.parts) == 3:  # generative/<dataset>/<file>
-        if rel.stem == "classifier":
-            return "gen_classifier"
-        if rel.stem.startswith("lr_"):
-            return "gen_lr_grid"  # a whole grid in one job (older benchmark records)
-    if rel.parts[0] == "generative" and len(rel.parts) == 4 and rel.parts[2].startswith("lr_"):
-        return "gen_lr_run"  # generative/<dataset>/lr_<family>/lr<rate>
-    return rel.parts[0]
-
-
-def read_benchmark_rows(folder: str | Path) -> list[dict[str, Any]]:
-    """One row per job of a run's ``benchmark:`` tsv files: its rule, file, wall seconds (``s``)
-    and CPU seconds (``cpu_time``, the job's processes together; Snakemake samples it)."""
-    out = []
-    folder = Path(folder)
-    for tsv in sorted(folder.rglob("*.tsv")):
-        with tsv.open() as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-        if rows:
-            rel = tsv.relative_to(folder)
-            last = rows[-1]
-            out.append({"rule": _bench_rule(rel), "file": str(rel), "s": float(last["s"]),
-                        "cpu_time": float(last.get("cpu_time") or "nan")})  # fmt: skip
-    return out
-
-
-def read_benchmarks(folder: str | Path) -> dict[str, list[float]]:
-    """Seconds per job, by rule, from the ``benchmark:`` tsv files of a run."""
-    out: dict[str, list[float]] = {}
-    for row in read_benchmark_rows(folder):
-        out.setdefault(row["rule"], []).append(row["s"])
-    return out
-
-
-def summarise(seconds: dict[str, list[float]]) -> dict[str, dict[str, float]]:
-    return {
-        r: {"jobs": len(v), "mean_s": round(sum(v) / len(v), 1)} for r, v in sorted(seconds.items())
-    }
-
-
-def load_estimates(path: Path = ESTIMATES) -> dict[str, Any]:
-    if not path.is_file():
-        return {"records": []}
-    return json.loads(path.read_text())
-
-
 # -- the estimate ------------------------------------------------------------------------------
 
 
@@ -191,7 +108,10 @@ def estimate(
     Per rule: jobs x mean seconds per job (a previous run's benchmark files first, else the
     reference record of this config name and device kind), summed and divided by how many jobs
     ran at once in the record, scaled by this machine's cores (CPU) or GPUs (CUDA) against the
-    record's. Rough: one figure per rule, not per job size."""  # fmt: skip
+    record's. A CPU rule (not in GPU_RULES) missing there takes the other device kind's record
+    of the config: a CPU job's seconds do not depend on the GPU beside it. Those jobs count at
+    the lower of the two records' concurrencies (the CPU side of a build is mostly a chain).
+    Rough: one figure per rule, not per job size."""  # fmt: skip
     rec = _record(estimates, name, kind)
     previous = summarise(read_benchmarks(results / "benchmarks")) if results.is_dir() else {}
     if rec is None and not previous:
@@ -203,12 +123,24 @@ def estimate(
         parallel *= min(cores, sum(counts.values())) / rec["cores"]
     elif rec and kind == "cuda" and gpus and rec.get("gpus"):
         parallel *= gpus / rec["gpus"]
-    unknown = sorted(r for r in counts if r not in rules)
+    parallel = max(parallel, 1)
+    other = _record(estimates, name, "cpu" if kind == "cuda" else "cuda")
+    # a CPU rule this record lacks: the other device kind's figure of it
+    spare = other["rules"] if other else {}
+    borrowed = {r: spare[r] for r in counts if r in spare and r not in rules and r not in GPU_RULES}
+    unknown = sorted(r for r in counts if r not in rules and r not in borrowed)
     job_s = sum(n * rules[r]["mean_s"] for r, n in counts.items() if r in rules)
+    wall = job_s / parallel
     source = rec["source"] if rec else "none"
     if previous:
         source = f"{results / 'benchmarks'} (previous run) + {source}"
-    return job_s / max(parallel, 1), source, unknown
+    if borrowed:
+        assert other is not None
+        wall += sum(counts[r] * f["mean_s"] for r, f in borrowed.items()) / max(
+            min(parallel, other["parallel"]), 1
+        )
+        source += f"; {', '.join(sorted(borrowed))} from the {other['device']} record"
+    return wall, source, unknown
 
 
 def _hms(seconds: float) -> str:
@@ -261,12 +193,24 @@ def plan_lines(
     else:
         here = f"{cores} core{'s' * (cores > 1)}"
         here += f", {gpus} GPU{'s' * (gpus > 1)}" if kind == "cuda" else ""
-        lines.append(f"  estimated wall time: about {_hms(wall)} on {here} (from {source})")
-        if unknown:
-            lines.append(f"  no figure for: {', '.join(unknown)}")
+        # GPU rules without a figure on this device kind: said apart, with a GPU host's time
+        gpu_gap = [r for r in unknown if r in GPU_RULES] if kind == "cpu" else []
+        some = sum(n for r, n in counts.items() if r not in gpu_gap)
+        part = f" for the {some} jobs of its CPU rules" if gpu_gap else ""
+        if some:
+            lines.append(
+                f"  estimated wall time: about {_hms(wall)}{part} on {here} (from {source})"
+            )
+        else:
+            lines.append(f"  estimated wall time: unknown on {here} (no CPU record of its rules)")
+        if gpu_gap:
+            lines.append(gpu_host_line({r: counts[r] for r in gpu_gap}, name, records))
+        if rest := [r for r in unknown if r not in gpu_gap]:
+            lines.append(f"  no figure for: {', '.join(rest)}")
     gpu_jobs = sum(counts.get(r, 0) for r in GPU_RULES)
-    if kind == "cpu" and gpu_jobs and (wall is None or wall > 3600):
-        how = "no CPU figure is recorded for this config" if wall is None else f"about {_hms(wall)}"
+    no_cpu_figure = wall is None or any(r in GPU_RULES for r in unknown)
+    if kind == "cpu" and gpu_jobs and (no_cpu_figure or wall > 3600):
+        how = "no CPU figure is recorded for them" if no_cpu_figure else f"about {_hms(wall)}"
         lines.append(
             f"  WARNING: no CUDA GPU here: config {name!r} runs its {gpu_jobs} GPU jobs on CPU "
             f"threads ({how}). For a run of minutes: --configfile {SMOKE}"
@@ -275,6 +219,19 @@ def plan_lines(
         lines.append(f"  missing: {item}")
     lines += [f"  {line}" for line in download_plan(config["data"], hub_needs(config))]
     return lines
+
+
+def gpu_host_line(counts: dict[str, int], name: str, records: dict) -> str:
+    """What the GPU rules of ``counts`` cost where a record has them: on a GPU host (this
+    config's CUDA record), since no CPU record of them exists."""
+    jobs = sum(counts.values())
+    head = f"  GPU rules ({jobs} jobs: {', '.join(sorted(counts))}): no CPU record"
+    ref, _, unknown = estimate(counts, name, "cuda", Path("/nonexistent"), records)
+    rec = _record(records, name, "cuda")
+    if ref is None or rec is None or unknown:
+        return f"{head}, nor a GPU host's"
+    host = f"{rec['gpus']} GPU{'s' * (rec['gpus'] > 1)}, {rec['cores']} cores"
+    return f"{head}; about {_hms(ref)} on a GPU host ({host}: its CUDA record)"
 
 
 def hub_needs(config: dict[str, Any]) -> list[str]:
@@ -353,48 +310,3 @@ def plan(configfile: list[str] | None, config: list[str] | None) -> None:
     configfiles, root = configfile or [], workflow_root()
     counts = dag_counts(configfiles, config or [], root)
     print("\n".join(plan_lines(counts, load_config(configfiles, config, root), root)))
-
-
-def log_span(text: str) -> float:
-    """Seconds from the first to the last time stamp of a Snakemake log."""
-    stamps = [
-        datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
-        for m in (_STAMP.match(line.strip()) for line in text.splitlines())
-        if m
-    ]
-    return (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
-
-
-def derive(log: str, benchmarks: str | None, config: str, device: str, source: str,
-           cores: int, gpus: int = 0, out: Path = ESTIMATES) -> None:  # fmt: skip
-    """Add (or replace) one record of per-rule seconds in benchmarks/estimates.json, every rule
-    of the log included; its ``parallel`` is the run's job seconds over its wall time (how many
-    jobs ran at once), with the ``cores`` and ``gpus`` the run had (the estimate scales by them)."""
-    opener = gzip.open if log.endswith(".gz") else open
-    with opener(log, "rt") as f:
-        text = f.read()
-    seconds = parse_log(text)
-    parallel = round(sum(map(sum, seconds.values())) / max(log_span(text), 1.0), 2)
-    if benchmarks:
-        seconds.update(read_benchmarks(benchmarks))  # measured per job beats log stamps
-    est = load_estimates(out)
-    recs = [r for r in est["records"] if (r["config"], r["device"]) != (config, device)]
-    recs.append({"config": config, "device": device, "parallel": parallel, "source": source,
-                 "cores": cores, "gpus": gpus, "rules": summarise(seconds)})  # fmt: skip
-    est["records"] = sorted(recs, key=lambda r: (r["config"], r["device"]))
-    out.write_text(json.dumps(est, indent=1, sort_keys=True) + "\n")
-
-
-if __name__ == "__main__":
-    import argparse
-
-    p = argparse.ArgumentParser(description=derive.__doc__)
-    p.add_argument("--log", required=True)
-    p.add_argument("--benchmarks")
-    p.add_argument("--config", required=True)
-    p.add_argument("--device", required=True, choices=["cpu", "cuda"])
-    p.add_argument("--source", required=True)
-    p.add_argument("--cores", type=int, required=True, help="cores the recorded run had")
-    p.add_argument("--gpus", type=int, default=0, help="GPUs the recorded run had")
-    a = p.parse_args()
-    derive(a.log, a.benchmarks, a.config, a.device, a.source, a.cores, a.gpus)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pillm import estimate, owner
+from pillm import estimate, owner, timings
 from pillm.core.config import ConfigError, apply_schema
 
 from ..conftest import copy_worktree
@@ -62,6 +62,7 @@ def test_plan_lines_count_estimate_and_warn(tmp_path, monkeypatch):
     paper = dict(smoke(), name="paper")
     text = "\n".join(estimate.plan_lines({"run_lm": 2}, paper, REPO, kind="cpu"))
     assert "WARNING" in text and "config/smoke.yaml" in text and "unknown" in text
+    assert "GPU rules (2 jobs: run_lm): no CPU record; about" in text and "GPU host" in text
 
 
 def test_the_estimate_counts_the_cores_this_process_may_use(tmp_path, monkeypatch):
@@ -119,7 +120,7 @@ def test_benchmark_files_are_filed_under_their_rules(tmp_path):
                 "sensitivity_run/baseline", "run_lm/baseline"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f"{rel}.tsv").write_text("s\th:m:s\n2.0\t0:00:02\n")
-    assert set(estimate.read_benchmarks(tmp_path)) == {
+    assert set(timings.read_benchmarks(tmp_path)) == {
         "gen_classifier",
         "gen_lr_grid",
         "gen_lr_run",
@@ -245,8 +246,8 @@ def test_parse_log_times_jobs_by_rule():
         "[Thu Nov 26 10:01:00 2026]", "Finished jobid: 3 (Rule: run_lm)",
         "[Thu Nov 26 10:01:05 2026]", "Finished jobid: 4 (Rule: tables)",
     ])  # fmt: skip
-    assert estimate.parse_log(log) == {"run_lm": [60.0], "tables": [35.0]}
-    assert estimate.log_span(log) == 65.0
+    assert timings.parse_log(log) == {"run_lm": [60.0], "tables": [35.0]}
+    assert timings.log_span(log) == 65.0
 
 
 def test_a_second_config_with_the_same_name_is_refused(tmp_path, monkeypatch):

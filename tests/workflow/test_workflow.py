@@ -272,6 +272,29 @@ def test_every_job_log_says_what_it_did(workdir):
     assert not empty, empty
 
 
+# The training jobs' logs (results/<name>/logs/...): each says its phases, not only that it ran.
+TRAINING_LOGS = ("run_lm/*.log", "sensitivity_run/*/*.log", "scaling_point/*/*.log",
+                 "lora/*/*.log", "saffu/*/*/*.log", "generative/*/*/seed*.log",
+                 "generative/*/lr_*/lr*.log")  # fmt: skip
+
+
+def test_training_job_logs_say_their_phases(workdir):
+    """Beyond the command line's started and done lines (pillm.cli), a training job's log has
+    its phases (pillm.core.log.say), one line each."""
+    root = workdir / "results/smoke/logs"
+    said = re.compile(r"^\[\s*[\d.]+ s\] ")  # a line of pillm.core.log.say
+    plain = re.compile(r"^\[\s*[\d.]+ s\] pillm [\w-]+: (started|done)")
+    bare, seen = [], set()
+    for pattern in TRAINING_LOGS:
+        for log in sorted(root.glob(pattern)):
+            seen.add(pattern)
+            lines = log.read_text().split("\n")
+            if not [line for line in lines if said.match(line) and not plain.match(line)]:
+                bare.append(str(log.relative_to(root)))
+    assert seen == set(TRAINING_LOGS)  # every kind of training job ran in the smoke build
+    assert not bare, bare
+
+
 @NEEDS_TEX
 def test_the_pdf_is_built(workdir):
     assert (workdir / "results/smoke/paper/main.pdf").read_bytes().startswith(b"%PDF")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pillm.core.log import say
 from pillm.core.records import atomic_path
 from pillm.data.files import DataError, hub_call, read_checksums, verify_file
 from pillm.data.image_specs import IMAGE_DATASETS, ImageSpec
@@ -228,6 +229,7 @@ def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) ->
     source = DataConfig.from_dict(data, "data")
     arrays, meta = {}, {}
     for split in SPLITS:
+        say(f"{dataset} {split}: decoding images ({threads or 1} process(es))")
         raw = read_images(
             dataset,
             split,
@@ -243,5 +245,6 @@ def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) ->
         meta[split] = {k: v for k, v in raw.meta.items() if isinstance(v, str | int)}
         meta[split]["dataset"] = dataset
     arrays["meta"] = np.array(json.dumps(meta))
+    say(f"{dataset}: writing {out_path}")
     with atomic_path(out_path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pillm.core.adamw import AdamW
+from pillm.core.log import Progress, say
 from pillm.core.ridge import chunk_ranges
 from pillm.core.runtime import lr_at, peak_memory_mb, sync, tf32
 from pillm.core.selection import search_grid
@@ -196,6 +197,8 @@ def train_output_layers(
         progress = min(1.0, (step - start + 1) / anneal_steps)  # the last step at the floor
         return floor + (top - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
+    rates = ", ".join(f"{lr:g}" for lr in lrs)
+    progress = Progress(f"output layer, rates {rates}", cfg.max_epochs, "passes")
     for epoch in range(1, cfg.max_epochs + 1):
         order = torch.rand(k, n, generator=g, device=device).argsort(dim=1)  # a shuffle per bucket
         sse = torch.zeros(len(running), device=device)
@@ -242,6 +245,9 @@ def train_output_layers(
                 running.remove(lr)
             elif flat and not run.anneal_from:
                 annealing[lr], run.anneal_from = (step, rate(lr)), epoch
+        # after the pass's evaluations: its errors are on the host
+        best = min((runs[lr].best for lr in lrs), default=math.nan)
+        progress.update(epoch, rates_running=len(running), best_heldout_mse=best)
         if not running:
             break
     for lr in running:
@@ -268,6 +274,7 @@ def fit_adamw_out(
     rows)."""
     dev = torch.device(device)
     model, features, pairs, n = solve_problem(model_cfg, x_fit, seed, dev)
+    say(f"output layer: caching the solve's rows ({n} per map)")
     sync(dev)
     t0 = time.perf_counter()
     h, y = cache_rows(features, pairs, n, model_cfg.chunk_size, dev)

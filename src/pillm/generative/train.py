@@ -8,7 +8,6 @@ velocity, DDPM's ε) and run it on the same network a PIL fit solves.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,10 +16,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm import tqdm
 
 from pillm.accel.cuda_graph import GraphedStep
 from pillm.core.adamw import AdamW
+from pillm.core.log import Progress, say
 from pillm.core.runtime import lr_at, peak_memory_mb, sync
 from pillm.generative.convergence import MIN_LR_FRAC
 
@@ -103,7 +102,9 @@ def train_regression(
     net.train()
     curve, window, heldout, rows, first = [], [], [], 0, None
     t0, paused = time.perf_counter(), 0.0  # paused: seconds spent evaluating, not training
-    for step in tqdm(range(cfg.steps), desc=desc, file=sys.stderr, mininterval=5, ascii=True):
+    progress, notes = Progress(desc, cfg.steps), {}
+    say(f"{desc}: {cfg.steps} steps on {device.type}")
+    for step in range(cfg.steps):
         rate = lr_at(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_frac)
         if cuda:
             lr.fill_(rate)  # a device write, no sync
@@ -120,15 +121,18 @@ def train_regression(
         if len(window) == cfg.log_every or step == cfg.steps - 1:
             curve.append((step + 1, float(torch.stack(window).mean())))
             window = []
+            notes["train_loss"] = curve[-1][1]  # read here already: no extra wait for the GPU
         last = step == cfg.steps - 1
         if evaluate is not None and (last or (eval_every and (step + 1) % eval_every == 0)):
             sync(device)
             stop = time.perf_counter()
             net.eval()
             heldout.append((step + 1, stop - t0 - paused, evaluate(net)))
+            notes["heldout_mse"] = heldout[-1][2]
             net.train()
             sync(device)
             paused += time.perf_counter() - stop
+        progress.update(step + 1, **notes)
     sync(device)
     seconds = time.perf_counter() - t0 - paused
     net.eval()

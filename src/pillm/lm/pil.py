@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from pillm.core.log import say
 from pillm.core.ridge import GramStats, RidgeFit, heldout_sse, solve_relative, spectrum
 from pillm.core.runtime import deterministic, sync
 from pillm.core.selection import GridPick, search_grid
@@ -201,6 +202,10 @@ def solve_all_layers(
     out = LayerSolves([], [], [])
     for layer in range(model.cfg.n_layer):
         fit, lam, r2 = solve_layer(model, layer, target, train_tokens, valid_tokens, cfg, device)
+        say(
+            f"solve: layer {layer + 1}/{model.cfg.n_layer}, lambda {lam.value:g}, "
+            f"kappa {fit.kappa:.3g}, {fit.gram_seconds + fit.solve_seconds:.1f} s"
+        )
         out.fits.append(fit)
         out.lambdas.append(lam)
         out.r2.append(r2)

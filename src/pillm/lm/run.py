@@ -161,6 +161,7 @@ def run_variant(
     cfg = LMParams.from_dict(params)
     device = resolve_device(device)
     seed_everything(seed)
+    say(f"run {name} seed {seed}: loading tokens, building the model on {device}")
     arrays, meta = load_tokens(tokens_dir)
     model, grad_time, trainable = build_model(name, cfg.model, meta["vocab_size"], deps, device)
     if device.startswith("cuda"):
@@ -169,6 +170,7 @@ def run_variant(
     if v.solves:
         if cfg.pil is None:
             raise ConfigError(f"variant {name} solves FFNs: --params needs its 'pil' section")
+        say(f"run {name} seed {seed}: solving {model.cfg.n_layer} FFN layers ({v.target} target)")
         solves = solve_ffns(name, seed, model, arrays, cfg.pil, deps, device)
         if v.random_out:
             randomize_outputs(model, seed)
@@ -180,6 +182,7 @@ def run_variant(
         trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
         extra |= {k: grad[k] for k in GRAD_RECORDS}
     model.eval()
+    say(f"run {name} seed {seed}: scoring the held-out and test splits")
     fits = solves.fits
     solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
     scores = lm_metrics(
@@ -212,6 +215,7 @@ def run_variant(
         curve[-1]["val_loss"] = metrics["val_loss"]
 
     out = Path(out_dir)
+    say(f"run {name} seed {seed}: test ppl {metrics['test_ppl']:.4g}; writing {out}")
     identity = {
         "experiment": "lm",
         "variant": name,

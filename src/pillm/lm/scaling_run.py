@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from pillm.core.log import say
 from pillm.core.records import atomic_path, write_json
 from pillm.core.selection import GridPick, search_grid
 from pillm.lm.config import ScalingPointParams, ScalingTokensParams
@@ -98,6 +99,7 @@ def run_point(
         def pick(grid: list[float], family=family, selector=selector, tried=tried):
             for lr in grid:
                 if lr not in tried:
+                    say(f"{cfg.point}: {family} rate search, lr {lr:g} ({selector} seed {first})")
                     folder = scratch / family / f"lr{lr:g}"
                     run = with_lr(cfg.runs[selector], lr)
                     m = run_variant(selector, first, run, tokens_dir, {}, str(folder), device)
@@ -110,6 +112,7 @@ def run_point(
             cfg.lrs, cfg.lr_extend, pick, "scaling.lrs", extend_key="scaling.lr_extend"
         )
         lr_of.update(dict.fromkeys(members, chosen.value))
+        say(f"{cfg.point}: {family} rate {chosen.value:g} for {', '.join(members)}")
         done[(selector, first)] = scratch / family / f"lr{chosen.value:g}"
         record["families"][family] = pick_record(chosen, tried, members, first)
 

@@ -8,12 +8,11 @@ excludes the first ``warmup_steps_timing`` steps (allocator and kernel warm-up).
 
 from __future__ import annotations
 
-import sys
 import time
 
 import torch
-from tqdm import tqdm
 
+from pillm.core.log import Progress, say
 from pillm.core.runtime import deterministic, lr_at, peak_memory_mb, sync, tf32
 from pillm.lm.config import TrainConfig
 from pillm.lm.train_step import StepOptions, TrainStep
@@ -60,7 +59,9 @@ def fit(
         eval_args = (T, train_cfg.eval_batch_size, meta["bytes"]["valid"], amp, compiled)
         sync(device)
         t0 = time.perf_counter()
-        bar = tqdm(total=total_steps, desc="train", file=sys.stderr, mininterval=5, ascii=True)
+        say(f"train: {total_steps} steps of {B} x {T} tokens on {device}")
+        # step counts and the last held-out loss only: the training losses stay on the device
+        progress, notes = Progress("train", total_steps, per_unit=("tokens", B * T)), {}
         model.train()
         while step < total_steps:
             order = torch.randperm(n_windows, generator=gen)[: steps_per_epoch * B].to(device) * T
@@ -74,25 +75,29 @@ def fit(
                 losses.append(step_fn(chunk, lr))  # a device tensor: no host sync per step
                 curve.append({"step": step, "tokens": (step + 1) * B * T, "lr": lr})
                 step += 1
-                bar.update(1)
+                progress.update(step, **notes)
                 every = train_cfg.eval_every
                 if every and step % every == 0 and step < total_steps:
                     sync(device)  # finish queued training work before the eval clock
                     t_eval_start = time.perf_counter()
                     curve[-1]["val_loss"] = evaluate_lm(model, arrays["valid"], *eval_args)["loss"]
+                    notes["val_loss"] = curve[-1]["val_loss"]
                     if t_start is not None:
                         t_eval += time.perf_counter() - t_eval_start
                 if step >= total_steps:
                     break
         sync(device)
         t_end = time.perf_counter()
-        bar.close()
         for row, loss in zip(curve, torch.stack(losses).float().cpu().tolist(), strict=True):
             row["train_loss"] = loss
         timed_steps = total_steps - timed_from
         if t_start is not None and timed_steps > 0:
             t_timed = t_end - t_start - t_eval
         steady_step = t_timed / timed_steps if t_timed > 0 else float("nan")
+        say(
+            f"train: {total_steps} steps in {t_end - t0:.1f} s, loss {curve[0]['train_loss']:.4g}"
+            f" -> {curve[-1]['train_loss']:.4g}"
+        )
         metrics = {
             "train_steps": total_steps,
             "train_tokens": total_steps * B * T,

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import binomtest
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from pillm.core.adamw import AdamW
+from pillm.core.log import Progress
 from pillm.core.ridge import GramStats, solve_relative
 from pillm.core.runtime import lr_at, sync
 from pillm.lora.base import BaseModel, by_length, pad_batch, pooled_batches, to_device
@@ -124,9 +124,11 @@ def fit_closed_form(
     t0 = time.perf_counter()
     for split, (ids, labels) in (("fit", fit), ("dev", dev)):
         n_batches = math.ceil(len(ids) / batch_size)
-        it = iter(tqdm(pooled_batches(base, ids, labels, batch_size, device), total=n_batches,
-                       desc=f"streaming {split} rows", mininterval=10))  # fmt: skip
+        it = iter(pooled_batches(base, ids, labels, batch_size, device))
+        progress, done = Progress(f"streaming {split} rows", n_batches, "batches"), 0
         while True:
+            progress.update(done)
+            done += 1
             tc = time.perf_counter()
             batch = next(it, None)
             sync(device)
@@ -327,7 +329,9 @@ def fit_lora(
     # after every step would leave the GPU idle between steps and time that idleness too.
     sync(device)
     t0 = time.perf_counter()
-    for step in tqdm(range(1, last + 1), desc=f"LoRA steps (lr {lr:g})", mininterval=10):
+    progress, notes = Progress(f"LoRA lr {lr:g}", last), {}
+    for step in range(1, last + 1):
+        progress.update(step - 1, **notes)  # host values only: the last evaluation's
         model.train()
         if not queue:
             queue = bucketed_epoch(lengths, bs, gen)
@@ -349,6 +353,7 @@ def fit_lora(
             losses = []
             curve.append({"step": step, "fit_seconds": elapsed, "dev_accuracy": dev_acc,
                           "train_loss": train_loss})  # fmt: skip
+            notes = {"dev_accuracy": dev_acc, "train_loss": train_loss}
             if stop.update(step, dev_acc):
                 best, best_seconds = snapshot(), elapsed
             if stop.done or (target is not None and dev_acc >= target):

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pillm.core.config import ConfigError
+from pillm.core.log import say
 from pillm.core.runtime import peak_memory_mb, tf32
 from pillm.core.selection import search_grid
 from pillm.data.config import DataConfig
@@ -109,6 +110,7 @@ def run_fits(
     majority-class rate at a one-sided binomial test, p < ``cfg.trained_alpha``)."""
     if method not in METHODS:
         raise ValueError(f"unknown lora method {method!r} (lora.methods); known: {list(METHODS)}")
+    say(f"{method}: tokenizing {len(fit)} fit, {len(dev)} dev, {len(val)} validation sentences")
     t0 = time.perf_counter()
     ids = {k: base.tokenize(s.sentences, cfg.max_len) for k, s in
            (("fit", fit), ("dev", dev), ("val", val))}  # fmt: skip
@@ -120,6 +122,7 @@ def run_fits(
         def pick(grid: list[float]) -> tuple[FitResult, float, dict[float, float]]:
             for lr in grid:
                 if lr not in runs:
+                    say(f"lora: rate search, lr {lr:g}")
                     _reset_peak(device)
                     runs[lr] = fit_lora(base, fit_xy, dev_xy, cfg, lr, seed, device)
             best = grid[choose_lr([runs[lr] for lr in grid])]  # ties: the smaller rate
@@ -131,9 +134,11 @@ def run_fits(
         first, grid = search_grid(
             cfg.lrs, cfg.lr_extend, pick, "lora.lrs", extend_key="lora.lr_extend"
         )
+        steps = int(first.metrics["best_step"])
+        say(f"lora: rate {grid.value:g} chosen; timed rerun of {steps} steps")
         _reset_peak(device)
         timed = fit_lora(base, fit_xy, dev_xy, cfg, grid.value, seed, device,
-                         stop_at=int(first.metrics["best_step"]))  # fmt: skip
+                         stop_at=steps)  # fmt: skip
         peak = peak_memory_mb(device)
         dev_acc = first.metrics["best_dev_accuracy"]
         best = next(c for c in first.curve if c["step"] == first.metrics["best_step"])
@@ -165,7 +170,8 @@ def run_fits(
     else:
         rank = cfg.pil_rank if method == "pil_lora" else 0
         fits = []
-        for _ in range(2):  # same seed twice: are the solved weights bit-identical?
+        for i in range(2):  # same seed twice: are the solved weights bit-identical?
+            say(f"{method}: closed-form fit {i + 1}/2")
             _reset_peak(device)
             if method == "pil_adapter":
                 fits.append(fit_adapter(base, fit_xy, dev_xy, cfg, seed, device))
@@ -180,6 +186,7 @@ def run_fits(
         curve = [{"step": 0, "fit_seconds": timed.fit_seconds, "dev_accuracy": dev_acc}]
         # every selection (λ; the adapter's η) is inside the fit
         metrics = {"tune_seconds": timed.fit_seconds}
+    say(f"{method}: dev accuracy {dev_acc:.4g}; scoring the validation sentences")
     acc = accuracy(timed.predict(ids["val"]), val.labels)
     return JobFits(first, timed, acc, dev_acc, peak, tokenize_seconds, curve, metrics)
 

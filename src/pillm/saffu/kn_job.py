@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pillm.core.log import say
 from pillm.core.records import cpu_name, git_revision, tidy_records, write_json
 from pillm.core.selection import search_grid
 from pillm.models.evaluate import bits_per_byte
@@ -31,6 +32,7 @@ def fit_window(
     def pick(grid: list[float]) -> tuple[None, float, dict[float, float]]:
         for order in grid:
             if order not in val:
+                say(f"kneser-ney: order {order:g}")
                 nll, n = KneserNey(train, int(order), vocab, cfg.discount).nll(valid)
                 val[order] = nll / n
         return None, min(grid, key=lambda k: (val[k], k)), {k: val[k] for k in grid}
@@ -82,7 +84,7 @@ def run_kneser_ney(params: dict[str, Any], tokens_dir: str | Path, out_dir: str 
             offset, length = train_window(n_train, fraction, seed)
             if (offset, length) not in cache:
                 train = arrays["train"][offset : offset + length].tolist()
-                print(f"kneser-ney: fraction {fraction:g}, seed {seed}: {length} train tokens")
+                say(f"kneser-ney: fraction {fraction:g}, seed {seed}: {length} train tokens")
                 cache[(offset, length)] = fit_window(train, valid, test, vocab, cfg)
             out = dict(cache[(offset, length)])
             out.update(fraction=fraction, train_tokens=float(length), window_offset=float(offset))

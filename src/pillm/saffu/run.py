@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from pillm.core.config import ConfigError
-from pillm.core.log import process_seconds
+from pillm.core.log import process_seconds, say
 from pillm.core.records import (
     config_hash,
     provenance,
@@ -95,6 +95,7 @@ def run_saffu(
         offset, length = train_window(n_train, fraction, seed)
         if win is None or (win.offset, win.length) != (offset, length):
             win = None  # free the previous window's tensors first
+            say(f"saffu {setting_name}/{tag}: window of {length} train tokens, explicit solution")
             win, model = prepare_window(arrays, offset, length, vocab, setting, job, model,
                                         device, "explicit" in job.inits, test_bytes)  # fmt: skip
         assert model is not None
@@ -112,16 +113,19 @@ def run_saffu(
             model.weight.data.copy_(start)
             out["init_val_loss"] = heldout_loss(model, *win.data["valid"], job.eval_chunk)
             label = f"saffu {setting_name}/{tag}/{init}/s{seed}"
+            say(f"{label}: AdamW from held-out loss {out['init_val_loss']:.4g}")
             if init not in chosen:
                 fit, lr_pick, tune_s, curve = tune_lr(model, start, win.data, seed, job, label)
                 chosen[init] = (lr_pick.value, lr_pick)
                 out["lr_tuned_here"], out["tune_time_s"] = 1.0, tune_s
             else:
-                fit = train_adamw(model, start, win.data["train"], win.data["valid"],
-                                  chosen[init][0], seed, job, label)  # fmt: skip
+                lr = chosen[init][0]
+                fit = train_adamw(model, start, win.data["train"], win.data["valid"], lr, seed,
+                                  job, f"{label} lr={lr:g}")  # fmt: skip
                 out["lr_tuned_here"], out["tune_time_s"], curve = 0.0, 0.0, fit.curve
             del start
             out.update(grid_metrics("lr", chosen[init][1]), lr_reused=float(from_other_setting))
+            say(f"{label}: best held-out loss {fit.best_val:.4g} at step {fit.best_step}; test")
             out.update(score_test(model, win.data["test"], job.eval_chunk, test_bytes))
             out.update(
                 val_loss=fit.best_val, val_ppl=perplexity(fit.best_val),

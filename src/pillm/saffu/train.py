@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
+from pillm.core.log import Progress
 from pillm.core.runtime import lr_at, sync
 from pillm.core.selection import GridPick, check_extendable, search_grid
 from pillm.saffu.config import SaffuJobConfig
@@ -63,7 +63,8 @@ def train_adamw(
     sync(str(device))
     t0 = time.perf_counter()
     step, cap_stop = 0, False
-    for step in tqdm(range(1, job.max_steps + 1), desc=label, mininterval=5):
+    progress = Progress(label, job.max_steps)
+    for step in range(1, job.max_steps + 1):
         if pos + bs > n_train:
             order, pos = torch.randperm(n_train, generator=gen).to(device), 0
         b = order[pos : pos + bs]
@@ -80,6 +81,8 @@ def train_adamw(
             else:
                 bad += 1
             curve.append(row)
+            # at an evaluation only: both losses are on the host there
+            progress.update(step, train_loss=row["train_loss"], val_loss=val)
             if not math.isfinite(val) or bad >= job.patience:
                 break
     else:  # neither patience nor a diverged loss ended the run: the cap did
