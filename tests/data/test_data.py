@@ -1,3 +1,5 @@
+import hashlib
+import json
 import shutil
 import time
 
@@ -43,6 +45,24 @@ def test_local_read_records_that_the_offline_mirror_has_no_hub_revision(shared_d
     record = meta["revisions"]["tinyshakespeare"]
     assert meta["revision"] is None and record["revision"] is None
     assert record["repo"] == "karpathy/tiny_shakespeare" and "offline mirror" in record["how"]
+    # its identity instead: the digest of the SHA256SUMS that pins every file of the mirror
+    digest = hashlib.sha256((shared_data / "SHA256SUMS").read_bytes()).hexdigest()
+    assert record["sha256sums"] == digest
+
+
+def test_a_run_record_names_the_commit_or_the_offline_mirror_it_read():
+    from pillm.core.records import data_revisions, provenance
+
+    meta = {"revisions": {
+        "wikitext2": {"repo": "Salesforce/wikitext", "revision": "b0" * 20, "how": "pinned"},
+        "gpt2_tokenizer": {"repo": "openai-community/gpt2", "revision": None, "how": "offline",
+                           "sha256sums": "ab" * 32},
+    }}  # fmt: skip
+    expected = {"gpt2_tokenizer": f"offline mirror, SHA256SUMS sha256:{'ab' * 32}",
+                "wikitext2": "b0" * 20}  # fmt: skip
+    assert json.loads(data_revisions(meta)) == expected
+    assert provenance("cpu", meta)["data_revisions"] == data_revisions(meta)
+    assert data_revisions({"policy": "toy tokens"}) == "{}"
 
 
 def test_an_unpinned_hub_load_offline_fails_fast_naming_the_pin_and_the_mirror(monkeypatch):

@@ -152,7 +152,9 @@ def first_build(shared_data, tmp_path_factory):
         cli = ["tokenize", "--corpus-dir", str(root / "corpus"), "--params", json.dumps(tok)]
         assert pillm.cli.main([*cli, "--out-dir", str(root / "tokens")]) == 0
         assert len(stand_in.calls) == n_calls  # the mirror is there now: no hub call
-    return SimpleNamespace(root=root, mirror=root / "data", stand_in=stand_in)
+    return SimpleNamespace(
+        root=root, mirror=root / "data", stand_in=stand_in, data=json.dumps(data)
+    )
 
 
 def test_first_build_builds_the_mirror_layout_and_checksums(first_build, shared_data):
@@ -200,6 +202,44 @@ def test_first_build_records_every_revision_it_used(first_build):
     gpt2 = tokens["revisions"]["gpt2_tokenizer"]
     assert gpt2["revision"] == committed["gpt2_tokenizer"]
     assert gpt2["repo"] == "openai-community/gpt2"
+
+
+def test_a_smoke_job_records_the_revision_the_first_build_resolved(first_build, shared_data):
+    """A job of the smoke config (run-lm, baseline), its tokens made from the mirror the first
+    build made: every row of its run record names PTB's commit, resolved at that build, and
+    that of the GPT-2 tokenizer files when it reads GPT-2 BPE; the offline mirror gives the
+    digest of its SHA256SUMS instead."""
+    import hashlib
+    import shlex
+
+    import pillm.cli
+    from pillm.core.config import apply_schema
+    from pillm.lm import plan as lm_plan
+
+    config = apply_schema(yaml.safe_load((REPO / "config/smoke.yaml").read_text()),
+                          REPO / "config/schema.yaml")  # fmt: skip
+    config["data"] = {**json.loads(first_build.data), "eval_tokens": 4096}
+    config["train"].update(max_steps=4, eval_every=0)  # the record, not the model, is tested
+    digest = hashlib.sha256((shared_data / "SHA256SUMS").read_bytes()).hexdigest()
+    offline = f"offline mirror, SHA256SUMS sha256:{digest}"
+    cases = {  # a name: (the data folder, the tokenizer, the revisions the record names)
+        "built": (first_build.mirror, "gpt2", {"gpt2_tokenizer": pins()["gpt2_tokenizer"],
+                                               "ptb": HEAD["ptb"]}),
+        "offline": (shared_data, "bpe", {"ptb": offline}),
+    }  # fmt: skip
+    for name, (folder, kind, expected) in cases.items():
+        root = first_build.root / name
+        config["data"]["local_dir"] = str(folder)
+        tok = {"tokenizer": {"kind": kind, "vocab_size": 512}, "data": config["data"]}
+        data = json.dumps(config["data"])
+        cli = ["prepare-corpus", "--corpus", "ptb", "--params", data]
+        assert pillm.cli.main([*cli, "--out-dir", str(root / "corpus")]) == 0
+        cli = ["tokenize", "--corpus-dir", str(root / "corpus"), "--params", json.dumps(tok)]
+        assert pillm.cli.main([*cli, "--out-dir", str(root / "tokens/ptb")]) == 0
+        args = shlex.split(lm_plan.run_args(config, "baseline", str(root)))
+        assert pillm.cli.main(["run-lm", "--variant", "baseline", *args, "--device", "cpu"]) == 0
+        records = json.loads((root / "lm/baseline/seed0/metrics.json").read_text())
+        assert {r["data_revisions"] for r in records} == {json.dumps(expected)}, name
 
 
 def test_mirror_job_reports_the_revisions_of_the_built_mirror(first_build, tmp_path):

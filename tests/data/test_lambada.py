@@ -105,6 +105,10 @@ def test_real_mirror_loads(shared_data):
     assert len(passages) == 5153
     assert all(isinstance(p, str) and " " in p for p in passages)
     assert load_lambada("local", str(shared_data), max_examples=3) == passages[:3]
+    origin: dict = {}  # where it came from, for the LM extras' run records
+    load_lambada("local", str(shared_data), max_examples=3, origin=origin)
+    assert origin["lambada"]["repo"] == "EleutherAI/lambada_openai"
+    assert origin["lambada"]["revision"] is None and len(origin["lambada"]["sha256sums"]) == 64
 
 
 def test_tampered_copy_is_rejected(shared_data, tmp_path):

@@ -1,5 +1,5 @@
 """The arXiv tarball (pillm.paper.build.pack_arxiv): every member readable by anyone, whatever
-modes the build tree had."""
+modes the source and build trees had."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def test_members_are_0644_files_and_0755_folders(tmp_path: Path):
         path.write_text("x")
         os.chmod(path, 0o600)  # what an atomic write (mkstemp) leaves
     os.chmod(build / "generated", 0o700)
-    pack_arxiv(str(build), str(tmp_path / "arxiv.tar.gz"))
+    bbl = build / "main.bbl"
+    pack_arxiv(str(build), str(build / "generated"), str(bbl), str(tmp_path / "arxiv.tar.gz"))
     with tarfile.open(tmp_path / "arxiv.tar.gz") as tar:
         members = tar.getmembers()
     files = {m.name: m.mode for m in members if m.isfile()}

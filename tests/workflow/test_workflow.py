@@ -25,9 +25,9 @@ pytestmark = pytest.mark.workflow
 GEN = "results/smoke/paper/generated"  # a run's tables, macros, figures (not paper/)
 TEX = all(shutil.which(t) for t in ("latexmk", "pdflatex"))
 NEEDS_TEX = pytest.mark.skipif(not TEX, reason="TeX (latexmk, pdflatex) not installed: the "
-                               "smoke build leaves the PDF and the arXiv tarball out")  # fmt: skip
-# The rules a change reaches last: the PDF and the tarball, where TeX builds them.
-PDF_RULES = {"pdf", "arxiv"} if TEX else set()
+                               "smoke build leaves the PDF out")  # fmt: skip
+# The rules a change reaches last: the arXiv tarball, and the PDF where TeX builds it.
+PDF_RULES = {"pdf", "arxiv"} if TEX else {"arxiv"}
 
 
 def snakemake(workdir: Path, *args: str, env=None, check=True) -> subprocess.CompletedProcess:
@@ -108,6 +108,23 @@ def test_table_perplexity_equals_metrics_json(workdir):
     extras = json.loads((workdir / "results/smoke/lm/baseline/seed0/extras.json").read_text())
     metrics = {r["metric"]: r["value"] for r in extras}
     assert 0 <= metrics["lambada_acc"] <= 1 and metrics["extras_peak_memory_mb"] > 0
+
+
+def test_every_run_record_carries_the_revisions_of_its_data(workdir):
+    """Read from the offline mirror (no hub commit), a record names the digest of the
+    SHA256SUMS that pins the files it read."""
+    import hashlib
+
+    digest = hashlib.sha256((workdir.parent / "shared/data/SHA256SUMS").read_bytes()).hexdigest()
+    offline = f"offline mirror, SHA256SUMS sha256:{digest}"
+    runs = {"lm/baseline/seed0/metrics.json": {"wikitext2"}}
+    runs["lm/baseline/seed0/extras.json"] = {"wikitext2", "lambada"}
+    runs["generative/mnist/classifier.json"] = {"mnist"}
+    for rel, sources in runs.items():
+        records = json.loads((workdir / "results/smoke" / rel).read_text())
+        assert {r["data_revisions"] for r in records} == {
+            json.dumps(dict.fromkeys(sorted(sources), offline))
+        }, rel
 
 
 def test_up_to_date_tree_has_nothing_to_do(workdir):
@@ -492,7 +509,8 @@ def path_without(names: tuple[str, ...], path: str, shadow_root: Path) -> str:
 
 def test_without_tex_everything_but_the_pdf_builds_and_says_how_to_get_it(workdir, tmp_path):
     """Last: it may leave the PDF out of date. PATH keeps every tool but latexmk and pdflatex:
-    the build exits 0 with every table and figure, says once how to get the PDF, and
+    the build exits 0 with every table, figure and the arXiv sources (main.bbl from
+    pillm.paper.bbl), says once how to get the PDF, and
     ``pdf: true`` stops before any job naming the key and the install."""
     env = {**os.environ, "PATH": path_without(TEX_BINARIES, os.environ["PATH"], tmp_path)}
     for name in TEX_BINARIES:
@@ -508,8 +526,13 @@ def test_without_tex_everything_but_the_pdf_builds_and_says_how_to_get_it(workdi
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert out.count("TeX not found") == 1 and "apt-get install texlive-latex-base" in out
-    assert "rule pdf:" not in out and "rule arxiv:" not in out
+    assert "rule pdf:" not in out and "rule arxiv:" in out and "rule bbl:" in out
     assert table.stat().st_mtime > before
+    with tarfile.open(workdir / "results/smoke/paper/arxiv.tar.gz") as t:
+        names = t.getnames()  # the arXiv sources, with main.bbl written without BibTeX
+        bbl = t.extractfile("main.bbl").read().decode()
+    assert "main.tex" in names and "generated/tables/lm_main.tex" in names
+    assert bbl.startswith("\\begin{thebibliography}") and "\\bibitem[" in bbl
     assert (workdir / GEN / "figures/training_curves.pdf").exists()
     strict = snakemake(workdir, *SMOKE, "-n", "--config", "pdf=true", env=env, check=False)
     assert strict.returncode != 0

@@ -116,8 +116,8 @@ onstart:
     )
     owner.claim(RESULTS, OWNER)
     if not BUILD_PDF and config["pdf"] == "auto":
-        print(f"pillm: TeX not found: building every table, figure and the report, not the "
-              f"PDF and the arXiv tarball. For them: {plan.TEX_INSTALL}", file=sys.stderr)  # fmt: skip
+        print(f"pillm: TeX not found: building every table, figure, the report and the arXiv "
+              f"sources, not the PDF. For it: {plan.TEX_INSTALL}", file=sys.stderr)  # fmt: skip
     if USE_MPS:
         print(mps.start(MPS_DIR), file=sys.stderr)
 
@@ -262,12 +262,18 @@ def wing_files(kind):
     return [f for w in WINGS.values() for f in w[kind]]
 
 
-# The PDF and the arXiv tarball where TeX is found (config key pdf); the rest without it.
+# The PDF where TeX is found (config key pdf); everything else, the arXiv sources included,
+# without it.
 BUILD_PDF = plan.builds_pdf(config)
 
 
 def all_targets():
-    pdf = [res("paper/main.pdf"), res("paper/arxiv.tar.gz")] if BUILD_PDF else []
-    targets = [*wing_files("paper"), *pdf, res("report/index.html")]
+    pdf = [res("paper/main.pdf")] if BUILD_PDF else []
+    targets = [
+        *wing_files("paper"),
+        *pdf,
+        res("paper/arxiv.tar.gz"),
+        res("report/index.html"),
+    ]
     plan.check_outputs(targets, RESULTS)  # every one inside results/<name>/
     return targets

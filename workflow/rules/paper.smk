@@ -129,10 +129,31 @@ rule pdf:
         " --out {output.pdf} > {log} 2>&1"
 
 
+# BibTeX's main.bbl as plainnat writes it, from refs.bib in Python (pillm.paper.bbl): the arXiv
+# sources' bibliography where TeX (and so BibTeX) is not installed.
+rule bbl:
+    input:
+        sources=PAPER_SOURCES,
+        code=code("bbl"),
+    output:
+        res("paper/bbl/main.bbl"),
+    log:
+        logfile("bbl"),
+    conda:
+        "../envs/pillm.yaml"
+    params:
+        paper=lambda w, input: parent(input.sources[0]),
+    shell:
+        "python -m pillm bbl --paper-dir {params.paper:q} --out {output} > {log} 2>&1"
+
+
+# The arXiv sources: with TeX the PDF build's main.bbl (BibTeX's own), without it rule bbl's.
 rule arxiv:
     input:
-        pdf=rules.pdf.output.pdf,
-        bbl=rules.pdf.output.bbl,
+        generated=wing_files("paper"),
+        front=rules.provenance.output[0],  # generated/provenance.tex: names the folder
+        sources=PAPER_SOURCES,
+        bbl=rules.pdf.output.bbl if BUILD_PDF else rules.bbl.output[0],
         code=code("arxiv"),
     output:
         res("paper/arxiv.tar.gz"),
@@ -141,9 +162,11 @@ rule arxiv:
     conda:
         "../envs/pillm.yaml"
     params:
-        build_dir=lambda w, input: parent(input.bbl),
+        paper=lambda w, input: parent(input.sources[0]),
+        generated=lambda w, input: parent(input.front),
     shell:
-        "python -m pillm arxiv --build-dir {params.build_dir} --out {output} > {log} 2>&1"
+        "python -m pillm arxiv --paper-dir {params.paper:q} --generated-dir {params.generated:q}"
+        " --bbl {input.bbl:q} --out {output} > {log} 2>&1"
 
 
 # The landing page of a build (pillm.paper.results_page): the claims first, then a section per
@@ -179,5 +202,6 @@ rule results_page:
 localrules:
     claims,
     pdf,
+    bbl,
     arxiv,
     results_page,

@@ -2,8 +2,8 @@
 
 Every run writes one ``metrics.json``: a list of tidy rows (one metric per row) that carry the
 run's identity (experiment, variant, seed, corpus, data policy) and its provenance (config hash,
-git revision, device, library versions). Outputs are written to a temporary name and renamed, so
-a killed job never leaves a file that looks finished.
+git revision, the revisions of the data it read, device, library versions). Outputs are written
+to a temporary name and renamed, so a killed job never leaves a file that looks finished.
 """
 
 from __future__ import annotations
@@ -102,8 +102,26 @@ def cpu_name(threads: int) -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {threads} thread{'s' * (threads != 1)})"
 
 
-def provenance(device: str) -> dict[str, str]:
-    """Where and with what a run was made."""
+def data_revisions(meta: Mapping[str, Any]) -> str:
+    """The ``data_revisions`` column of a run record, from the ``meta`` of the data a job read
+    (corpus and token ``meta.json``, the SST-2 and image meta: their ``revisions``, as
+    ``pillm.data.revisions`` records them): JSON {source: the hub commit it came from, or for
+    the offline mirror, which came from no commit, the SHA256SUMS digest that pins its files}.
+    Reads records already made, so a job hashes nothing."""
+    found: dict[str, str] = {}
+    for key, rec in (meta.get("revisions") or {}).items():
+        if rec.get("revision"):
+            found[key] = rec["revision"]
+        elif rec.get("sha256sums"):
+            found[key] = f"offline mirror, SHA256SUMS sha256:{rec['sha256sums']}"
+        else:
+            found[key] = "not recorded"
+    return json.dumps(found, sort_keys=True)
+
+
+def provenance(device: str, data: Mapping[str, Any]) -> dict[str, str]:
+    """Where and with what a run was made; ``data``: the meta of the data it read
+    (``data_revisions``)."""
     import numpy
     import torch
 
@@ -116,6 +134,7 @@ def provenance(device: str) -> dict[str, str]:
         device_name = cpu_name(torch.get_num_threads())
     return {
         "git_rev": git_revision(),
+        "data_revisions": data_revisions(data),
         "device": device,
         "device_name": device_name,
         "python": platform.python_version(),

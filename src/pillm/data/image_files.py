@@ -143,7 +143,8 @@ def read_images_local(
     rows = subset_rows(table.num_rows, limit, subset_seed)
     meta = {"source": "local", "dataset": name, "split": split, "file": rel, "sha256": digest}
     meta.update(limit=limit, subset_seed=subset_seed, n_split=table.num_rows)
-    meta.update(_origin(local_record(local_dir, name)))
+    record = local_record(local_dir, name)
+    meta.update(_origin(record), revisions={name: record})
     try:
         return _build(table, spec, rows, meta, workers)
     except (DataError, OSError, ValueError, TypeError, KeyError) as err:  # PIL: OSError
@@ -174,7 +175,8 @@ def read_images_hub(
     what = f"{hub.repo_id!r} (it is {spec.local_dir}/{{train,test}}.parquet in the mirror)"
     ds = hub_call(what, datasets.load_dataset, hub.repo_id, split=split, revision=hub.revision)
     raw = raw_from_hf_dataset(ds, name, limit, subset_seed, workers)
-    raw.meta.update(source="hub", split=split, **_origin(hub.record()))
+    record = hub.record()
+    raw.meta.update(source="hub", split=split, revisions={name: record}, **_origin(record))
     return raw
 
 
@@ -242,7 +244,9 @@ def prepare_images(dataset: str, data: dict, out_path: str, threads: int = 0) ->
         )
         arrays[f"{split}_x"] = raw.pixels
         arrays[f"{split}_y"] = raw.labels
-        meta[split] = {k: v for k, v in raw.meta.items() if isinstance(v, str | int)}
+        meta[split] = {
+            k: v for k, v in raw.meta.items() if isinstance(v, str | int) or k == "revisions"
+        }
         meta[split]["dataset"] = dataset
     arrays["meta"] = np.array(json.dumps(meta))
     say(f"{dataset}: writing {out_path}")

@@ -22,14 +22,18 @@ from tokenizers import Tokenizer
 
 from pillm.data.files import hub_call, read_checksums, verify_file
 from pillm.data.reading import read_jsonl
-from pillm.data.revisions import Revisions, hub_source
+from pillm.data.revisions import Revisions, hub_source, local_record
 from pillm.data.sources import resolve_source
 
 LAMBADA_REL = "lambada/lambada_test.jsonl"  # mirror-relative, as written in SHA256SUMS
 
 
 def load_lambada(
-    source: str, local_dir: str | None, max_examples: int = 0, revisions: Revisions = None
+    source: str,
+    local_dir: str | None,
+    max_examples: int = 0,
+    revisions: Revisions = None,
+    origin: dict | None = None,
 ) -> list[str]:
     """Return the LAMBADA test passages, in file order.
 
@@ -38,13 +42,15 @@ def load_lambada(
     ``source="hub"`` loads the ``test`` split of ``EleutherAI/lambada_openai`` at
     ``revisions["lambada"]`` (``data.revisions``; None: the committed pins) and raises
     ``DataError`` naming data.local_dir when the hub library is offline. ``max_examples > 0``
-    keeps the first N.
+    keeps the first N. ``origin``, when given, receives the provenance record
+    (``pillm.data.revisions``) under ``"lambada"``.
     """
     source, local_dir = resolve_source(source, local_dir, revisions)
     if source == "local":
         root = Path(local_dir)
         verify_file(root, LAMBADA_REL, read_checksums(root))
         passages = read_jsonl(root / LAMBADA_REL, "text")
+        record = local_record(root, "lambada")
     else:
         hub = hub_source("lambada", revisions)
         import datasets  # lazy: slow to import and unused on the local path
@@ -58,7 +64,9 @@ def load_lambada(
             split="test",
             revision=hub.revision,
         )
-        passages = list(ds["text"])
+        passages, record = list(ds["text"]), hub.record()
+    if origin is not None:
+        origin["lambada"] = record
     return passages[:max_examples] if max_examples > 0 else passages
 
 

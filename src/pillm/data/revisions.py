@@ -6,12 +6,15 @@ revision is null is resolved when it is first built: the current commit of its b
 (``HfApi().dataset_info(...).sha``, ``model_info`` for a model), used for that whole build and
 recorded like every revision: in the built mirror's MIRROR.json and in the meta.json of every
 corpus and token array (``HubSource.record``). Reading a mirror records the revisions it was
-built from (its MIRROR.json), or that it is the offline mirror and came from no hub commit.
+built from (its MIRROR.json), or that it is the offline mirror, which came from no hub commit,
+with the digest of the SHA256SUMS that pins its files. Every run record carries the revisions of
+the data it read (``pillm.core.records.data_revisions``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import time
@@ -109,7 +112,8 @@ def mirror_json(root: str | Path) -> dict | None:
 
 def local_record(root: str | Path, key: str) -> dict[str, Any]:
     """The provenance of source ``key`` read from the mirror at ``root``: the revision it was
-    built from (MIRROR.json), or none for the offline mirror."""
+    built from (MIRROR.json), or for the offline mirror no revision and the digest of its
+    SHA256SUMS (``sha256sums``)."""
     built, hub = mirror_json(root), HUB_DATASETS[key]
     if built is not None:
         if key in built.get("revisions", {}):
@@ -118,10 +122,13 @@ def local_record(root: str | Path, key: str) -> dict[str, Any]:
             if MIRROR_FILES.get(rel) and MIRROR_FILES[rel].dataset == key:
                 how = "built from the hub (MIRROR.json)"
                 return {"repo": rec["repo"], "revision": rec["revision"], "how": how}
+    sums = Path(root) / "SHA256SUMS"
     return {
         "repo": hub.repo_id,
         "revision": None,
         "how": "offline mirror: not built from the hub, so no hub revision; its files are "
-        "checked against its SHA256SUMS",
+        "checked against its SHA256SUMS, whose digest (sha256sums) names this copy",
         "mirror": str(Path(root).resolve()),
+        # a file of a few hundred bytes per data file: the mirror's identity, cheap to hash
+        "sha256sums": hashlib.sha256(sums.read_bytes()).hexdigest() if sums.is_file() else None,
     }

@@ -62,7 +62,7 @@ def classifier_job(dataset: str, cfg: dict, images: str, device: str, out_dir: s
     identity = run_identity(
         dataset, "classifier", gen.seed, f"{len(train)} train images, {len(test)} test"
     )
-    write_json(out / "classifier.json", tidy_records(identity, metrics, provenance(device)))
+    write_json(out / "classifier.json", tidy_records(identity, metrics, provenance(device, train.meta)))
 
 
 def load_classifier(path: str, device: str) -> FeatureCNN:

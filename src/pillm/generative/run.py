@@ -67,7 +67,8 @@ def generative_job(
     t0 = time.perf_counter()
     say(f"{dataset} {setting_name} seed {seed}: loading images on {device}")
     x, x_val = fit_data(images, gen, device)
-    real = load_split(images, "test", gen.n_eval, gen.seed).x
+    test = load_split(images, "test", gen.n_eval, gen.seed)  # its meta: the data's revisions
+    real = test.x
     load_seconds = time.perf_counter() - t0
     cuda = device.startswith("cuda")
     say(f"fitting ({setting.method}, {setting.model})")
@@ -124,7 +125,7 @@ def generative_job(
         dataset, setting_name, seed, data_policy(gen.n_eval, len(x), len(x_val))
     )
     context = {
-        **provenance(device), "model": setting.model, "method": setting.method,
+        **provenance(device, test.meta), "model": setting.model, "method": setting.method,
         "ablation": setting.ablation, "level": setting.level, "family": setting.family,
         "sampler": f"{main['sampler']} {main['steps']}" if setting.model == "flow" else "ddpm",
         "matmul": "tf32 (AdamW, sampling)" if cuda else "fp32",

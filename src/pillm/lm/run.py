@@ -25,6 +25,7 @@ from pillm.core.log import process_seconds, say
 from pillm.core.records import (
     IDENTITY,
     config_hash,
+    data_revisions,
     provenance,
     tidy_records,
     write_json,
@@ -252,7 +253,7 @@ def run_variant(
         for lr, mse in f.curve.items()
     ]
     write_rows_parquet(out / "solve.parquet", sweep or [{"layer": None}], identity)
-    context = {"config_hash": config_hash(params), **provenance(device)}
+    context = {"config_hash": config_hash(params), **provenance(device, meta)}
     # this run's share of the job's wall time (its fixed cost is job - train - solve); the
     # first run of a process also pays the process start, the later ones reuse it
     _previous_end = process_seconds()
@@ -314,7 +315,9 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
     tok = Tokenizer.from_file(str(Path(tokens_dir) / "tokenizer.json"))
     cfg = ExtrasParams.from_dict(params)
     lam, data, smp = cfg.lambada, cfg.data, cfg.samples
-    passages = load_lambada(data.source, data.local_dir, lam.max_examples, data.revisions)
+    origin: dict = {}  # LAMBADA's revision: the extras records add it to the run's data
+    passages = load_lambada(data.source, data.local_dir, lam.max_examples, data.revisions, origin)
+    lambada_rev = json.loads(data_revisions({"revisions": origin}))
     unseen = unseen_targets(tok, passages, np.load(Path(tokens_dir) / "train.npy"))
     seen = [p for p, u in zip(passages, unseen, strict=True) if not u]
     lambada = lambada_seen = None  # encoded and on the device once, for the first run's context
@@ -323,6 +326,8 @@ def run_extras(run_dirs: list[str], tokens_dir: str, params: dict[str, Any], dev
         records = json.loads((run / "metrics.json").read_text())
         identity = {k: records[0][k] for k in IDENTITY}
         context = {k: v for k, v in records[0].items() if k not in (*IDENTITY, "metric", "value")}
+        read = {**json.loads(context.get("data_revisions", "{}")), **lambada_rev}
+        context["data_revisions"] = json.dumps(read, sort_keys=True)
         say(f"{run}: LAMBADA ({len(passages)} passages) and samples")
         model = load_checkpoint(run / "model.pt", device)
         if lambada is None or lambada.context != model.cfg.context:

@@ -125,7 +125,7 @@ def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) 
         _warm_up(_width(cfg, d), meta["vocab_size"], arrays, meta, cfg.pil, train, device)
         rows.append({"d_model": d, "warm_s": time.perf_counter() - t0})
         print(f"d={d}: warmed up in {rows[-1]['warm_s']:.1f} s", flush=True)
-    write_json(out, [{**r, **provenance(device)} for r in rows])
+    write_json(out, [{**r, **provenance(device, meta)} for r in rows])
 
 
 def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
@@ -168,5 +168,5 @@ def measure_cost(params: dict[str, Any], tokens: list[str], out: str, device: st
             flush=True,
         )
         rows.append(row)
-    context = provenance(device)
+    context = provenance(device, meta)
     write_json(out, [{**r, "corpus": meta["corpus"], **context} for r in rows])

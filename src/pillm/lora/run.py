@@ -251,7 +251,7 @@ def lora_job(
     assert set(run_identity) == set(IDENTITY)
     ident = {"model": base.name, "model_group": base.group, "model_label": base.label,
              "method": method}  # fmt: skip
-    context_cols = {**provenance(device), **ident, "weights_sha256": digests[1]}
+    context_cols = {**provenance(device, meta), **ident, "weights_sha256": digests[1]}
     out = Path(out_dir)
     write_rows_parquet(out / "curve.parquet", job.curve, {**ident, "seed": seed})
     write_json(out / "metrics.json", tidy_records(run_identity, metrics, context_cols))

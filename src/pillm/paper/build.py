@@ -99,17 +99,20 @@ def build_pdf(paper_dir: str, build_dir: str, out_pdf: str) -> None:
         shutil.copy2(build / "main.pdf", tmp)
 
 
-def pack_arxiv(build_dir: str, out_tar: str) -> None:
-    """Tarball of the built sources plus main.bbl (arXiv does not run bibtex)."""
-    build = Path(build_dir)
-    if not (build / "main.bbl").is_file():
-        raise FileNotFoundError(f"{build / 'main.bbl'} missing: build the PDF first")
-    members = [*SOURCES, "main.bbl"]
+def pack_arxiv(paper_dir: str, generated_dir: str, bbl: str, out_tar: str) -> None:
+    """Tarball of the manuscript (``paper_dir``'s main.tex and sections), its generated tables,
+    macros and figures (``generated_dir``) and ``bbl`` as main.bbl: arXiv does not run BibTeX.
+    ``bbl``: the PDF build's own where TeX is installed, else ``pillm.paper.bbl``'s; so the
+    sources build without TeX."""
+    paper = Path(paper_dir)
+    members = [(paper / "main.tex", "main.tex"), (paper / "sections", "sections"),
+               (Path(generated_dir), "generated"), (Path(bbl), "main.bbl")]  # fmt: skip
+    for path, _ in members:
+        if not path.exists():
+            raise FileNotFoundError(f"arXiv sources: {path} is missing")
     with atomic_path(out_tar) as tmp, tarfile.open(tmp, "w:gz") as tar:
-        for name in members:
-            if name == "refs.bib":
-                continue  # the .bbl replaces it; arXiv compiles without bibtex
-            tar.add(build / name, arcname=name, filter=_drop_aux)
+        for path, name in members:  # refs.bib stays out: main.bbl replaces it
+            tar.add(path, arcname=name, filter=_drop_aux)
 
 
 def _drop_aux(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

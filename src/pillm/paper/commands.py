@@ -40,8 +40,15 @@ COMMANDS: tuple[Command, ...] = (
         user_errors=("pillm.paper.build:TexMissing",),
     ),
     Command(
-        "arxiv", "pillm.paper.build:pack_arxiv", "pack the arXiv tarball from a built paper",
-        (req("--build-dir"), req("--out")), ("build_dir", "out"),
+        "bbl", "pillm.paper.bbl:write_bbl",
+        "main.bbl from refs.bib and the sources' citations, as BibTeX (plainnat) writes it",
+        (req("--paper-dir"), req("--out")), ("paper_dir", "out"),
+    ),
+    Command(
+        "arxiv", "pillm.paper.build:pack_arxiv",
+        "pack the arXiv tarball: the manuscript, its generated files and main.bbl",
+        (req("--paper-dir"), req("--generated-dir"), req("--bbl"), req("--out")),
+        ("paper_dir", "generated_dir", "bbl", "out"),
     ),
     Command(
         "results-page", "pillm.paper.results_page:write_results_page",

@@ -213,11 +213,12 @@ def run_probe(
     device: str,
     swaps: bool,
     out_dir: str,
-    data_policy: str,
+    data: dict[str, Any],
     load_seconds: float,
 ) -> None:
     """Probe the FFN blocks of ``pm`` (every one, or its ``cfg.max_blocks`` entry's count spread
-    over depth) on one corpus; write blocks/gradient parquet + metrics."""
+    over depth) on one corpus; write blocks/gradient parquet + metrics. ``data``: the corpus
+    meta.json (its data policy and revisions)."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     model = pm.model.to(device)
@@ -326,10 +327,10 @@ def run_probe(
     }
     run_identity = {
         "experiment": "probe", "variant": pm.name, "seed": identity["seed"], "corpus": corpus,
-        "tokenizer": pm.label, "data_policy": data_policy,
+        "tokenizer": pm.label, "data_policy": data["policy"],
     }  # fmt: skip
     assert set(run_identity) == set(IDENTITY)
-    context = {**provenance(device), "model_group": pm.group, "model_label": pm.label}
+    context = {**provenance(device, data), "model_group": pm.group, "model_label": pm.label}
     context["note"] = pm.note
     write_json(out / "metrics.json", tidy_records(run_identity, job, context))
 
@@ -368,6 +369,6 @@ def probe_job(
     texts = {s: (d / f"{s}.txt").read_text(encoding="utf-8") for s in ("test", "valid")}
     run_probe(
         pm, corpus, texts["test"], texts["valid"], probe, device,
-        swaps=corpus in probe.swap_corpora, out_dir=out_dir, data_policy=meta["policy"],
+        swaps=corpus in probe.swap_corpora, out_dir=out_dir, data=meta,
         load_seconds=load_seconds,
     )  # fmt: skip

@@ -86,7 +86,7 @@ def run_saffu(
     win: Window | None = None
     model: SaffuLM | None = None
     context = {
-        **provenance(device), "agg": setting.agg, "block": setting.block,
+        **provenance(device, meta), "agg": setting.agg, "block": setting.block,
         "radius": setting.radius, "top_types": job.top_types, "vocab_size": vocab,
         "config_hash": config_hash({k: v for k, v in cfg.items() if k != "settings"}
                                    | {"setting": cfg["settings"][setting_name]}),

@@ -72,6 +72,7 @@ PROVENANCE = {
     "n_expected",
     "cuda",
     "cuda_visible_devices",
+    "data_revisions",
     "numpy",
     "python",
     "torch",
