@@ -273,3 +273,21 @@ def test_anneal_benchmark_reports_each_setting_and_the_grid(tmp_path):
     assert set(plain["grid"]) == set(annealed["grid"]) == {"0.01", "0.03"}
     assert all(r["best"] >= r["pil"] * 0.9 and r["gap_percent"] == pytest.approx(
         100 * (r["best"] - r["pil"]) / r["pil"]) for r in (plain, annealed))  # fmt: skip
+
+
+def test_the_output_layer_arm_counts_as_flat_where_its_anneal_started():
+    """Its anneal starts once the curve has flattened and its gains read as not flat at the
+    end, so the flag is the anneal's start; a capped run (no anneal) is not flat. The
+    full-network arm keeps the flag its record holds."""
+    import polars as pl
+
+    from pillm.generative.opponents import seeds_with
+
+    runs = pl.DataFrame({
+        "dataset": "mnist", "setting": ["flow_adamw_out"] * 3 + ["flow_adamw"] * 3,
+        "flattened": [0.0, 0.0, 1.0, 1.0, 0.0, 1.0],
+        "anneal_from_epoch": [12.0, 0.0, 30.0, None, None, None],
+    })  # fmt: skip
+    assert seeds_with(runs, "mnist", "flow_adamw_out", "flattened") == "2/3"
+    assert seeds_with(runs, "mnist", "flow_adamw", "flattened") == "2/3"
+    assert seeds_with(runs, "mnist", "flow_adamw_out", "trained") == "--"

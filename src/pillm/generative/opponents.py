@@ -41,9 +41,23 @@ def seeds_with(runs: pl.DataFrame, dataset: str, setting: str, flag: str) -> str
     """'k/n': the seeds of ``setting`` whose record has ``flag`` (``trained``, ``flattened``,
     ``capped``) set; '--' for a setting that does not record it (a PIL fit)."""
     sub = _runs(runs, dataset, setting)
+    if flag == "flattened" and _annealed(sub):
+        # The output-layer arm anneals once its curve has flattened and then stops: the gains
+        # of the anneal would read as "not flat" at its end, so it counts where the flat rule
+        # started the anneal (a capped run never reached it).
+        return f"{int((sub['anneal_from_epoch'] > 0).sum())}/{sub.height}"
     if flag not in sub.columns or not sub.height or sub[flag].is_null().all():
         return MISSING
     return f"{int((sub[flag] == 1).sum())}/{sub.height}"
+
+
+def _annealed(sub: pl.DataFrame) -> bool:
+    """Whether ``sub``'s runs record an anneal start (the output-layer arm)."""
+    return (
+        "anneal_from_epoch" in sub.columns
+        and sub.height > 0
+        and not sub["anneal_from_epoch"].is_null().all()
+    )
 
 
 def _stats(sub: pl.DataFrame, col: str) -> dict:
