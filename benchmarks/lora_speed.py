@@ -126,7 +126,7 @@ def main() -> None:
     device = resolve_device(a.device)
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = False
-    splits, _ = load_sst2("local", a.data)
+    splits, sst2_meta = load_sst2("local", a.data)
     if a.model == "pillm" and not a.checkpoint:
         base = random_own(device)
     else:
@@ -171,7 +171,7 @@ def main() -> None:
                    "dev_acc": res.metrics["best_dev_accuracy"], "steps": last["step"],
                    "reached": last["dev_accuracy"] >= target, "peak_mb": mem.mb,
                    "growth_mb": mem.growth_mb, "curve": res.curve}  # fmt: skip
-    prov = provenance(device)
+    prov = provenance(device, sst2_meta)
     print(f"\n{base.label} on {prov['device_name']}, torch {prov['torch']}; fit rows "
           f"{a.n_train:,}, dev rows {a.n_dev:,}, max_len {a.max_len}, "
           f"PIL rank {a.pil_rank}, LoRA r={cfg.lora_rank} lr={a.lr} "
