@@ -341,6 +341,9 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     assert "\\newcommand{\\ScalDataSteps}{5 and 10}" in text
     assert "\\newcommand{\\ScalBaseSteps}{10}" in text
     assert "\\newcommand{\\ScalDataBelowFloor}{0 of 4}" in text  # every share is positive
+    shape = (cfg["scaling"]["head_dim"], cfg["model"]["ffn_mult"])
+    assert f"\\newcommand{{\\ScalHeadDim}}{{{shape[0]}}}" in text  # the config's, not typed
+    assert f"\\newcommand{{\\ScalFfnMult}}{{{shape[1]}}}" in text
     # the frozen FFN of standard initialisation is named as what it is, not as the solve's control
     pair = text.split("\\newcommand{\\ScalPairPilVsFrozen}{", 1)[1].split("\n", 1)[0]
     assert "attention over a frozen random FFN" in pair and "control" not in pair

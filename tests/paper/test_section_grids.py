@@ -55,6 +55,10 @@ TYPED_FACTS = [
         r"\s+(?:of\s+)?(?:training\s+|train\s+)?tokens\b",
         re.I,
     ),
+    # "Heads are $d/64$", "the FFN is $4d$ wide": the shape's config values
+    re.compile(r"\$d\s*/\s*\d+\$|\$\d+\s*d\$\s+wide\b"),
+    # "exceeds $10^{10}$": a solver threshold
+    re.compile(r"\b(?:exceeds|above)\s+\$10\^\{\d+\}\$"),
 ]
 # What a section says about zero in the functional-gradient step grid (its \eta).
 ZERO = r"(?:zero|\$\\eta\s*=\s*0\$|\$0\$)"
@@ -151,3 +155,7 @@ def test_scan_catches_typed_data_sets_model_counts_and_token_amounts():
     assert typed_facts("trained on \\TrainTokens{} tokens of text") == []
     assert typed_facts("the profiles of two models may differ") == []  # not a count of a study's
     assert typed_facts("% (MNIST, CIFAR-10) in a comment\n") == []
+    assert typed_facts("Heads are $d/64$, the FFN is $4d$ wide") != []
+    assert typed_facts("When the condition number exceeds $10^{10}$ the solver") != []
+    assert typed_facts("Heads are $d/\\ScalHeadDim$, the FFN is $\\ScalFfnMult d$ wide") == []
+    assert typed_facts("exceeds $\\ProbeKappaMax$ (or Cholesky fails)") == []

@@ -727,3 +727,13 @@ def test_a_gradient_map_whose_heldout_r2_barely_rose_is_untrained():
     macros = probe_macros(ProbeReport(probe, grad, jobs, params))
     assert macros["ProbeGradUntrained"] == "1" and macros["ProbeGradTrainedGain"] == "0.10"
     assert int(macros["ProbeGradNum"]) == probe["grad_r2"].is_not_null().sum()
+
+
+def test_the_probe_fits_cholesky_threshold_is_the_solvers_default():
+    import inspect
+
+    from pillm.core.ridge import KAPPA_MAX, solve_ridge
+    from pillm.probe.macros import kappa_max_tex
+
+    assert inspect.signature(solve_ridge).parameters["kappa_max"].default == KAPPA_MAX
+    assert kappa_max_tex() == f"10^{{{round(math.log10(KAPPA_MAX))}}}"

@@ -32,6 +32,9 @@ from tqdm import tqdm
 
 _DTYPE = torch.float64
 _EPS = torch.finfo(_DTYPE).eps
+# Above this condition number Cholesky gives way to the eigh pseudo-inverse where a caller sets
+# none (the probe's fits; the studies pass their config's kappa_max).
+KAPPA_MAX = 1e10
 
 
 class RidgeFallbackWarning(RuntimeWarning):
@@ -174,7 +177,7 @@ def solve_ridge(
     stats_or_hth: GramStats | Tensor,
     hty: Tensor | None = None,
     lam: float = 0.0,
-    kappa_max: float = 1e10,
+    kappa_max: float = KAPPA_MAX,
     *,
     rtol: float | None = None,
     eig: tuple[Tensor, Tensor] | None = None,
@@ -261,7 +264,7 @@ def select_lambda(
     stats_train: GramStats,
     stats_val: GramStats,
     lams: Sequence[float],
-    kappa_max: float = 1e10,
+    kappa_max: float = KAPPA_MAX,
     eig: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[RidgeSolution, dict[float, float]]:
     """Pick λ minimising total held-out SSE; return its solve_ridge solution and {λ: mse}.
@@ -308,7 +311,7 @@ def solve_relative(
     train: GramStats,
     heldout: GramStats,
     relative_lambdas: Sequence[float],
-    kappa_max: float = 1e10,
+    kappa_max: float = KAPPA_MAX,
     eig: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, RidgeFit]:
     """Ridge with λ relative to the mean feature energy, chosen on held-out statistics.

@@ -157,10 +157,7 @@ def families(variants: list[str]) -> dict[str, list[str]]:
     for name, members in FAMILIES.items():
         if chosen := [v for v in members if v in variants]:
             out[name] = chosen
-    for v in variants:
-        if not any(v in m for m in out.values()):
-            out[v] = [v]
-    return out
+    return out | {v: [v] for v in variants if not any(v in m for m in out.values())}
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -348,6 +345,8 @@ def report_params(config: dict[str, Any]) -> dict[str, Any]:
         "overfit_tol": sc["overfit_tol"],
         "name": config["name"],
         "trained_margin": config["lm"]["trained_margin"],
+        "head_dim": sc["head_dim"],
+        "ffn_mult": config["model"]["ffn_mult"],
     }
 
 

@@ -49,11 +49,14 @@ HEADLINE = {FLAT: "holds", GROWS: "grows", SHRINKS: "shrinks"}
 @dataclass(frozen=True)
 class ScalingReportInputs(ScalingReportParams):
     """``scaling-report --params`` (``pillm.lm.scaling.report_params``): the design and the
-    trend tests' settings, and the LM study's ``lm.trained_margin`` (nats), the drop of the
-    training loss that makes a run trained. Kept here, beside the jobs' section, so that the
-    training jobs' code does not change with what only the report reads."""
+    trend tests' settings, the LM study's ``lm.trained_margin`` (nats), the drop of the
+    training loss that makes a run trained, and the head width and FFN multiple the text
+    states. Kept here, beside the jobs' section, so that the training jobs' code does not
+    change with what only the report reads."""
 
     trained_margin: float
+    head_dim: int  # scaling.head_dim: heads = d / head_dim
+    ffn_mult: int  # model.ffn_mult: the FFN's width in units of d
 
 
 def _pp(x: float | None, digits: int = 1) -> str:
@@ -170,6 +173,8 @@ def scaling_macros(
         "ScalFractions": ", ".join(str(parse_point(main, p).pct) for p in cfg.axes[main]["data"]),
         "ScalOverfitTol": fmt_num(cfg.overfit_tol, 2),
         "ScalEpochs": str(cfg.epochs),
+        "ScalHeadDim": str(cfg.head_dim),
+        "ScalFfnMult": str(cfg.ffn_mult),
         "ScalLrs": ", ".join(fmt_sci(x, 1) for x in cfg.lrs),
         "ScalBase": base_words(points, cfg),
         "ScalCorpusWidths": corpus_widths(points, cfg),

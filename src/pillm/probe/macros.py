@@ -6,6 +6,7 @@ group is absent), so the manuscript compiles for any configuration.
 
 from __future__ import annotations
 
+import math
 import re
 
 import polars as pl
@@ -28,6 +29,14 @@ from pillm.probe.summary import (
 )
 
 _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
+
+
+def kappa_max_tex() -> str:
+    """The probe fits' Cholesky threshold (they set none: the solver's default), as TeX math."""
+    from pillm.core.ridge import KAPPA_MAX
+
+    exp = math.log10(KAPPA_MAX)
+    return f"10^{{{int(exp)}}}" if exp == int(exp) else f"{KAPPA_MAX:.3g}"
 
 
 def probe_macros(rep: ProbeReport) -> dict[str, str]:
@@ -67,6 +76,7 @@ def probe_macros(rep: ProbeReport) -> dict[str, str]:
             probe["bilinear_rank"].min(), probe["bilinear_rank"].max(), 0
         ),
         "ProbeLowRankFactor": str(params.get("low_rank_factor", MISSING)),
+        "ProbeKappaMax": kappa_max_tex(),
         "ProbeHoldoutEvery": ordinal(int(params.get("holdout_every", 5))),
         "ProbeTrainRows": fmt_range(probe["n_train_rows"].min(), probe["n_train_rows"].max(), 0),
         "ProbeHeldoutRows": fmt_range(
