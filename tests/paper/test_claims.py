@@ -541,7 +541,7 @@ ALLOWED = [
     r"negative for one above the floor",  # definition of the share
     r"can in\s+principle improve",  # what a target could do, not a measurement
     r"closed-form FFNs with better ones",  # limitation, no measurement
-    r"exceeds\s+\$10\^\{10\}\$",  # the solver's condition-number rule (probe method)
+    r"exceeds\s+\$\\ProbeKappaMax\$",  # the solver's condition-number rule (probe method)
     r"eigenvalues? (is )?below",  # the eigen solve's cut-off (probe method)
     r"directions of lower variance, and terms of higher order",  # what the probe cannot see
     r"A block\s+below the diagonal explains its high-variance output coordinates better",  # reading

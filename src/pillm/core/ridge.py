@@ -30,11 +30,10 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from pillm.core.ridge_defaults import KAPPA_MAX
+
 _DTYPE = torch.float64
 _EPS = torch.finfo(_DTYPE).eps
-# Above this condition number Cholesky gives way to the eigh pseudo-inverse where a caller sets
-# none (the probe's fits; the studies pass their config's kappa_max).
-KAPPA_MAX = 1e10
 
 
 class RidgeFallbackWarning(RuntimeWarning):

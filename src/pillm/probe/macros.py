@@ -11,6 +11,7 @@ import re
 
 import polars as pl
 
+from pillm.core.ridge_defaults import KAPPA_MAX
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_range, mean_std, tex_escape
 from pillm.probe.group_macros import fmt_pct, group_macros
 from pillm.probe.rows import ProbeReport
@@ -33,8 +34,6 @@ _QUANT = re.compile(r"\bQ\d+_[0-9A-Z_]+\b")
 
 def kappa_max_tex() -> str:
     """The probe fits' Cholesky threshold (they set none: the solver's default), as TeX math."""
-    from pillm.core.ridge import KAPPA_MAX
-
     exp = math.log10(KAPPA_MAX)
     return f"10^{{{int(exp)}}}" if exp == int(exp) else f"{KAPPA_MAX:.3g}"
 
