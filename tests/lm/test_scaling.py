@@ -344,11 +344,21 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     shape = (cfg["scaling"]["head_dim"], cfg["model"]["ffn_mult"])
     assert f"\\newcommand{{\\ScalHeadDim}}{{{shape[0]}}}" in text  # the config's, not typed
     assert f"\\newcommand{{\\ScalFfnMult}}{{{shape[1]}}}" in text
+    # a trend verdict reads as the verb of its sentence ("its PPL ratio grows")
+    from pillm.lm.scaling_report import TREND_VERB
+    from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, UNDECIDED
+
+    assert set(TREND_VERB) == {FLAT, GROWS, SHRINKS, UNDECIDED}
+    ratio = trends.filter((pl.col("corpus") == "wikitext2") & (pl.col("axis") == "width")
+                          & (pl.col("measure") == "attn_ratio"))  # fmt: skip
+    verb = TREND_VERB[ratio["verdict"].item()]
+    assert f"\\newcommand{{\\ScalMainWidthAttnRatioTrend}}{{{verb}}}" in text
     # the frozen FFN of standard initialisation is named as what it is, not as the solve's control
     pair = text.split("\\newcommand{\\ScalPairPilVsFrozen}{", 1)[1].split("\n", 1)[0]
     assert "attention over a frozen random FFN" in pair and "control" not in pair
     caption = Path(tables[plan.TABLES.index("points")]).read_text()
     assert "does not isolate the solve" in caption
+    assert "(s)" not in caption and "mean over 2 seeds" in caption  # the number in words
     assert f"\\newcommand{{\\ScalGradientRuns}}{{{runs.height}}}" in text
     assert "\\newcommand{\\ScalUntrainedRuns}{1}" in text
     assert "\\newcommand{\\ScalMinTrainLossDrop}{0.05}" in text

@@ -19,7 +19,7 @@ import polars as pl
 from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
 from pillm.lm.scaling import parse_point
-from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, power_exponent
+from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, UNDECIDED, power_exponent
 from pillm.lm.scaling_summary import (
     check_runs,
     overfit_rows,
@@ -44,6 +44,10 @@ from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, OPPONENT_UN
 
 ORIGIN = "pillm.lm.scaling_report from results/<name>/scaling"
 HEADLINE = {FLAT: "holds", GROWS: "grows", SHRINKS: "shrinks"}
+# A trend verdict as the verb of a sentence ("its PPL ratio grows", "... has no decided trend")
+TREND_VERB = {
+    FLAT: "stays flat", GROWS: "grows", SHRINKS: "shrinks", UNDECIDED: "has no decided trend"
+}
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,7 @@ def scaling_macros(
         name = macro_name("main", t["axis"], t["measure"], prefix="Scal")
         m[f"{name}Slope"], m[f"{name}CI"] = _pp(t["slope"], 2), _ci(t)
         m[f"{name}Verdict"] = t["verdict"]
+        m[f"{name}Trend"] = TREND_VERB[t["verdict"]]
     width = trend_frame.filter((pl.col("axis") == "width") & (pl.col("measure") == "attn_share"))
     m["ScalCorpusWidthShares"] = "; ".join(
         f"{CORPUS_NAMES.get(t['corpus'], tex_escape(t['corpus']))}: {trend_phrase(t)}"

@@ -10,7 +10,7 @@ import polars as pl
 from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
 from pillm.lm.scaling_summary import PAIRS, ordered_axes
-from pillm.paper.latex import MISSING, fmt_num, fmt_sci, tex_escape
+from pillm.paper.latex import MISSING, count_of, fmt_num, fmt_sci, tex_escape
 from pillm.paper.table import Table
 from pillm.paper.verdicts import HOLDS, INDISTINGUISHABLE, ONE_SEED, OPPONENT_UNTRAINED, REVERSED
 
@@ -96,7 +96,7 @@ def points_table(points: pl.DataFrame, cfg: ScalingReportParams) -> Table:
     caption = (
         "Scaling points: width $d$ / depth $L$ / share of the train split, non-embedding "
         "parameters of the baseline (M), test perplexity of each variant (mean over "
-        f"{n} seed(s); -- where a corpus does not run the variant), attention-only's PPL ratio "
+        f"{count_of(n, 'seed')}; -- where a corpus does not run the variant), attention-only's PPL ratio "
         "$\\PPL_{\\mathrm{full}}/\\PPL_{\\mathrm{attn}}$ and loss share (\\%, mean $\\pm$ 95\\,\\% "
         "$t$ half-width over seeds), and two paired comparisons of test perplexity seed by seed: "
         "FFN-only against attention-only and PIL-then-attention against attention over a "

@@ -33,7 +33,7 @@ import polars as pl
 from pillm.core.records import read_records
 from pillm.lm.config import SensitivityConfig
 from pillm.lm.plan import sensitivity_points
-from pillm.paper.latex import MISSING, fmt_num, fmt_range, fmt_sci
+from pillm.paper.latex import MISSING, count_of, fmt_num, fmt_range, fmt_sci
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
 from pillm.paper.tidy import loss_share, write_parquet
@@ -155,6 +155,7 @@ def sensitivity_macros(points: pl.DataFrame, params: dict[str, Any], unigram: fl
     macros = {
         "SensNPoints": str(points.height),
         "SensNSensible": str(sensible.height),
+        "SensSeedsPerPoint": count_of(len(cfg.seeds), "seed"),
         "SensNSeeds": str(len(cfg.seeds)),
         "SensNRuns": str(points.height * len(cfg.variants) * len(cfg.seeds)),
         "SensMargin": fmt_num(cfg.margin, 2),
@@ -224,7 +225,7 @@ def sensitivity_table(points: pl.DataFrame, params: dict[str, Any]) -> Table:
     cfg, _ = _config(params)
     caption = (
         "Sensitivity of the contribution measures to learning rate and dropout "
-        f"(test set; mean over {len(cfg.seeds)} seed(s) per grid point). PPL ratio of an arm: "
+        f"(test set; mean over {count_of(len(cfg.seeds), 'seed')} per grid point). PPL ratio of an arm: "
         "$\\PPL_{\\mathrm{full}}/\\PPL_{\\mathrm{arm}}$; loss share: "
         "$(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{arm}})/"
         "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$, both in \\%. "

@@ -185,3 +185,8 @@ def macro_name(*parts: Any, prefix: str = "", whole_numbers: bool = False) -> st
         for tok in re.findall(pattern, str(part))
     ]
     return prefix + "".join(words)
+
+
+def count_of(n: int, noun: str) -> str:
+    """``n`` and the noun in its number: "1 seed", "3 seeds" (a regular plural)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
