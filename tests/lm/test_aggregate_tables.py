@@ -245,7 +245,7 @@ def test_lm_report_renders_through_the_contract(tmp_path):
             "tokens": {"train": 10, "valid": 2, "test": 3}, "unigram_test_loss": 6.0}  # fmt: skip
     (tmp_path / "tokens.json").write_text(json.dumps(meta))
     params = {"name": "toy", "variants": ["baseline"], "seeds": [0, 1, 2],
-              "model": {"n_layer": 2, "d_model": 64, "n_head": 2, "context": 32},
+              "model": {"n_layer": 2, "d_model": 64, "n_head": 2, "ffn_mult": 2, "context": 32},
               "train": {"epochs": 1, "batch_size": 8, "lr": 1e-3}, "trained_margin": 0.1}  # fmt: skip
     tables = tmp_path / "tables"
     render_tables(str(summary), str(tmp_path / "tokens.json"), params, str(TEMPLATES),
@@ -268,6 +268,10 @@ def test_lm_report_renders_through_the_contract(tmp_path):
     assert r"\newcommand{\LambadaOovShare}{--}" in numbers
     assert r"\newcommand{\RefitWidthSweep}{This configuration runs no width sweep" in numbers
     assert r"\newcommand{\TrainedMargin}{0.10}" in numbers
+    assert r"\newcommand{\FfnMult}{2}" in numbers  # model.ffn_mult, and what follows from it
+    assert r"\newcommand{\FfnWeightShare}{half}" in numbers
+    assert r"\newcommand{\FeatWidthRefitSingleEightD}{8d}" in numbers  # every refit's map
+    assert r"\newcommand{\RefitSweepRange}{--}" in numbers  # no single-projection refit ran
 
 
 def test_fmt_num_signs_and_separators():

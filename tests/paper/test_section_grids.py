@@ -60,6 +60,15 @@ TYPED_FACTS = [
     # "exceeds $10^{10}$": a solver threshold
     re.compile(r"\b(?:exceeds|above)\s+\$10\^\{\d+\}\$"),
 ]
+# A width in units of d, typed: "$4d$", "$d\times 4d$", "$2{\times}4d$", "single-$8d$",
+# "$p = 8d+1$". The FFN's width comes from model.ffn_mult (\FfnMult) and each feature map's from
+# the code's maps (\FeatWidth<V>, \FeatDim<V>, \FeatProj<V>: pillm.lm.feature_maps), the scaling
+# solve's from its measured feature count (\ScalCostFeatureDim).
+TYPED_WIDTH = re.compile(r"(?<![\w\\])\d+d(?![A-Za-z])")
+# What stays typed: a variant's id (\variant{refit\_single8d}, \variant{refit\_single\{1,2,16\}d})
+# and a config key (\texttt{...}) name a config entry, so the text must spell them as the config
+# does; the scan reads the prose without them.
+IDENTIFIER = re.compile(r"\\(?:variant|texttt)\{(?:\\[{}]|[^{}])*\}")
 # What a section says about zero in the functional-gradient step grid (its \eta).
 ZERO = r"(?:zero|\$\\eta\s*=\s*0\$|\$0\$)"
 SAYS_NO_ZERO = re.compile(
@@ -96,6 +105,18 @@ def test_sections_type_no_grid_values(section):
     assert typed_grids(section.read_text()) == [], (
         f"{section.relative_to(ROOT)} types a grid's values; quote them through a macro of the "
         "study's numbers file (e.g. \\LoraLambdaGrid), which the config fills"
+    )
+
+
+def typed_widths(text: str) -> list[str]:
+    return TYPED_WIDTH.findall(IDENTIFIER.sub("", strip_comments(text)))
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.stem)
+def test_sections_type_no_width_in_units_of_d(section):
+    assert typed_widths(section.read_text()) == [], (
+        f"{section.relative_to(ROOT)} types a width in units of d; quote it through the macro "
+        "the config or the code fills (\\FfnMult d, \\FeatWidthRefitSingle, \\FeatDimRefit)"
     )
 
 
@@ -159,3 +180,15 @@ def test_scan_catches_typed_data_sets_model_counts_and_token_amounts():
     assert typed_facts("When the condition number exceeds $10^{10}$ the solver") != []
     assert typed_facts("Heads are $d/\\ScalHeadDim$, the FFN is $\\ScalFfnMult d$ wide") == []
     assert typed_facts("exceeds $\\ProbeKappaMax$ (or Cholesky fails)") == []
+
+
+def test_scan_catches_typed_widths_in_units_of_d():
+    assert typed_widths("$W_1\\in\\R^{d\\times 4d}$") == ["4d"]
+    assert typed_widths("by Bi-PIL ($2{\\times}4d$, \\variant{refit})") == ["4d"]
+    assert typed_widths("single-\\texorpdfstring{$8d$}{8d}") == ["8d", "8d"]
+    assert typed_widths("of features $p = 8d+1$; width $16d$") == ["8d", "16d"]
+    assert typed_widths("$W_1\\in\\R^{d\\times \\FfnMult d}$, $w=\\FeatWidthRefit$") == []
+    assert typed_widths("\\variant{refit\\_single8d}, \\variant{refit\\_single\\{1,2,16\\}d}") == []
+    assert typed_widths("\\texttt{refit_single16d}; \\PPLRefitSingleEightD{}") == []
+    assert typed_widths("% the FFN is 4d wide\n") == []
+    assert typed_widths("$d=256$, $L=4$, 3D, $O(d^3)$") == []

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 from scipy import stats
 
+from pillm.lm.feature_maps import shape, shape_tex, width_sweep
 from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std
 from pillm.paper.tidy import ci95, loss_share
@@ -32,17 +33,10 @@ STRATEGY_VARIANTS = [
 ]
 CONTRIBUTION_VARIANTS = ["baseline", "attn_only", "attn_only_matched", "ffn_only", "linear_ffn"]
 FEATURE_VARIANTS = ["refit_single", "refit", "refit_single8d"]
-WIDTH_SWEEP = {  # single-projection refits: variant -> feature width in units of d
-    "refit_single1d": 1,
-    "refit_single2d": 2,
-    "refit_single": 4,
-    "refit_single8d": 8,
-    "refit_single16d": 16,
-}
-FEATURE_WIDTH = {
-    "refit_single": "$4d$ (1 proj.)",
-    "refit": "$2{\\times}4d$ (Bi-PIL)",
-    "refit_single8d": "$8d$ (1 proj.)",
+WIDTH_SWEEP = width_sweep()  # single-projection refits: variant -> feature width in units of d
+FEATURE_WIDTH = {  # the features table's first column
+    v: f"${shape_tex(v)}$ " + ("(1 proj.)" if shape(v)[0] == 1 else "(Bi-PIL)")
+    for v in FEATURE_VARIANTS
 }
 
 

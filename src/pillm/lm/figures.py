@@ -68,6 +68,7 @@ def lambda_sweep(solves_path: str, pdf: str, png: str) -> None:
 def feature_width(summary_path: str, pdf: str, png: str) -> None:
     """Test perplexity of the baseline with its FFNs refitted by random features of each width."""
     from pillm.lm.comparisons import WIDTH_SWEEP
+    from pillm.lm.feature_maps import shape, shape_tex
 
     s = pl.read_parquet(summary_path).filter(pl.col("metric") == "test_ppl")
     ppl = {r["variant"]: r for r in s.iter_rows(named=True)}
@@ -85,13 +86,13 @@ def feature_width(summary_path: str, pdf: str, png: str) -> None:
         )
     if "refit" in ppl:
         ax.errorbar(
-            [8],
+            [shape("refit")[0] * shape("refit")[1]],  # all its features, in units of d
             [ppl["refit"]["mean"]],
             yerr=[ppl["refit"]["std"] or 0.0],
             marker="s",
             ls="none",
             capsize=3,
-            label="Bi-PIL (2 x 4d)",
+            label=f"Bi-PIL (${shape_tex('refit')}$)",
         )
     if "baseline" in ppl:
         ax.axhline(

@@ -13,6 +13,7 @@ import math
 import polars as pl
 
 from pillm.lm.comparisons import (
+    FEATURE_VARIANTS,
     TARGET_VARIANTS,
     WIDTH_SWEEP,
     LMReport,
@@ -21,6 +22,7 @@ from pillm.lm.comparisons import (
     per_seed,
     percent,
 )
+from pillm.lm.feature_maps import feature_numbers, width_tex
 from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, fmt_num, fmt_pm, macro_name, tex_escape
 
@@ -64,6 +66,8 @@ def numbers(
         "RefitWidthCount": str(len(set(WIDTH_SWEEP) & set(summary["variant"].to_list()))),
         "TargetCount": str(len(set(TARGET_VARIANTS) & set(summary["variant"].to_list()))),
         "RefitWidthSweep": width_sweep_sentence(params["variants"]),
+        # the FFN's width (model.ffn_mult) and each refit's feature map, in units of d
+        **feature_numbers(model["ffn_mult"], summary["variant"].unique().to_list()),
         "BaselinePPLPM": fmt_pm(b["test_ppl"]["mean"], b["test_ppl"]["ci95"], 1),
         "BaselineAccPM": fmt_pm(
             100 * b["test_acc"]["mean"], _scale(b["test_acc"]["ci95"], 100), 1
@@ -85,12 +89,12 @@ def numbers(
 
 def width_sweep_sentence(variants: list[str]) -> str:
     """The method's sentence on the refit width sweep: the single-projection widths the config's
-    ``variants`` run besides the main maps' ``4d`` and ``8d`` (``WIDTH_SWEEP``)."""
-    main = {"refit_single", "refit_single8d"}
+    ``variants`` run besides the feature maps the section names (``FEATURE_VARIANTS``)."""
+    main = set(FEATURE_VARIANTS)
     mults = sorted(WIDTH_SWEEP[v] for v in set(variants) & set(WIDTH_SWEEP) if v not in main)
     if not mults:
         return "This configuration runs no width sweep beyond these maps."
-    words = [f"${'' if m == 1 else m}d$" for m in mults]
+    words = [f"${width_tex(m)}$" for m in mults]
     listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
     return f"A width sweep adds single projections of width {listed}."
 

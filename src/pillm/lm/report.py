@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pillm.lm.comparisons import LMReport
+from pillm.lm.feature_maps import shape, width_tex
 from pillm.lm.macros import describe_policy, lm_numbers, numbers
 from pillm.lm.solve_table import solve_tables
 from pillm.lm.variants import VARIANTS
@@ -96,6 +97,7 @@ def lm_captions(
     passages whose target holds a token absent from the train split, and how many passages
     remain) formatted; ``kn``: the main table has the Kneser-Ney row."""
     seeds = seeds_phrase(n_seeds)
+    bi_m, bi_w = shape("refit")  # Bi-PIL: projections, width of each in units of d
     oov_share, seen_count = lambada
     oov = (f"; {oov_share}\\,\\% of its passages have a target token that never occurs in the "
            "train split (no model here saw it as a target)"
@@ -121,8 +123,9 @@ def lm_captions(
         "(\\mathcal{L}_{\\mathrm{uni}} - \\mathcal{L}_{\\mathrm{full}})$ with an add-one unigram model "
         f"of the train split as the floor; both per seed, {seeds}.",
         "lm_features": "Single vs.\\ Bi-PIL features, fitted to the trained baseline FFNs "
-        "(``refit''). Two independent Gaussian projections of width $4d$ are distributed like one "
-        f"of width $8d$; the last row is that control. $\\Delta$PPL paired by seed; {seeds}.",
+        f"(``refit''). Two independent Gaussian projections of width ${width_tex(bi_w)}$ are "
+        f"distributed like one of width ${width_tex(bi_m * bi_w)}$; the last row is that control. "
+        f"$\\Delta$PPL paired by seed; {seeds}.",
         "lm_strategies": f"PIL training strategies (seed Table 4); {seeds}. Total time includes "
         "the gradient training of the model a strategy starts from.",
         "lm_samples": "Generation samples: top-$k$ ($k=40$, temperature 0.8) continuations of the "

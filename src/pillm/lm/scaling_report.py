@@ -18,6 +18,7 @@ import polars as pl
 
 from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
+from pillm.lm.feature_maps import width_tex
 from pillm.lm.scaling import parse_point
 from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, UNDECIDED, power_exponent
 from pillm.lm.scaling_summary import (
@@ -232,7 +233,17 @@ def scaling_macros(
         m["ScalCostRatioLarge"] = _pp(cost[-1]["adamw_s"] / cost[-1]["solve_s"], 2)
         m["ScalCostSmallD"], m["ScalCostLargeD"] = str(d[0]), str(d[-1])
         m["ScalCostDevice"] = tex_escape(cost[0].get("device_name", "unknown"))
+        m["ScalCostFeatureDim"] = feature_dim(cost)
     return m
+
+
+def feature_dim(cost: list[dict]) -> str:
+    """The solve's random features per width, as measured, in units of d (``8d``): the count
+    less the bias column, the same multiple of d at every width or '--'."""
+    mults = {(r["features"] - 1) / r["d_model"] for r in cost}
+    if len(mults) != 1 or not next(iter(mults)).is_integer():
+        return MISSING
+    return width_tex(int(next(iter(mults))))
 
 
 def budget_macros(runs: pl.DataFrame, shares: pl.DataFrame, cfg) -> dict[str, str]:

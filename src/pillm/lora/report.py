@@ -27,6 +27,7 @@ from pillm.paper.tidy import concat_parquet, pivot_records, write_parquet
 from pillm.paper.verdicts import TRAINED_METRIC
 
 GROUPS = {"pillm": "Pillm", "minilm": "MiniLM"}  # group -> macro infix, display order
+GROUP_NAMES = {"pillm": "\\pillm{}", "minilm": "MiniLM"}  # group -> its name in the prose
 LORA_TARGET_TEXT = {  # lora.lora_modules -> the maps LoRA adapts, in the paper's words
     "all_linear": "every linear map inside the blocks (the attention's input and output "
     "projections and both FFN maps)",
@@ -175,6 +176,18 @@ class LoraReport:
                         .to_list() if x})  # fmt: skip
         return tex_escape(" / ".join(names)) if names else MISSING
 
+    def devices_sentence(self) -> str:
+        """Where each model's jobs ran, said once when every model's ran on the same device."""
+        devices = {g: self.device(g) for g in self.groups}
+        if not devices:
+            return "No jobs ran"
+        if len(devices) > 1 and len(set(devices.values())) == 1:
+            every = "Both" if len(devices) == 2 else "All"
+            return f"{every} models' jobs ran on {devices[self.groups[0]]}"
+        parts = [f"{GROUP_NAMES[g]} jobs{' ran' if i == 0 else ''} on {d}"
+                 for i, (g, d) in enumerate(devices.items())]  # fmt: skip
+        return "The " + " and the ".join(parts)
+
     def lora_curve(self, model: str) -> pl.DataFrame:
         """The chosen learning rate's run of one model's LoRA job (dev accuracy by step)."""
         c = self.curves.filter((pl.col("model") == model) & (pl.col("method") == "lora"))
@@ -265,6 +278,7 @@ class LoraReport:
             "LoraNExpected": str(self.jobs.height),
             "LoraIdentical": f"{int(self.jobs['identical_rerun'].drop_nulls().sum())}",
         }
+        macros["LoraDevices"] = self.devices_sentence()
         for g, gi in GROUPS.items():
             macros[f"Lora{gi}Device"] = self.device(g) if g in self.groups else MISSING
             macros[f"Lora{gi}NSeeds"] = str(
