@@ -5,6 +5,7 @@ the macros, the scaling cost's measured feature count included, say so in units 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from pillm.lm.feature_maps import (
     REFITS,
     feature_numbers,
     ffn_weight_share,
+    shape,
     shape_tex,
     width_sweep,
     width_tex,
@@ -84,3 +86,19 @@ def test_scaling_cost_feature_count_is_read_from_the_measured_rows():
     rows = [{"d_model": d, "features": 8 * d + 1} for d in (64, 128)]
     assert feature_dim(rows) == "8d"
     assert feature_dim([*rows, {"d_model": 32, "features": 4 * 32 + 1}]) == "--"
+
+
+def test_labels_and_claim_names_state_the_widths_the_model_builds():
+    # variant labels and the claims' arm names are written by hand (a label is part of the LM
+    # runs' code, a name part of the claims file): each width they state must be the map's
+    # ("$1d$" in a label reads as d)
+    def widths(text):
+        return [(int(m or 1), int(w or 1)) for m, w in
+                re.findall(r"\$(?:(\d+)\{\\times\})?(\d*)d\$", text)]  # fmt: skip
+
+    names = yaml.safe_load((ROOT / "paper/claims/lm.yaml").read_text())["names"]
+    for v in REFITS:
+        assert widths(VARIANTS[v].label) == [shape(v)], (v, VARIANTS[v].label)
+        if v in names:
+            assert widths(names[v]) in ([], [shape(v)]), (v, names[v])
+    assert widths("Refit (Bi-PIL, $2{\\times}4d$)") == [(2, 4)]
