@@ -278,6 +278,25 @@ def test_lr_pick_records_an_edge_pick_and_the_paper_counts_them(tmp_path):
     assert lr_edges(pl.DataFrame(rows)) == "1 of 2"
 
 
+def test_the_lr_pick_job_imports_no_torch(tmp_path):
+    """The pick reads its runs' JSON: a torch import would be most of the job's time (five
+    jobs of the smoke build). Run as its rule runs it."""
+    import subprocess
+    import sys
+
+    runs = []
+    for lr, err in {1e-3: 0.5, 3e-3: 0.4}.items():
+        rec = {"dataset": "mnist", "family": "flow", "seed": 0, "steps": 5, "of_steps": 20,
+               "lr": lr, "final_heldout": err, "curve": [{"x": 5, "y": err}]}  # fmt: skip
+        runs.append(str(tmp_path / f"{lr}.json"))
+        Path(runs[-1]).write_text(json.dumps(rec))
+    code = ("import sys, pillm.cli\n"
+            "assert pillm.cli.main(['gen-lr-pick', '--runs', *sys.argv[1:], '--out-dir', 'pick'])"
+            " == 0\nassert 'torch' not in sys.modules, 'torch was imported'\n")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, *runs], check=True, timeout=120, cwd=tmp_path)
+    assert json.loads((tmp_path / "pick/lr.json").read_text())["lr"] == 3e-3
+
+
 def test_pick_lr_skips_diverged_rates_and_names_the_key_when_all_did():
     assert pick_lr({1e-3: 0.5, 3e-3: float("nan"), 1e-2: 0.4}) == 1e-2
     assert pick_lr({1e-3: 0.5, 3e-3: 0.5}) == 1e-3  # a tie goes to the smaller rate

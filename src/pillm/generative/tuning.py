@@ -21,13 +21,9 @@ import math
 from pathlib import Path
 
 from pillm.core.records import write_json, write_rows_parquet
-from pillm.core.runtime import resolve_device, tf32
 from pillm.core.selection import edge_side
 from pillm.generative.config import GenerativeConfig
-from pillm.generative.features import FeatureConfig
-from pillm.generative.fit import fit_setting, known_setting
 from pillm.generative.plan import lr_tag
-from pillm.generative.splits import fit_data
 
 
 def grid_steps(total: int, fraction: float) -> int:
@@ -52,6 +48,12 @@ def lr_run_job(
     """Train the family's AdamW setting at one grid rate (first seed, shortened) and write its
     final held-out error and held-out curve to ``out`` (json). ``cfg``: the generative section
     less datasets and classifier (as the generative job)."""
+    # torch only here: the pick job below reads JSON, and a torch import is most of its time
+    from pillm.core.runtime import resolve_device, tf32
+    from pillm.generative.features import FeatureConfig
+    from pillm.generative.fit import fit_setting, known_setting
+    from pillm.generative.splits import fit_data
+
     gen = GenerativeConfig.from_dict(cfg, "generative")
     if lr not in gen.gradient.lr_grid:
         raise ValueError(f"rate {lr:g} is not in generative.gradient.lr_grid "
