@@ -345,10 +345,11 @@ def test_report_on_a_tiny_synthetic_summary(tmp_path):
     assert f"\\newcommand{{\\ScalHeadDim}}{{{shape[0]}}}" in text  # the config's, not typed
     assert f"\\newcommand{{\\ScalFfnMult}}{{{shape[1]}}}" in text
     # a trend verdict reads as the verb of its sentence ("its PPL ratio grows")
+    from pillm.lm import scaling_stats as st
     from pillm.lm.scaling_report import TREND_VERB
-    from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, UNDECIDED
 
-    assert set(TREND_VERB) == {FLAT, GROWS, SHRINKS, UNDECIDED}
+    verdicts = {st.FLAT, st.GROWS, st.SHRINKS, st.UNDECIDED, st.NO_INTERVAL, st.TOO_FEW}
+    assert set(TREND_VERB) == verdicts  # every verdict trend_test can return
     ratio = trends.filter((pl.col("corpus") == "wikitext2") & (pl.col("axis") == "width")
                           & (pl.col("measure") == "attn_ratio"))  # fmt: skip
     verb = TREND_VERB[ratio["verdict"].item()]

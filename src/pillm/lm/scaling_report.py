@@ -20,7 +20,15 @@ from pillm.data.sources import CORPUS_NAMES
 from pillm.lm.config import ScalingReportParams
 from pillm.lm.feature_maps import width_tex
 from pillm.lm.scaling import parse_point
-from pillm.lm.scaling_stats import FLAT, GROWS, SHRINKS, UNDECIDED, power_exponent
+from pillm.lm.scaling_stats import (
+    FLAT,
+    GROWS,
+    NO_INTERVAL,
+    SHRINKS,
+    TOO_FEW,
+    UNDECIDED,
+    power_exponent,
+)
 from pillm.lm.scaling_summary import (
     check_runs,
     overfit_rows,
@@ -47,7 +55,12 @@ ORIGIN = "pillm.lm.scaling_report from results/<name>/scaling"
 HEADLINE = {FLAT: "holds", GROWS: "grows", SHRINKS: "shrinks"}
 # A trend verdict as the verb of a sentence ("its PPL ratio grows", "... has no decided trend")
 TREND_VERB = {
-    FLAT: "stays flat", GROWS: "grows", SHRINKS: "shrinks", UNDECIDED: "has no decided trend"
+    FLAT: "stays flat",
+    GROWS: "grows",
+    SHRINKS: "shrinks",
+    UNDECIDED: "has no decided trend",
+    NO_INTERVAL: "has no interval (1 seed)",
+    TOO_FEW: "has too few points for a trend",
 }
 
 
