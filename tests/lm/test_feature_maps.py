@@ -80,6 +80,10 @@ def test_feature_macros_follow_the_config_and_the_build():
     )
     assert feature_numbers(2, ["baseline"])["RefitSweepRange"] == "--"
     assert feature_numbers(2, [])["FfnMult"] == "2"
+    assert m["FeatSingleWidthPhrase"] == "of the trained FFN's width"
+    assert feature_numbers(2, [])["FeatSingleWidthPhrase"] == (
+        "of width $4d$ (the trained FFN's is $2d$)"
+    )  # another model.ffn_mult: the text does not call the single map the FFN's width
 
 
 def test_scaling_cost_feature_count_is_read_from_the_measured_rows():

@@ -77,6 +77,12 @@ def feature_numbers(ffn_mult: int, ran: list[str]) -> dict[str, str]:
         out |= {f"FeatProj{name}": str(m), f"FeatWidth{name}": width_tex(w),
                 f"FeatDim{name}": width_tex(m * w)}  # fmt: skip
     widths = [w for v, w in width_sweep().items() if v in ran]
+    # the single map is "of the trained FFN's width" only where model.ffn_mult makes it so
+    single = FEATURE_MAPS["single"][1]
+    out["FeatSingleWidthPhrase"] = (
+        "of the trained FFN's width" if single == ffn_mult
+        else f"of width ${width_tex(single)}$ (the trained FFN's is ${width_tex(ffn_mult)}$)"
+    )  # fmt: skip
     out["RefitSweepRange"] = (
         MISSING if not widths
         else f"${width_tex(widths[0])}$" if len(widths) == 1
