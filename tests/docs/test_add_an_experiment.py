@@ -84,7 +84,7 @@ def test_snakemake_plans_the_new_study(toy_repo, tmp_path):
     counts = dict(re.findall(r"^(toy\w*)\s+(\d+)$", out.stdout, re.M))
     assert counts == {"toy": "2", "toy_aggregate": "1", "toy_tables": "1"}, out.stdout[-3000:]
     # the claims rule, the paper and the results page take the new wing's outputs
-    for rule, path in (("claims", "summary/claims/toy.parquet"), ("pdf", "tables/toy.tex"),
+    for rule, path in (("claims", "summary/claims/toy.parquet"), ("arxiv", "tables/toy.tex"),
                        ("results_page", "tables/toy.tex")):  # fmt: skip
         block = out.stdout.split(f"rule {rule}:")[1].split("\nrule ")[0]
         assert path in block, f"rule {rule} does not read {path}"

@@ -13,6 +13,7 @@ import yaml
 
 from pillm import estimate, owner, timings
 from pillm.core.config import ConfigError, apply_schema
+from pillm.plan import tex_found
 
 from ..conftest import copy_worktree
 
@@ -324,7 +325,7 @@ def test_workflow_runs_as_a_module_from_another_directory(tmp_path):
         cwd=tmp_path, capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    assert "run_lm" in out.stdout and "pdf" in out.stdout
+    assert "run_lm" in out.stdout and "arxiv" in out.stdout  # the paper, with or without TeX
 
 
 def test_every_output_of_a_run_lies_under_its_results_tree():
@@ -332,7 +333,8 @@ def test_every_output_of_a_run_lies_under_its_results_tree():
     out = dry_run(*SMOKE_DAG)
     outputs = [p for line in re.findall(r"^\s+output: (.*)$", out.stdout, re.M)
                for p in line.split(", ")]  # fmt: skip
-    assert outputs and any(p.endswith("paper/main.pdf") for p in outputs)
+    assert outputs and any(p.endswith("paper/arxiv.tar.gz") for p in outputs)
+    assert any(p.endswith("paper/main.pdf") for p in outputs) == tex_found()  # pdf: auto
     assert [p for p in outputs if not p.startswith("results/smoke/")] == []
 
 

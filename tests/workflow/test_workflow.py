@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from pillm.paper.latex import fmt_num
+from pillm.plan import tex_found
 
 from ..conftest import SMOKE, SMOKE_TIMEOUT_S
 
@@ -526,7 +527,11 @@ def test_without_tex_everything_but_the_pdf_builds_and_says_how_to_get_it(workdi
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert out.count("TeX not found") == 1 and "apt-get install texlive-latex-base" in out
-    assert "rule pdf:" not in out and "rule arxiv:" in out and "rule bbl:" in out
+    assert "rule pdf:" not in out and "rule arxiv:" in out
+    if tex_found():  # the first build's main.bbl was BibTeX's: rule bbl writes one now
+        assert "rule bbl:" in out
+    else:  # a machine without TeX: the first build wrote it already
+        assert (workdir / "results/smoke/paper/bbl/main.bbl").is_file()
     assert table.stat().st_mtime > before
     with tarfile.open(workdir / "results/smoke/paper/arxiv.tar.gz") as t:
         names = t.getnames()  # the arXiv sources, with main.bbl written without BibTeX
