@@ -1,10 +1,8 @@
 """The PIL feature maps' shapes in units of the model width d, and the paper's words for them.
 Torch-free.
 
-``pillm.models.gpt.FEATURES`` builds the maps; ``FEATURE_MAPS`` states the same shapes for the
-reports, which do not import torch, and a test requires the two to agree. The model module keeps
-its own table so that the code stamps of the LM runs, which import it, do not take in the
-reports' wording.
+The shapes are ``pillm.models.feature_shapes.FEATURES``, the table the model builds from; this
+module holds only the reports' wording of them, so the LM runs' code stamps do not take it in.
 """
 
 from __future__ import annotations
@@ -12,18 +10,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from pillm.lm.variants import VARIANTS
+from pillm.models.feature_shapes import FEATURES
 from pillm.paper.latex import MISSING, macro_name
 
-# feature map -> (projections m, width per projection w in units of d); Variant.features names
-# one of these
-FEATURE_MAPS: dict[str, tuple[int, int]] = {
-    "single": (1, 4),
-    "bi": (2, 4),
-    "single8d": (1, 8),
-    "single1d": (1, 1),
-    "single2d": (1, 2),
-    "single16d": (1, 16),
-}
 # The refits: random features fitted to the trained baseline's FFNs, one variant per map.
 REFITS = [v for v, spec in VARIANTS.items() if spec.base == "baseline" and spec.target == "distill"]
 
@@ -35,7 +24,7 @@ def width_tex(mult: int) -> str:
 
 def shape(variant: str) -> tuple[int, int]:
     """(projections, width per projection in units of d) of a solving variant's feature map."""
-    return FEATURE_MAPS[VARIANTS[variant].features]
+    return FEATURES[VARIANTS[variant].features]
 
 
 def shape_tex(variant: str) -> str:
@@ -78,7 +67,7 @@ def feature_numbers(ffn_mult: int, ran: list[str]) -> dict[str, str]:
                 f"FeatDim{name}": width_tex(m * w)}  # fmt: skip
     widths = [w for v, w in width_sweep().items() if v in ran]
     # the single map is "of the trained FFN's width" only where model.ffn_mult makes it so
-    single = FEATURE_MAPS["single"][1]
+    single = FEATURES["single"][1]
     out["FeatSingleWidthPhrase"] = (
         "of the trained FFN's width" if single == ffn_mult
         else f"of width ${width_tex(single)}$ (the trained FFN's is ${width_tex(ffn_mult)}$)"

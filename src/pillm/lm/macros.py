@@ -24,7 +24,7 @@ from pillm.lm.comparisons import (
 )
 from pillm.lm.feature_maps import feature_numbers, width_tex
 from pillm.lm.variants import VARIANTS
-from pillm.paper.latex import MISSING, fmt_num, fmt_pm, macro_name, tex_escape
+from pillm.paper.latex import MISSING, count_of, fmt_num, fmt_pm, macro_name, tex_escape
 
 
 def _scale(x: float | None, k: float) -> float | None:
@@ -60,7 +60,7 @@ def numbers(
         "BatchSize": str(train["batch_size"]),
         "LearningRate": f"{train['lr']:g}",
         "NumSeeds": str(b["test_ppl"]["n"]),
-        "SeedCount": f"{b['test_ppl']['n']} seed" + ("s" if b["test_ppl"]["n"] != 1 else ""),
+        "SeedCount": count_of(b["test_ppl"]["n"], "seed"),
         # counts the prose would otherwise type: from what this build ran
         "VariantCount": str(summary["variant"].n_unique()),
         "RefitWidthCount": str(len(set(WIDTH_SWEEP) & set(summary["variant"].to_list()))),

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from pillm.models.embedding import TokenEmbedding
+from pillm.models.feature_shapes import FEATURES
 
 
 @dataclass
@@ -165,17 +166,6 @@ def matched_depth(cfg: GPTConfig, reference: GPTConfig) -> GPTConfig:
 
 
 # ---- PIL FFN: fixed random features, output map solved in closed form (lm/pil.py) ----
-FEATURES: dict[
-    str, tuple[int, int]
-] = {  # name -> (projections, width per projection in units of d)
-    "single": (1, 4),
-    "bi": (2, 4),
-    "single8d": (1, 8),
-    # width sweep (single projection): 1d, 2d and 16d next to single (4d) and single8d
-    "single1d": (1, 1),
-    "single2d": (1, 2),
-    "single16d": (1, 16),
-}
 
 
 class PILFFN(nn.Module):
