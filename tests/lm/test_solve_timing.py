@@ -71,7 +71,6 @@ def test_the_warm_job_runs_every_widths_warm_ups_and_times_nothing(tmp_path):
     assert all(r["warm_s"] > 0 and "solve_s" not in r and "adamw_s" not in r for r in rows)
 
 
-
 def test_the_timing_trains_each_width_once_per_repeat(tmp_path, monkeypatch):
     """measure_cost warms up only the solve: AdamW's compile and graph capture fall in the steps
     before its clock starts (train.warmup_steps_timing), so an AdamW run per repeat and no other
@@ -98,3 +97,30 @@ def test_the_timing_trains_each_width_once_per_repeat(tmp_path, monkeypatch):
     calls.clear()
     scaling_cost.warm_cost(params, meta, str(tmp_path / "warm.json"), "cpu")
     assert calls == [(32, scaling_cost.WARM_STEPS), (64, scaling_cost.WARM_STEPS)]
+
+
+def test_the_timing_warms_one_layer_and_the_warm_job_solves_nothing(tmp_path, monkeypatch):
+    """A width's warm-up solves its first layer on a slice (every layer has the same shapes), the
+    timed solve every layer on the whole split; the warm job only trains: what a warm solve
+    prepares lives in its own process."""
+    from pillm.lm import scaling_cost
+
+    solves = []
+    real = scaling_cost._time_solve
+
+    def counted(model_cfg, vocab, arrays, pil, device):
+        solves.append((model_cfg.d_model, model_cfg.n_layer, len(arrays["train"])))
+        return real(model_cfg, vocab, arrays, pil, device)
+
+    monkeypatch.setattr(scaling_cost, "_time_solve", counted)
+    tokens = write_toy_tokens(tmp_path, {"train": 3000, "valid": 600, "test": 600})
+    params = cost_params(SMOKE)
+    params["model"] = {**params["model"], "context": 16, "n_layer": 2}
+    params.update(widths=[32], head_dim=32, repeats=1)
+    params["train"] = {**params["train"], "max_steps": 4}
+    params["pil"] = {**params["pil"], "max_tokens": 2000, "batch_size": 8}
+    meta = [str(tokens / "meta.json")]
+    scaling_cost.warm_cost(params, meta, str(tmp_path / "warm.json"), "cpu")
+    assert solves == []
+    measure_cost(params, meta, str(tmp_path / "cost.json"), "cpu")
+    assert solves == [(32, 1, 4 * 16 * 8), (32, 2, 3000)]

@@ -51,7 +51,7 @@ from pillm.lm.pil import (
     target_propagation,
     target_residual,
 )
-from pillm.lm.train import fit, lm_metrics
+from pillm.lm.train import as_test_metrics, fit, lm_metrics, split_scores
 from pillm.lm.variants import VARIANTS
 from pillm.models.checkpoint import load_checkpoint, save_checkpoint
 from pillm.models.gpt import GPT, GPTConfig, attach_pil, freeze_ffns, matched_depth
@@ -150,10 +150,15 @@ def run_variant(
     deps: dict[str, str],
     out_dir: str,
     device: str,
+    test_split: bool = True,
+    checkpoint: bool = True,
 ) -> dict[str, float]:
     """Build, solve and/or train one variant; write its run folder; return its metrics.
 
     ``params`` is the ``run-lm --params`` dict (sections model, train, pil), checked here once.
+    ``test_split=False`` scores the held-out split only (a rate search's run, most of which no
+    one reads; ``score_test`` adds the test metrics of the one kept); ``checkpoint=False`` writes
+    no ``model.pt`` (a run whose weights nothing reads).
     """
     global _previous_end
     begin = _previous_end  # this run's share of the job starts where the previous run ended
@@ -183,12 +188,13 @@ def run_variant(
         trainable += sum(p.numel() for p in model.parameters() if p.requires_grad)
         extra |= {k: grad[k] for k in GRAD_RECORDS}
     model.eval()
-    say(f"run {name} seed {seed}: scoring the held-out and test splits")
+    say(f"run {name} seed {seed}: scoring the held-out{' and test splits' if test_split else ''}")
     fits = solves.fits
     solve_time = sum(f.gram_seconds + f.solve_seconds for f in fits)
     scores = lm_metrics(
-        model, arrays, meta, cfg.train.eval_batch_size, device, not v.random_out, cfg.train.compile
-    )
+        model, arrays, meta, cfg.train.eval_batch_size, device, not v.random_out,
+        cfg.train.compile, test_split,
+    )  # fmt: skip
     metrics = {
         **scores,
         "params_trainable": trainable,
@@ -216,7 +222,10 @@ def run_variant(
         curve[-1]["val_loss"] = metrics["val_loss"]
 
     out = Path(out_dir)
-    say(f"run {name} seed {seed}: test ppl {metrics['test_ppl']:.4g}; writing {out}")
+    scored = (
+        f"test ppl {metrics['test_ppl']:.4g}" if test_split else f"val ppl {metrics['val_ppl']:.4g}"
+    )
+    say(f"run {name} seed {seed}: {scored}; writing {out}")
     identity = {
         "experiment": "lm",
         "variant": name,
@@ -225,7 +234,8 @@ def run_variant(
         "tokenizer": meta["tokenizer"],
         "data_policy": meta["policy"],
     }
-    save_checkpoint(out / "model.pt", model, {"config": params, **extra})
+    if checkpoint:
+        save_checkpoint(out / "model.pt", model, {"config": params, **extra})
     write_rows_parquet(out / "curve.parquet", curve or [dict.fromkeys(CURVE_COLUMNS)], identity)
     pil_cfg_grid = set(cfg.pil.lambdas) if cfg.pil is not None else set()
     sweep = [
@@ -261,6 +271,34 @@ def run_variant(
     write_json(out / "metrics.json", tidy_records(identity, metrics, context))
     print(json.dumps({k: round(float(x), 4) for k, x in metrics.items()}), file=sys.stderr)
     return metrics
+
+
+def score_test(out_dir: str, params: dict[str, Any], tokens_dir: str, device: str) -> None:
+    """Add the test metrics to a run made with ``test_split=False``, scored from its
+    ``model.pt`` as ``run_variant`` scores them; its ``metrics.json`` is rewritten in the order
+    ``run_variant`` writes (test metrics first) and its ``job_time_s`` counts the pass."""
+    global _previous_end
+    begin = process_seconds()
+    cfg = LMParams.from_dict(params)
+    out = Path(out_dir)
+    rows = json.loads((out / "metrics.json").read_text())
+    if any(r["metric"].startswith("test_") for r in rows):
+        raise ValueError(f"{out}: its metrics.json already has test metrics")
+    arrays, meta = load_tokens(tokens_dir)
+    model = load_checkpoint(out / "model.pt", resolve_device(device))
+    say(f"run {out.parent.name}/{out.name}: scoring the test split of the kept run")
+    scores = split_scores(model, arrays, meta, "test", cfg.train.eval_batch_size,
+                          resolve_device(device), cfg.train.compile)  # fmt: skip
+    del model
+    _previous_end = process_seconds()
+    template = {k: v for k, v in rows[0].items() if k not in ("metric", "value")}
+    added = [
+        {**template, "metric": k, "value": float(v)} for k, v in as_test_metrics(scores).items()
+    ]
+    for row in rows:
+        if row["metric"] == "job_time_s":
+            row["value"] += _previous_end - begin
+    write_json(out / "metrics.json", added + rows)
 
 
 def run_many(

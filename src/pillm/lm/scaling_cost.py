@@ -11,19 +11,21 @@ FFN layer against AdamW training of the same FFNs.
   trainer (``pillm.lm.train.fit``) for the configured epochs; the time is the steady-state step
   time times the steps (compile and graph capture excluded, as in the LM runs' tokens/s).
 
-Each width's solve is warmed up first (a solve on a slice: the solver libraries' first calls),
-then both are measured ``repeats`` times; the record keeps the median and the range. AdamW needs
-no run of its own to warm up: its time starts after ``train.warmup_steps_timing`` steps, which
+Each width's solve is warmed up first (the first layer's solve on a slice: the solver libraries'
+first calls and the allocator's blocks at that width; every layer has the same shapes), then
+both are measured ``repeats`` times; the record keeps the median and the range. AdamW needs no
+run of its own to warm up: its time starts after ``train.warmup_steps_timing`` steps, which
 hold the compile and the CUDA-graph capture (``adamw_wall_s``, the run's whole time, includes
 them). On a CUDA host both rules declare
 the whole GPU memory budget, so no other GPU job runs beside them (``alone`` true): beside the
 build's other jobs a width's times rose 1.6-5x and lost their order in width (AdamW at d = 384
 above d = 768, on two H200s). Elsewhere (a CPU, a SLURM job) ``alone`` is false. Compiling a
 width's training step takes 6-9 s on one H200, the GPU 30-35 % busy meanwhile:
-``scaling-cost-warm`` (rule ``scaling_cost_warm``) runs the warm-ups of every width among the
-build's other jobs first, so the compiled graphs and kernels are in the host's Inductor cache
-when the timing runs alone (a warm-up from that cache took 1.6 s at d = 256). Where jobs do not
-share a disk the timing compiles as before.
+``scaling-cost-warm`` (rule ``scaling_cost_warm``) trains a short AdamW run of every width among
+the build's other jobs first, so the compiled graphs and kernels are in the host's Inductor cache
+when the timing runs alone (a warm-up from that cache took 1.6 s at d = 256). It solves nothing:
+what a warm solve prepares lives in the process that ran it. Where jobs do not share a disk the
+timing compiles as before.
 """
 
 from __future__ import annotations
@@ -86,16 +88,10 @@ def _time_adamw(model_cfg, vocab, arrays, meta, train, seed: int, device: str) -
 
 
 def _warm_solve(model_cfg, vocab, arrays, pil, device: str) -> None:
-    """Untimed: a solve on a slice of the split."""
+    """Untimed: the first layer's solve on a slice of the split (the layers' shapes are equal)."""
     rows_warm = 4 * model_cfg.context * pil.batch_size
     warm = {"train": arrays["train"][:rows_warm], "valid": arrays["valid"][: rows_warm // 2]}
-    _time_solve(model_cfg, vocab, warm, pil, device)
-
-
-def _warm_up(model_cfg, vocab, arrays, meta, pil, train, device: str) -> None:
-    """Untimed: a solve on a slice of the split and a short AdamW run (compile, graph capture)."""
-    _warm_solve(model_cfg, vocab, arrays, pil, device)
-    _time_adamw(model_cfg, vocab, arrays, meta, replace(train, max_steps=WARM_STEPS), 0, device)
+    _time_solve(replace(model_cfg, n_layer=1), vocab, warm, pil, device)
 
 
 def _setup(params: dict[str, Any], tokens: list[str], device: str):
@@ -115,14 +111,15 @@ def _width(cfg: ScalingCostParams, d: int):
 
 
 def warm_cost(params: dict[str, Any], tokens: list[str], out: str, device: str) -> None:
-    """Warm up every width, timing nothing: a solve on a slice and a short AdamW run, so the
+    """Warm up every width, timing nothing: a short AdamW run (compile, graph capture), so the
     compiled steps land in the host's compile cache before ``measure_cost`` runs alone. Writes
     ``out`` (JSON): the widths and each one's seconds."""
     cfg, device, arrays, meta, train = _setup(params, tokens, device)
+    short = replace(train, max_steps=WARM_STEPS)
     rows = []
     for d in cfg.widths:
         t0 = time.perf_counter()
-        _warm_up(_width(cfg, d), meta["vocab_size"], arrays, meta, cfg.pil, train, device)
+        _time_adamw(_width(cfg, d), meta["vocab_size"], arrays, meta, short, 0, device)
         rows.append({"d_model": d, "warm_s": time.perf_counter() - t0})
         print(f"d={d}: warmed up in {rows[-1]['warm_s']:.1f} s", flush=True)
     write_json(out, [{**r, **provenance(device, meta)} for r in rows])

@@ -123,24 +123,40 @@ def loss_fall(losses: list[float]) -> dict[str, float]:
     return {"train_loss_first": losses[0], "train_loss_final": sum(losses[-k:]) / k}
 
 
+def split_scores(
+    model: GPT, arrays: dict, meta: dict, split: str, eval_batch_size: int, device: str,
+    compiled: bool = False,
+) -> dict[str, float]:  # fmt: skip
+    """``evaluate_lm`` of a finished model on one split ("valid" or "test"), as every run
+    scores it: bfloat16 autocast and compiled scores (``train.compile``) on CUDA only."""
+    cuda = device.startswith("cuda")
+    amp = torch.bfloat16 if cuda else None
+    return evaluate_lm(model, arrays[split], model.cfg.context, eval_batch_size,
+                       meta["bytes"][split], amp, compiled and cuda)  # fmt: skip
+
+
+def as_test_metrics(scores: dict[str, float]) -> dict[str, float]:
+    """The test split's entries of a run's metrics, from its ``split_scores``."""
+    return {f"test_{k}": scores[k] for k in ("loss", "ppl", "acc", "bpb")}
+
+
 def lm_metrics(
     model: GPT, arrays: dict, meta: dict, eval_batch_size: int, device: str, solved: bool = True,
-    compiled: bool = False,
+    compiled: bool = False, test: bool = True,
 ) -> dict:  # fmt: skip
-    """Test and held-out metrics plus parameter counts of a finished model.
+    """Test and held-out metrics plus parameter counts of a finished model (``test=False``:
+    the held-out split only, for a run whose test score may never be read).
 
     The PIL output maps (``w_out`` buffers) count as solved parameters by their nonzero entries
     (a map solved for the residual target is exactly 0: it adds nothing), ``params_out_maps``
     by their size; ``solved=False`` (random output maps, the control of a solve) counts them
     as fixed random parameters instead."""
-    cuda = device.startswith("cuda")
-    amp = torch.bfloat16 if cuda else None
-    T = model.cfg.context
-    compiled = compiled and cuda  # train.compile: CUDA only
-    val = evaluate_lm(model, arrays["valid"], T, eval_batch_size, meta["bytes"]["valid"], amp,
-                      compiled)  # fmt: skip
-    test = evaluate_lm(model, arrays["test"], T, eval_batch_size, meta["bytes"]["test"], amp,
-                       compiled)  # fmt: skip
+    val = split_scores(model, arrays, meta, "valid", eval_batch_size, device, compiled)
+    scored = {}
+    if test:
+        scored = as_test_metrics(
+            split_scores(model, arrays, meta, "test", eval_batch_size, device, compiled)
+        )
     out_maps = [b for n, b in model.named_buffers() if n.endswith("w_out")]
     size = sum(b.numel() for b in out_maps)
     fixed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("w_in", "b_in")))
@@ -148,10 +164,7 @@ def lm_metrics(
     nonzero = sum(int(torch.count_nonzero(b)) for b in out_maps) if solved else 0
     fixed += 0 if solved else size
     return {
-        "test_loss": test["loss"],
-        "test_ppl": test["ppl"],
-        "test_acc": test["acc"],
-        "test_bpb": test["bpb"],
+        **scored,
         "val_loss": val["loss"],
         "val_ppl": val["ppl"],
         "params_total": model.num_params() + size,
