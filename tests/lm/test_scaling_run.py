@@ -87,3 +87,23 @@ def test_a_point_scores_one_test_split_per_kept_search_run_and_keeps_no_checkpoi
     record = json.loads((out / "lr.json").read_text())
     for family in record["families"].values():
         assert [sorted(r) for r in family["runs"]] == [["lr", "val_loss"]] * 2
+
+
+@pytest.mark.gpu
+def test_a_test_split_scored_after_the_run_equals_the_runs_own_on_cuda(
+    tokens_dir,  # noqa: F811
+    tmp_path,
+):
+    """The same on CUDA, compiled, graphed and fused as the pipeline runs it: the loaded
+    checkpoint's compiled scores equal the trained model's."""
+    train = {**PARAMS["train"], "compile": True, "cuda_graphs": True, "output_layer": "fused"}
+    params = {**PARAMS, "train": train}
+    run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "own"), "cuda")
+    run_variant("baseline", 0, params, str(tokens_dir), {}, str(tmp_path / "later"), "cuda",
+                test_split=False)  # fmt: skip
+    score_test(str(tmp_path / "later"), params, str(tokens_dir), "cuda")
+    a, b = ({r["metric"]: r["value"] for r in records(tmp_path / f)} for f in ("own", "later"))
+    assert list(a) == list(b)
+    assert {k: v for k, v in a.items() if k.startswith("test_")} == {
+        k: v for k, v in b.items() if k.startswith("test_")
+    }
