@@ -30,7 +30,7 @@ SMOKE = "config/smoke.yaml"
 
 # Rules that hold one GPU slot (they declare gpu=1 in workflow/rules/*.smk; a test checks).
 GPU_RULES = ("run_lm", "lm_extras", "sensitivity_run", "probe", "generative", "gen_classifier",
-             "gen_lr_run", "lora", "saffu", "scaling_point", "scaling_cost_warm", "scaling_cost",
+             "gen_lr_run", "lora_rate", "lora", "saffu", "scaling_point", "scaling_cost_warm", "scaling_cost",
              "solve_timing")  # fmt: skip
 
 

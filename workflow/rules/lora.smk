@@ -8,11 +8,42 @@ LORA = config["lora"]
 LORA_OUT = res(lora_plan.job_folder())
 
 
+# One rate of LoRA's search per job, at once (pillm.lora.run.rate_job): the lora job reads
+# their runs, so a model's LoRA fits chain one run and the rerun, not every rate in turn.
 # One thread: on a CPU shared with other jobs, a 2-thread OpenMP team spin-waits and ran
 # MiniLM's LoRA steps ~15x slower than one thread (measured); GPU jobs do not care.
-rule lora:
+rule lora_rate:
     input:
         unpack(own_model_inputs),
+        code=code("lora-rate", lora_plan.job_params(config)),
+    output:
+        res(lora_plan.RATE),
+    log:
+        logfile(lora_plan.RATE_JOB),
+    benchmark:
+        benchfile(lora_plan.RATE_JOB)
+    priority: PRIORITY["lora_gradient"]  # the longest SST-2 jobs
+    conda:
+        "../envs/pillm.yaml"
+    threads: 1
+    resources:
+        gpu=1,  # the SLURM profile finds GPU rules by this line
+        gpu_mem_mb=own_model_mem("lora"),
+    params:
+        args=lambda w, input, output: lora_plan.rate_args(config, w, input, output),
+    shell:
+        gpu_shell("python -m pillm lora-rate {params.args}")
+
+
+def lora_inputs(wildcards):
+    """The own model's files (own_model_inputs) and, for LoRA, its rate files."""
+    rates = lora_plan.rate_files(config, wildcards.model, wildcards.method)
+    return {**own_model_inputs(wildcards), "rates": in_results(rates)}
+
+
+rule lora:
+    input:
+        unpack(lora_inputs),
         code=code("lora", lora_plan.job_params(config)),
     output:
         multiext(LORA_OUT, metrics="metrics.json", curve="curve.parquet"),

@@ -102,18 +102,50 @@ def job_params(config: dict[str, Any]) -> dict[str, Any]:
     return {"lora": lora, "data": config["data"]}
 
 
+def _own_args(input: Any) -> str:
+    """The pipeline's own model's checkpoint and tokenizer flags (none for a pretrained one)."""
+    if "checkpoint" not in input.keys():  # noqa: SIM118 (a Namedlist: `in` looks at its files)
+        return ""
+    return f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
+
+
 def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
     """The arguments of ``python -m pillm lora`` for one job, from its Snakemake ``wildcards``
-    (model, method), ``input`` (for the pipeline's own models: checkpoint, tokenizer) and
-    ``output`` (metrics): the base model, the method, ``job_params`` as JSON, the own model's
-    checkpoint and tokenizer, the output folder."""
+    (model, method), ``input`` (for the pipeline's own models: checkpoint, tokenizer; for LoRA:
+    its rate files) and ``output`` (metrics): the base model, the method, ``job_params`` as
+    JSON, the own model's checkpoint and tokenizer, the rate files, the output folder."""
     cfg = shlex.quote(json.dumps(job_params(config), sort_keys=True))
-    own = (
-        f"--checkpoint {input.checkpoint} --tokenizer {input.tokenizer}"
-        if "checkpoint" in input.keys()  # noqa: SIM118 (a Namedlist: `in` looks at its files)
-        else ""
-    )
+    rates = input.rates if "rates" in input.keys() else []  # noqa: SIM118
+    rates = " ".join([rates] if isinstance(rates, str) else rates)  # one file: a str
     return (
-        f"--model {wildcards.model} --method {wildcards.method} --params {cfg} {own}"
-        f" --out-dir {os.path.dirname(output.metrics)}"
+        f"--model {wildcards.model} --method {wildcards.method} --params {cfg} {_own_args(input)}"
+        f"{f' --rates {rates}' if rates else ''} --out-dir {os.path.dirname(output.metrics)}"
+    )
+
+
+# One rate of LoRA's search (rule lora_rate; wildcards model, lr): its file and its job's name.
+RATE = "lora/{model}/lora/rates/lr{lr}.pt"
+RATE_JOB = "lora_rate/{model}/lr{lr}"
+
+
+def rate_name(lr: float) -> str:
+    """A rate as its file names it: the shortest text that reads back as the same float."""
+    return repr(float(lr))
+
+
+def rate_files(config: dict[str, Any], model: str, method: str = "lora") -> list[str]:
+    """The rate files a model's job of ``method`` reads: for LoRA one per rate of lora.lrs (its
+    extensions past an edge pick run inside that job); none for the other methods."""
+    lora = config["lora"]
+    if method != "lora" or "lora" not in lora["methods"]:
+        return []
+    return [RATE.format(model=model, lr=rate_name(lr)) for lr in dict.fromkeys(lora["lrs"])]
+
+
+def rate_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
+    """The arguments of ``python -m pillm lora-rate`` for one rate of one model's search."""
+    cfg = shlex.quote(json.dumps(job_params(config), sort_keys=True))
+    return (
+        f"--model {wildcards.model} --lr {wildcards.lr} --params {cfg} {_own_args(input)}"
+        f" --out {output[0]}"
     )

@@ -6,6 +6,13 @@ the dev split carved from GLUE train; the 872 GLUE validation sentences only sco
 fit. Each job fits its method a second time with the same seed and records whether the
 trainable weights came out bit-identical (sha256) and their largest absolute difference; the
 reported time, memory and accuracy are the second (timed) fit's.
+
+LoRA's rate search runs one job per rate of ``lora.lrs`` (``rate_job``, rule ``lora_rate``): its
+early-stopped run's kept weights, metrics and curve in a tensor file, which the ``lora`` job
+reads (``load_rate``) before it extends the grid past an edge pick (in its own process) and
+reruns the chosen rate. The runs of a grid are independent, so they run at once: the chain of
+a model's LoRA fits is one run and the rerun, not every rate in turn. A rate file is the first
+fit of the determinism check, so that check spans two processes.
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from torch import Tensor
 
 from pillm.core.config import ConfigError
 from pillm.core.log import say
+from pillm.core.records import config_hash
 from pillm.core.runtime import peak_memory_mb, tf32
 from pillm.core.selection import search_grid
+from pillm.core.tensor_files import load_tensor_file, save_tensor_file
 from pillm.data.config import DataConfig
 from pillm.data.sst2 import Split
 from pillm.lora.adapter import fit_adapter
@@ -94,7 +103,7 @@ def _reset_peak(device: str) -> None:
 
 def run_fits(
     base: BaseModel, method: str, fit: Split, dev: Split, val: Split, cfg: LoraConfig,
-    seed: int, device: str,
+    seed: int, device: str, done: dict[float, FitResult] | None = None,
 ) -> JobFits:  # fmt: skip
     """Fit ``method`` and fit it again with the same seed; the second (timed) fit alone is
     scored on ``val`` (scoring draws no random numbers and changes no weight).
@@ -105,6 +114,7 @@ def run_fits(
     edge pick by ``cfg.lr_extend`` rates per side (``pillm.core.selection.search_grid``; the selection's
     training time is ``tune_seconds``), the rate of best dev accuracy chosen, then the timed
     rerun of that rate for the chosen run's best step count, which must reproduce its weights.
+    ``done``: the rates already run (``rate_job``'s files): only the others run here.
     Its record says whether it trained (``trained``, ``pillm.lora.methods.trained``: the kept
     weights' loss on the fit sentences below ``chance_loss`` and their accuracy there above the
     majority-class rate at a one-sided binomial test, p < ``cfg.trained_alpha``)."""
@@ -117,7 +127,7 @@ def run_fits(
     tokenize_seconds = time.perf_counter() - t0
     fit_xy, dev_xy = (ids["fit"], fit.labels), (ids["dev"], dev.labels)
     if method == "lora":
-        runs: dict[float, FitResult] = {}
+        runs: dict[float, FitResult] = dict(done or {})
 
         def pick(grid: list[float]) -> tuple[FitResult, float, dict[float, float]]:
             for lr in grid:
@@ -191,22 +201,25 @@ def run_fits(
     return JobFits(first, timed, acc, dev_acc, peak, tokenize_seconds, curve, metrics)
 
 
-def lora_job(
-    model_name: str, method: str, cfg: dict[str, Any], data: dict[str, Any], device: str,
-    out_dir: str, checkpoint: str | None = None, tokenizer_json: str | None = None,
-) -> None:  # fmt: skip
-    """Load SST-2 and the base model, fit ``method`` twice, write metrics.json + curve.parquet.
+@dataclass
+class JobInputs:
+    """What a job of the study loads: its config, SST-2 (fit, dev, validation) and base model."""
 
-    ``cfg`` and ``data`` are the config's lora and data sections (dicts, checked here once)."""
-    from pathlib import Path
+    lora: LoraConfig
+    meta: dict[str, Any]
+    splits: dict[str, Split]
+    base: BaseModel
+    seed: int
+    device: str
+    load_seconds: float
 
-    from pillm.core.records import (
-        IDENTITY,
-        provenance,
-        tidy_records,
-        write_json,
-        write_rows_parquet,
-    )
+
+def _job_inputs(
+    model_name: str, cfg: dict[str, Any], data: dict[str, Any], checkpoint: str | None,
+    tokenizer_json: str | None, device: str,
+) -> JobInputs:  # fmt: skip
+    """Check the lora and data sections, load SST-2 (the seed's fit/dev subsets of GLUE train
+    and the validation split) and the base model, on ``device``."""
     from pillm.core.runtime import resolve_device
     from pillm.data.sst2 import load_sst2, split_train
     from pillm.lora.base import split_name
@@ -228,8 +241,87 @@ def lora_job(
             "model.context in the config): lower lora.max_len"
         )
     base.model.to(device)
+    split = {"fit": fit, "dev": dev, "validation": splits["validation"]}
+    return JobInputs(lora, meta, split, base, seed, device, load_seconds)
+
+
+RATE_KIND = "pillm.lora_rate"  # the tensor file of one rate's run (rate_job)
+
+
+def rate_job(
+    model_name: str, lr: float, cfg: dict[str, Any], data: dict[str, Any], device: str,
+    out: str, checkpoint: str | None = None, tokenizer_json: str | None = None,
+) -> None:  # fmt: skip
+    """One rate of LoRA's search for one base model: the early-stopped run ``fit_lora`` makes
+    in the ``lora`` job, written to ``out`` (kept weights; its metrics, curve, seconds, model,
+    rate and the job parameters' hash, which ``load_rate`` checks)."""
+    job_in = _job_inputs(model_name, cfg, data, checkpoint, tokenizer_json, device)
+    lora, base, device = job_in.lora, job_in.base, job_in.device
+    fit, dev = job_in.splits["fit"], job_in.splits["dev"]
+    say(f"lora rate {lr:g}: tokenizing {len(fit)} fit and {len(dev)} dev sentences")
+    fit_xy = (base.tokenize(fit.sentences, lora.max_len), fit.labels)
+    dev_xy = (base.tokenize(dev.sentences, lora.max_len), dev.labels)
+    with tf32(False):  # as the lora job fits
+        run = fit_lora(base, fit_xy, dev_xy, lora, lr, job_in.seed, device)
+    write_rate(out, model_name, lr, config_hash({"lora": cfg, "data": data}), run)
+    say(f"lora rate {lr:g}: best dev accuracy {run.metrics['best_dev_accuracy']:.4g}")
+
+
+def write_rate(out: str, model_name: str, lr: float, params: str, run: FitResult) -> None:
+    """One rate's run as ``load_rate`` reads it: kept weights (on the host), metrics, curve,
+    seconds, and the model, rate and job parameters' hash it belongs to."""
+    meta = {"model": model_name, "lr": lr, "params": params, "fit_seconds": run.fit_seconds,
+            "metrics": run.metrics, "curve": run.curve}  # fmt: skip
+    save_tensor_file(out, RATE_KIND, {k: v.detach().cpu() for k, v in run.weights.items()}, meta)
+
+
+def _no_predict(ids: list[list[int]]) -> np.ndarray:
+    raise RuntimeError("a rate file's run keeps its weights and records, not its model")
+
+
+def load_rate(path: str, model_name: str, params: str) -> tuple[float, FitResult]:
+    """(rate, its run) from ``rate_job``'s file, checked to be of ``model_name`` and of these job
+    parameters (``params``: their hash); ValueError naming the file otherwise."""
+    f = load_tensor_file(path, RATE_KIND)
+    if f.meta.get("model") != model_name or f.meta.get("params") != params:
+        raise ValueError(
+            f"{path}: a LoRA rate run of {f.meta.get('model')!r} with parameters "
+            f"{f.meta.get('params')!r}, not of {model_name!r} with {params!r}: rerun its rule "
+            "(snakemake --forcerun lora_rate)"
+        )
+    run = FitResult(dict(f.tensors), _no_predict, float(f.meta["fit_seconds"]),
+                    dict(f.meta["metrics"]), list(f.meta["curve"]))  # fmt: skip
+    return float(f.meta["lr"]), run
+
+
+def lora_job(
+    model_name: str, method: str, cfg: dict[str, Any], data: dict[str, Any], device: str,
+    out_dir: str, checkpoint: str | None = None, tokenizer_json: str | None = None,
+    rates: list[str] | None = None,
+) -> None:  # fmt: skip
+    """Load SST-2 and the base model, fit ``method`` twice, write metrics.json + curve.parquet.
+
+    ``cfg`` and ``data`` are the config's lora and data sections (dicts, checked here once);
+    ``rates``: the ``rate_job`` files of LoRA's search (method ``lora``)."""
+    from pathlib import Path
+
+    from pillm.core.records import (
+        IDENTITY,
+        provenance,
+        tidy_records,
+        write_json,
+        write_rows_parquet,
+    )
+
+    job_in = _job_inputs(model_name, cfg, data, checkpoint, tokenizer_json, device)
+    lora, base, seed, device = job_in.lora, job_in.base, job_in.seed, job_in.device
+    fit, dev, val = (job_in.splits[k] for k in ("fit", "dev", "validation"))
+    params = config_hash({"lora": cfg, "data": data})
+    done = dict(load_rate(r, model_name, params) for r in rates or [])
+    if done:
+        say(f"lora: the runs of rates {', '.join(f'{lr:g}' for lr in done)} read from their jobs")
     with tf32(False):  # float32 features into float64 Grams: no TF32 rounding
-        job = run_fits(base, method, fit, dev, splits["validation"], lora, seed, device)
+        job = run_fits(base, method, fit, dev, val, lora, seed, device, done)
     first, timed = job.first, job.timed
     digests = [weights_digest(f.weights) for f in (first, timed)]
     metrics = {
@@ -239,19 +331,19 @@ def lora_job(
         "trainable_params": sum(w.numel() for w in timed.weights.values()),
         "identical_rerun": float(digests[0] == digests[1]),
         "max_abs_diff": max_abs_diff(first.weights, timed.weights),
-        "n_train": len(fit), "n_dev": len(dev), "n_eval": len(splits["validation"]),
+        "n_train": len(fit), "n_dev": len(dev), "n_eval": len(val),
         "max_len": lora.max_len, "tokenize_seconds": job.tokenize_seconds,
-        "load_seconds": load_seconds, "d_model": base.d_model,
+        "load_seconds": job_in.load_seconds, "d_model": base.d_model,
         **{k: v for k, v in timed.metrics.items() if method != "lora"}, **job.metrics,
     }  # fmt: skip
     run_identity = {
         "experiment": "lora", "variant": method, "seed": seed, "corpus": "sst2",
-        "tokenizer": base.label, "data_policy": meta["policy"],
+        "tokenizer": base.label, "data_policy": job_in.meta["policy"],
     }  # fmt: skip
     assert set(run_identity) == set(IDENTITY)
     ident = {"model": base.name, "model_group": base.group, "model_label": base.label,
              "method": method}  # fmt: skip
-    context_cols = {**provenance(device, meta), **ident, "weights_sha256": digests[1]}
+    context_cols = {**provenance(device, job_in.meta), **ident, "weights_sha256": digests[1]}
     out = Path(out_dir)
     write_rows_parquet(out / "curve.parquet", job.curve, {**ident, "seed": seed})
     write_json(out / "metrics.json", tidy_records(run_identity, metrics, context_cols))
