@@ -3,9 +3,10 @@
 A run's seconds come from its Snakemake log (each job's start and finish stamps, 1 s resolution)
 and, where a rule declares ``benchmark:``, from its tsv files (measured per job, preferred).
 ``python -m pillm.timings --log <snakemake log> [--benchmarks <folder>] --config <name>
---device cpu|cuda --cores N [--gpus N] --source <text> [--add]`` writes one record of
-``benchmarks/estimates.json``; ``--add`` adds the log's rules to the record already there (a rule
-run on its own, e.g. ``mirror``, which no build target asks for). Torch-free.
+--device cpu|cuda --cores N [--gpus N] --source <text> [--add [--rules R ...]]`` writes one
+record of ``benchmarks/estimates.json``; ``--add`` adds the log's rules to the record already
+there (a rule run on its own, e.g. ``mirror``, which no build target asks for), ``--rules`` only
+those of the log's rules. Torch-free.
 """
 
 from __future__ import annotations
@@ -110,13 +111,15 @@ def log_span(text: str) -> float:
 
 def derive(
     log: str, benchmarks: str | None, config: str, device: str, source: str, cores: int,
-    gpus: int = 0, out: Path = ESTIMATES, add: bool = False,
+    gpus: int = 0, out: Path = ESTIMATES, add: bool = False, rules: list[str] | None = None,
 ) -> None:  # fmt: skip
     """Write one record of per-rule seconds into ``out`` (benchmarks/estimates.json), every job
     rule of the log included; its ``parallel`` is the run's job seconds over its wall time (how
     many jobs ran at once), with the ``cores`` and ``gpus`` the run had (the estimate scales by
     them). ``add``: the log's rules join the record of this config and device already there,
-    whose parallel, cores and gpus stay (its source gains ``source``); else it replaces it."""
+    whose parallel, cores and gpus stay (its source gains ``source``); else it replaces it.
+    ``rules`` (with ``add``): only these rules of the log join it (a build of part of the DAG
+    measures a new rule without replacing the others' figures from a whole build)."""
     opener = gzip.open if log.endswith(".gz") else open
     with opener(log, "rt") as f:
         text = f.read()
@@ -125,6 +128,13 @@ def derive(
     parallel = round(sum(map(sum, seconds.values())) / max(log_span(text), 1.0), 2)
     if benchmarks:
         seconds.update(read_benchmarks(benchmarks))  # measured per job beats log stamps
+    if rules:
+        if not add:
+            raise SystemExit("--rules picks the rules that --add adds: pass --add")
+        missing = sorted(set(rules) - set(seconds))
+        if missing:
+            raise SystemExit(f"--rules {missing}: no job of theirs in {log}")
+        seconds = {r: seconds[r] for r in rules}
     est = load_estimates(out)
     old = [r for r in est["records"] if (r["config"], r["device"]) == (config, device)]
     recs = [r for r in est["records"] if (r["config"], r["device"]) != (config, device)]
@@ -152,5 +162,7 @@ if __name__ == "__main__":
     p.add_argument("--cores", type=int, required=True, help="cores the recorded run had")
     p.add_argument("--gpus", type=int, default=0, help="GPUs the recorded run had")
     p.add_argument("--add", action="store_true", help="add the log's rules to the record there")
+    p.add_argument("--rules", nargs="+", help="with --add: only these rules of the log")
     a = p.parse_args()
-    derive(a.log, a.benchmarks, a.config, a.device, a.source, a.cores, a.gpus, add=a.add)
+    derive(a.log, a.benchmarks, a.config, a.device, a.source, a.cores, a.gpus, add=a.add,
+           rules=a.rules)  # fmt: skip

@@ -5,6 +5,8 @@ says what its GPU rules cost where they have a record."""
 import re
 from pathlib import Path
 
+import pytest
+
 from pillm import estimate, timings
 
 from .test_plan_command import REPO, smoke
@@ -29,6 +31,17 @@ def test_a_record_leaves_out_the_target_rule_and_takes_a_rule_run_alone(tmp_path
     assert rec["rules"] == {"tables": {"jobs": 1, "mean_s": 8.0},
                             "mirror": {"jobs": 1, "mean_s": 3.0}}  # fmt: skip
     assert rec["parallel"] == 1.0 and rec["source"] == "a build; mirror alone"
+    two = tmp_path / "two.log"  # a part of the DAG: only its new rule joins the record
+    two.write_text(log("mirror", 5).read_text() + "\n" + log("new_rule", 7).read_text())
+    timings.derive(str(two), None, "x", "cpu", "part", cores=2, out=out, add=True,
+                   rules=["new_rule"])  # fmt: skip
+    (rec,) = timings.load_estimates(out)["records"]
+    assert rec["rules"]["mirror"] == {"jobs": 1, "mean_s": 3.0}
+    assert rec["rules"]["new_rule"] == {"jobs": 1, "mean_s": 7.0}
+    for kwargs, message in (({"add": True, "rules": ["gone"]}, "no job of theirs"),
+                            ({"rules": ["new_rule"]}, "pass --add")):  # fmt: skip
+        with pytest.raises(SystemExit, match=message):
+            timings.derive(str(two), None, "x", "cpu", "part", cores=2, out=out, **kwargs)
 
 
 def workflow_rules() -> set[str]:
