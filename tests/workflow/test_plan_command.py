@@ -158,7 +158,8 @@ def test_gpu_jobs_declare_memory_and_bulk_jobs_yield_under_mps():
     their rate grids) and the jobs whose rates other jobs wait for (SAFFU's, the generative
     output-layer arm's first seed) at the normal one."""
     out = dry_run(*SMOKE_DAG)
-    gpu = ("run-lm", "lora", "probe", "saffu", "generative", "gen-lr-run", "gen-classifier")
+    gpu = ("run-lm", "lora", "lora-rate", "probe", "saffu", "generative", "gen-lr-run",
+           "gen-classifier")  # fmt: skip
     bulk = {"saffu", "generative"}
     seen = set()
     for prefix, command, rest in re.findall(r"^(.*?)python -m pillm ([a-z-]+) (.*)$", out.stdout,
@@ -381,7 +382,7 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     assert one["run_lm scratch"] > one["run_lm derived"]
     # LoRA waits for the baseline and is then among the longest jobs: with the AdamW arms; the
     # short jobs last, the shortest at 0
-    assert one["lora gradient"] == one["generative adamw"]
+    assert one["lora gradient"] == one["lora_rate"] == one["generative adamw"]
     assert one["lm_extras"] > one["probe"] > one["lora head"] == 0
     assert one["sensitivity_run"] == one["run_lm scratch"]
     # paper config, device auto: on a machine without a GPU the pretrained models' probes are

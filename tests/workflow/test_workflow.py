@@ -404,6 +404,7 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
             "probe_tables",
             "probe_figures",
             "lora",  # likewise its SST-2 jobs: the MiniLM ones stay up to date
+            "lora_rate",  # and its LoRA rate runs
             "lora_aggregate",
             "lora_tables",
             "lora_figures",
@@ -425,7 +426,6 @@ def test_config_change_reruns_training_and_downstream_only(workdir):
     assert lora_jobs and set(lora_jobs) == {"pillm-s0"}
 
 
-
 def test_config_edits_rerun_the_jobs_whose_command_reads_them(workdir):
     # These rules' commands get their config inside a params function of input and output,
     # which Snakemake's params trigger does not compare: the config stamp beside the code stamp
@@ -433,7 +433,7 @@ def test_config_edits_rerun_the_jobs_whose_command_reads_them(workdir):
     changes = ["lora={max_steps: 30}", "generative={n_eval: 120, classifier: {epochs: 1}}",
                "saffu={max_steps: 50}"]  # fmt: skip
     rules = rules_of(snakemake(workdir, "-n", *SMOKE, "--config", *changes).stdout)
-    assert {"lora", "gen_classifier", "gen_lr_run", "generative", "saffu"} <= rules
+    assert {"lora", "lora_rate", "gen_classifier", "gen_lr_run", "generative", "saffu"} <= rules
     assert not {"run_lm", "probe", "scaling_point", "sensitivity_run"} & rules
 
 
