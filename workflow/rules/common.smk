@@ -242,6 +242,12 @@ def own_model_inputs(wildcards):
     }
 
 
+def own_model_and(files):
+    """An input function: the own model's files (own_model_inputs) and the results-tree files
+    that ``files(wildcards)`` names (a dict of lists: a LoRA job's rate files)."""
+    return lambda w: {**own_model_inputs(w), **in_results(files(w))}
+
+
 # What each rules file hands the paper (workflow/rules/paper.smk): wing(...) at its end.
 WINGS = {}
 

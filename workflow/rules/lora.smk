@@ -35,15 +35,9 @@ rule lora_rate:
         gpu_shell("python -m pillm lora-rate {params.args}")
 
 
-def lora_inputs(wildcards):
-    """The own model's files (own_model_inputs) and, for LoRA, its rate files."""
-    rates = lora_plan.rate_files(config, wildcards.model, wildcards.method)
-    return {**own_model_inputs(wildcards), "rates": in_results(rates)}
-
-
 rule lora:
     input:
-        unpack(lora_inputs),
+        unpack(own_model_and(lora_plan.rate_inputs(config))),
         code=code("lora", lora_plan.job_params(config)),
     output:
         multiext(LORA_OUT, metrics="metrics.json", curve="curve.parquet"),

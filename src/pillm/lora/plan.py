@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from pillm.core.config import ConfigError
@@ -140,6 +141,11 @@ def rate_files(config: dict[str, Any], model: str, method: str = "lora") -> list
     if method != "lora" or "lora" not in lora["methods"]:
         return []
     return [RATE.format(model=model, lr=rate_name(lr)) for lr in dict.fromkeys(lora["lrs"])]
+
+
+def rate_inputs(config: dict[str, Any]) -> Callable[[Any], dict[str, list[str]]]:
+    """The ``lora`` rule's rate files by wildcards (model, method): ``{"rates": rate_files}``."""
+    return lambda w: {"rates": rate_files(config, w.model, w.method)}
 
 
 def rate_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
