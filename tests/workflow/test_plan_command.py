@@ -367,6 +367,8 @@ def test_start_order_puts_awaited_and_long_jobs_first():
                 key = "generative out rate"  # the later seeds train its rate
         elif rule == "lora":
             key = "lora gradient" if "method=lora" in wc[1] else "lora head"
+            if key == "lora head" and "model=pillm" not in wc[1]:
+                key = "lora head pretrained"
         elif rule == "probe" and not re.search(r"model=pillm", wc[1]):
             key = "probe pretrained"
         elif rule == "scaling_point":
@@ -384,6 +386,8 @@ def test_start_order_puts_awaited_and_long_jobs_first():
     # short jobs last, the shortest at 0
     assert one["lora gradient"] == one["lora_rate"] == one["generative adamw"]
     assert one["lm_extras"] > one["probe"] > one["lora head"] == 0
+    # a pretrained model's closed-form SST-2 fits wait for nothing: before the short jobs
+    assert one["run_lm derived"] >= one["lora head pretrained"] > one["lm_extras"]
     assert one["sensitivity_run"] == one["run_lm scratch"]
     # paper config, device auto: on a machine without a GPU the pretrained models' probes are
     # the longest jobs and wait for no training, so they start early; on a GPU they are short

@@ -45,7 +45,7 @@ rule lora:
         logfile(lora_plan.JOB),
     benchmark:
         benchfile(lora_plan.JOB)
-    priority: lambda w: PRIORITY["lora_gradient"] if w.method == "lora" else 0  # longest
+    priority: lambda w: PRIORITY[lora_plan.priority_class(w.model, w.method)]
     conda:
         "../envs/pillm.yaml"
     threads: 1

@@ -11,7 +11,7 @@ from typing import Any
 
 from pillm.core.config import ConfigError
 from pillm.data.sst2 import GLUE_SIZES
-from pillm.models.registry import PYPI_POSITIONS
+from pillm.models.registry import OWN_PREFIX, PYPI_POSITIONS
 
 # Keys of the lora section that configs written for an earlier release may hold, each with the
 # key that replaced it and how to set it (``pillm.plan.check_retired`` names the fix; the schema
@@ -122,6 +122,17 @@ def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) ->
         f"--model {wildcards.model} --method {wildcards.method} --params {cfg} {_own_args(input)}"
         f"{f' --rates {rates}' if rates else ''} --out-dir {os.path.dirname(output.metrics)}"
     )
+
+
+def priority_class(model: str, method: str) -> str:
+    """The start-priority class of an SST-2 job (config/resources.yaml): LoRA's (and its rate
+    jobs') among the longest; a pretrained model's closed-form fit waits for no training and
+    is not short (15-22 s on two CPU cores, a model load and the validation sentences through
+    MiniLM), so it starts before the short jobs instead of ending the build; the pipeline's own
+    model's closed-form fits are the shortest and wait for its training."""
+    if method == "lora":
+        return "lora_gradient"
+    return "lora_head" if model.startswith(OWN_PREFIX) else "lora_head_pretrained"
 
 
 # One rate of LoRA's search (rule lora_rate; wildcards model, lr): its file and its job's name.
