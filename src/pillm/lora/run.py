@@ -212,6 +212,7 @@ class JobInputs:
     seed: int
     device: str
     load_seconds: float
+    params: str  # hash of the lora and data sections: a rate file must carry the same
 
 
 def _job_inputs(
@@ -242,7 +243,8 @@ def _job_inputs(
         )
     base.model.to(device)
     split = {"fit": fit, "dev": dev, "validation": splits["validation"]}
-    return JobInputs(lora, meta, split, base, seed, device, load_seconds)
+    params = config_hash({"lora": cfg, "data": data})
+    return JobInputs(lora, meta, split, base, seed, device, load_seconds, params)
 
 
 RATE_KIND = "pillm.lora_rate"  # the tensor file of one rate's run (rate_job)
@@ -263,7 +265,7 @@ def rate_job(
     dev_xy = (base.tokenize(dev.sentences, lora.max_len), dev.labels)
     with tf32(False):  # as the lora job fits
         run = fit_lora(base, fit_xy, dev_xy, lora, lr, job_in.seed, device)
-    write_rate(out, model_name, lr, config_hash({"lora": cfg, "data": data}), run)
+    write_rate(out, model_name, lr, job_in.params, run)
     say(f"lora rate {lr:g}: best dev accuracy {run.metrics['best_dev_accuracy']:.4g}")
 
 
@@ -316,8 +318,7 @@ def lora_job(
     job_in = _job_inputs(model_name, cfg, data, checkpoint, tokenizer_json, device)
     lora, base, seed, device = job_in.lora, job_in.base, job_in.seed, job_in.device
     fit, dev, val = (job_in.splits[k] for k in ("fit", "dev", "validation"))
-    params = config_hash({"lora": cfg, "data": data})
-    done = dict(load_rate(r, model_name, params) for r in rates or [])
+    done = dict(load_rate(r, model_name, job_in.params) for r in rates or [])
     if done:
         say(f"lora: the runs of rates {', '.join(f'{lr:g}' for lr in done)} read from their jobs")
     with tf32(False):  # float32 features into float64 Grams: no TF32 rounding
