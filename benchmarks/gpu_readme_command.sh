@@ -22,6 +22,10 @@
 # KEEP=1 starts a build on the results left on the same (still held) machine: they stay, and
 #   Snakemake reruns the jobs a time limit interrupted. UNTIL=<rules> runs only the jobs those
 #   rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
+# PHASES="name=rule ...;name=rule ...;rest=": the build as one Snakemake run per phase, in order,
+#   each running what its rules need that earlier phases left (a phase without rules: the whole
+#   build's remainder), so each study's GPU time and energy alone are read from one build
+#   (benchmarks/study_phases.py: $OUT/phases.txt). Needs DETACH=1 (no time limit per phase).
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
 #   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
@@ -63,11 +67,27 @@ if [ -z "${ATTACH:-}" ]; then
     echo "  --format=csv,noheader -l 1 >$b/gpu_util.csv 2>/dev/null &"
     echo "sampler=\$!"
     echo "date +%s.%N >$b/t0"
-    [ -n "${DETACH:-}" ] || printf 'timeout -s INT -k 30 %q ' "${SNAKE_TIMEOUT:-540}"
-    printf '%q ' python -m snakemake --cores all --configfile config/config.yaml \
-      /tmp/gpu_data.yaml "${LIMIT[@]}" "${TRIGGERS[@]}"
-    echo ">$b/snakemake.log 2>&1"
-    echo "rc=\$?"
+    if [ -z "${PHASES:-}" ]; then
+      [ -n "${DETACH:-}" ] || printf 'timeout -s INT -k 30 %q ' "${SNAKE_TIMEOUT:-540}"
+      printf '%q ' python -m snakemake --cores all --configfile config/config.yaml \
+        /tmp/gpu_data.yaml "${LIMIT[@]}" "${TRIGGERS[@]}"
+      echo ">$b/snakemake.log 2>&1"
+      echo "rc=\$?"
+    else  # one Snakemake run per phase, in order (no time limit: DETACH's use)
+      echo "rc=0"
+      IFS=';' read -ra parts <<<"$PHASES"
+      for part in "${parts[@]}"; do
+        name=${part%%=*} rules=${part#*=}
+        sel=("${LIMIT[@]}"); [ -n "$rules" ] && sel=(--until $rules)
+        echo "s=\$(date +%s.%N)"
+        printf '%q ' python -m snakemake --cores all --configfile config/config.yaml \
+          /tmp/gpu_data.yaml "${sel[@]}"
+        echo ">$b/snakemake.$name.log 2>&1"
+        echo "r=\$?; [ \$r = 0 ] || rc=\$r"
+        echo "printf '%s\\t%s\\t%s\\t%s\\n' $name \$s \$(date +%s.%N) \$r >>$b/phases.tsv"
+        echo "cat $b/snakemake.$name.log >>$b/snakemake.log"
+      done
+    fi
     echo "date +%s.%N >$b/t1"
     echo "kill \$sampler"
     echo "echo \$rc >$b/rc"  # last: its presence says the build has ended
@@ -94,8 +114,18 @@ wall=$(python -c "print(round($(cat "$BUILD_DIR/t1") - $(cat "$BUILD_DIR/t0"), 1
 echo "snakemake rc=$rc wall=$wall s"
 grep -E "MPS:|Provided resources" "$OUT/snakemake.log" | head -3
 tail -3 "$OUT/snakemake.log"
-python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
+if [ -f "$BUILD_DIR/phases.tsv" ]; then  # PHASES: each phase's log is one call of the timeline
+  cp "$BUILD_DIR"/snakemake.*.log "$BUILD_DIR/phases.tsv" "$OUT/"
+  logs=$(cut -f1 "$BUILD_DIR/phases.tsv" | sed "s|.*|$BUILD_DIR/snakemake.&.log|")
+  python benchmarks/dag_timeline.py $logs --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
+  python benchmarks/study_phases.py "$BUILD_DIR/phases.tsv" "$BUILD_DIR/gpu_util.csv" \
+    --logs "$BUILD_DIR" | tee "$OUT/phases.txt"
+else
+  python benchmarks/dag_timeline.py "$OUT/snakemake.log" --tsv "$OUT/timeline.tsv" | tee "$OUT/timeline.txt" | tail -8
+fi
 python benchmarks/gpu_power.py "$BUILD_DIR/gpu_util.csv" >"$OUT/gpu_power.txt" 2>&1
+python benchmarks/study_phases.py --whole "$BUILD_DIR/t0" "$BUILD_DIR/t1" "$BUILD_DIR/gpu_util.csv" \
+  | tee "$OUT/energy.txt"
 [ -n "${GPU_TESTS:-}" ] && gpu_tests 200
 if [ -n "${RECORDS:-}" ]; then
   find results/paper \( -name '*.json' -o -name '*.parquet' \) -size -4M -print0 >/tmp/pillm_records.list

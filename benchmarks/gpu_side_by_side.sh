@@ -16,6 +16,9 @@
 # RECORDS=1 is set); $OUT/A.txt and $OUT/B.txt its console. PACK=1: build A also packs its
 # results archive (gpu_readme_command.sh), returned as $OUT/A.results.tgz.part-* for the CPU
 # side's paper build (docs/offline-gpu.md, step 3).
+# B_PHASES: build B runs in phases (gpu_readme_command.sh's PHASES), so the same host measures the
+# whole build (A) and each study alone (B's phases.txt), e.g.
+#   B_OMIT= B_PHASES="lm=run_lm lm_extras sensitivity_run solve_timing;lora=lora;probe=probe;..."
 # B_TREE=<archive>: build B runs another revision: the archive's files (`git archive`, with that
 # revision in .gpu_rev) with this tree's wheels and data, so two revisions of the code are
 # measured side by side on one host (their ratio, not either's time, is the figure), e.g.
@@ -28,7 +31,7 @@ A_OMIT=${A_OMIT-}
 B_OMIT=${B_OMIT-scaling_point scaling_cost scaling_cost_warm scaling_tokens}
 n=$(nproc --all)
 half=$((n / 2))
-side() {  # build name, GPU index, first core, last core, rules left out, tree archive
+side() {  # build name, GPU index, first core, last core, rules left out, tree archive, phases
   local dir=/tmp/pillm_side_$1
   if [ -z "${ATTACH:-}" ]; then
     rm -rf "$dir" && mkdir -p "$dir"
@@ -42,12 +45,13 @@ side() {  # build name, GPU index, first core, last core, rules left out, tree a
   local pack=; [ "$1" = A ] && pack=${PACK:-}
   (cd "$dir" && CUDA_VISIBLE_DEVICES=$2 TORCHINDUCTOR_CACHE_DIR=/tmp/pillm_inductor_$1 \
     OUT=/tmp/pillm_side_out_$1 BUILD_DIR=/tmp/pillm_build_$1 EXTRA_OMIT="$5" RECORDS=1 PACK=$pack \
+    PHASES="$7" \
     taskset -c "$3-$4" bash benchmarks/gpu_readme_command.sh) >"$OUT/$1.txt" 2>&1
   echo "$1: exit $?" >>"$OUT/$1.txt"
 }
 rm -rf /tmp/pillm_side_out_A /tmp/pillm_side_out_B
-side A 0 0 $((half - 1)) "$A_OMIT" "" &
-side B 1 "$half" $((n - 1)) "$B_OMIT" "${B_TREE:-}" &
+side A 0 0 $((half - 1)) "$A_OMIT" "" "" &
+side B 1 "$half" $((n - 1)) "$B_OMIT" "${B_TREE:-}" "${B_PHASES:-}" &
 wait
 for b in A B; do
   echo "== build $b (GPU $([ $b = A ] && echo 0 || echo 1)): $(tail -1 "$OUT/$b.txt")"
