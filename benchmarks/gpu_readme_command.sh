@@ -23,9 +23,10 @@
 #   Snakemake reruns the jobs a time limit interrupted. UNTIL=<rules> runs only the jobs those
 #   rules need (Snakemake's --until), e.g. UNTIL="scaling_point scaling_cost".
 # PHASES="name=rule ...;name=rule ...;rest=": the build as one Snakemake run per phase, in order,
-#   each running what its rules need that earlier phases left (a phase without rules: the whole
-#   build's remainder), so each study's GPU time and energy alone are read from one build
-#   (benchmarks/study_phases.py: $OUT/phases.txt). Needs DETACH=1 (no time limit per phase).
+#   each leaving out the rules of the phases after it (the last phase: the whole build's
+#   remainder), so each study's GPU time and energy alone are read from one build
+#   (benchmarks/study_phases.py: $OUT/phases.txt). A phase names every rule of its study, the
+#   data rules only it needs included. Needs DETACH=1 (no time limit per phase), not UNTIL.
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
 #   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
@@ -75,10 +76,13 @@ if [ -z "${ATTACH:-}" ]; then
       echo "rc=\$?"
     else  # one Snakemake run per phase, in order (no time limit: DETACH's use)
       echo "rc=0"
+      # each phase leaves out the later phases' rules (--omit-from, with what follows them);
+      # --until would do the converse, but Snakemake 9.27 stops it with "Out of jobs ready"
       IFS=';' read -ra parts <<<"$PHASES"
-      for part in "${parts[@]}"; do
-        name=${part%%=*} rules=${part#*=}
-        sel=("${LIMIT[@]}"); [ -n "$rules" ] && sel=(--until $rules)
+      for i in "${!parts[@]}"; do
+        name=${parts[$i]%%=*} later=()
+        for part in "${parts[@]:$((i + 1))}"; do later+=(${part#*=}); done
+        sel=("${LIMIT[@]}" "${later[@]}")
         echo "s=\$(date +%s.%N)"
         printf '%q ' python -m snakemake --cores all --configfile config/config.yaml \
           /tmp/gpu_data.yaml "${sel[@]}"

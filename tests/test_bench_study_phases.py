@@ -62,8 +62,8 @@ def test_whole_build_span(tmp_path):
 
 
 def test_phases_build_script(tmp_path):
-    """The build script PHASES writes: one Snakemake per phase with its rules' --until, a phase
-    without rules builds the remainder (the summaries left out), each span recorded."""
+    """The build script PHASES writes: one Snakemake per phase, each leaving out the later
+    phases' rules (and the summaries), the last the remainder, each span recorded."""
     script = (REPO / "benchmarks" / "gpu_readme_command.sh").read_text()
     block = re.search(r"\n  \{  # the build as a script.*?\n  \} >\"\$b/build.sh\"\n", script, re.S)
     assert block, "gpu_readme_command.sh: the build script's block moved"
@@ -71,21 +71,23 @@ def test_phases_build_script(tmp_path):
     b.mkdir()
     gen = (
         f"b={b}; LIMIT=(--omit-from aggregate claims); TRIGGERS=(); DETACH=1\n"
-        'PHASES="lm=run_lm lm_extras;lora=lora;rest="\n' + block.group(0)
+        'PHASES="lm=run_lm lm_extras;lora=lora_rate lora;rest="\n' + block.group(0)
     )
     subprocess.run(["bash", "-c", gen], check=True)
     text = (b / "build.sh").read_text()
     runs = [line for line in text.splitlines() if "-m snakemake" in line]
     assert len(runs) == 3
-    assert "--until run_lm lm_extras" in runs[0] and f"{b}/snakemake.lm.log" in runs[0]
-    assert "--until lora" in runs[1]
-    assert "--omit-from aggregate claims" in runs[2] and "--until" not in runs[2]
+    assert "--omit-from aggregate claims lora_rate lora" in runs[0]
+    assert f"{b}/snakemake.lm.log" in runs[0]
+    assert re.search(r"--omit-from aggregate claims +>", runs[1])  # lora: nothing after it
+    assert re.search(r"--omit-from aggregate claims +>", runs[2])
+    assert not any("--until" in r for r in runs)
     assert "timeout" not in text
     # run it with a stand-in python: every phase records its span and exit code
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").write_text(
-        '#!/bin/sh\necho "Finished jobid: 1"\ncase "$*" in *lora*) exit 2;; esac\n'
+        '#!/bin/sh\necho "Finished jobid: 1"\ncase "$*" in *claims) exit 2;; esac\n'
     )
     (bin_dir / "python").chmod(0o755)
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nsleep 30\n")
@@ -94,6 +96,6 @@ def test_phases_build_script(tmp_path):
                    env={"PATH": f"{bin_dir}:/usr/bin:/bin"})  # fmt: skip
     phases = [line.split("\t") for line in (b / "phases.tsv").read_text().splitlines()]
     assert [p[0] for p in phases] == ["lm", "lora", "rest"]
-    assert [p[3] for p in phases] == ["0", "2", "0"]
+    assert [p[3] for p in phases] == ["0", "2", "2"]  # the runs that leave nothing more out
     assert all(float(p[1]) <= float(p[2]) for p in phases)
     assert (b / "rc").read_text().strip() == "2"  # a failed phase fails the build

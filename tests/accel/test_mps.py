@@ -11,12 +11,16 @@ import pytest
 from pillm.accel import mps
 
 FAKE = """#!/usr/bin/env bash
-# stand-in: -d creates the control entry in the pipe dir, "quit" on stdin removes it
+# stand-in: -d leaves a process named like the daemon (with the caller's environment) and the
+# control entry in the pipe dir; "quit" on stdin ends the process and, as the real daemon does,
+# leaves the control entry behind
 if [ "${1:-}" = "-d" ]; then
   [ -n "${FAIL:-}" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
-  touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0
+  touch "$CUDA_MPS_PIPE_DIRECTORY/control"
+  (exec -a nvidia-cuda-mps-control sleep 600) >/dev/null 2>&1 &
+  echo $! >"$CUDA_MPS_PIPE_DIRECTORY/../daemon.pid"; exit 0
 fi
-read -r cmd; [ "$cmd" = quit ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
+read -r cmd; [ "$cmd" = quit ] && kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/../daemon.pid")"
 """
 
 
@@ -28,21 +32,54 @@ def fake_control(tmp_path, monkeypatch):
     exe.write_text(FAKE)
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    return exe
+    yield exe
+    for pid_file in tmp_path.rglob("daemon.pid"):  # no stand-in daemon outlives its test
+        subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+
+
+def outside_daemon(d, exe) -> None:
+    """A daemon in ``d`` started by someone else (not the workflow)."""
+    (d / "pipe").mkdir(parents=True)
+    env = {"PATH": "/usr/bin:/bin", "CUDA_MPS_PIPE_DIRECTORY": str(d / "pipe")}
+    subprocess.run([str(exe), "-d"], env=env, check=True)
 
 
 def test_start_then_stop(tmp_path, fake_control):
     d = tmp_path / "mps"
     assert "started" in mps.start(d)
-    assert mps.running(d)
+    assert mps.running(d) and len(mps.daemon_pids(d)) == 1
     assert "quit" in mps.stop(d)
+    assert not mps.running(d) and not mps.daemon_pids(d)
+    # its sockets are gone: the jobs' shell prefix no longer points at it
+    assert not (d / "pipe" / "control").exists() and not (d / "visible").exists()
+
+
+def test_a_second_build_starts_its_own_daemon(tmp_path, fake_control):
+    """The daemon leaves its control socket behind when it quits: the next build must not take
+    that for a running daemon (its jobs would run without MPS, on the host's GPU numbering)."""
+    d = tmp_path / "mps"
+    mps.start(d)
+    pid = mps.daemon_pids(d)
+    mps.stop(d)
+    assert "started" in mps.start(d)
+    assert mps.running(d) and mps.daemon_pids(d) != pid
+    mps.stop(d)
+
+
+def test_a_stale_socket_is_cleared_and_a_daemon_started(tmp_path, fake_control):
+    d = tmp_path / "mps"
+    (d / "pipe").mkdir(parents=True)
+    (d / "pipe" / "control").touch()  # left by a daemon that was killed
+    (d / "visible").write_text("1")
     assert not mps.running(d)
+    assert "started" in mps.start(d)
+    assert mps.running(d)
+    mps.stop(d)
 
 
 def test_a_daemon_that_ran_before_is_shared_and_left_running(tmp_path, fake_control):
     d = tmp_path / "mps"
-    (d / "pipe").mkdir(parents=True)
-    (d / "pipe" / "control").touch()
+    outside_daemon(d, fake_control)
     assert "already runs" in mps.start(d)
     assert mps.stop(d) is None
     assert mps.running(d)

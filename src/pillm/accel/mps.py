@@ -3,8 +3,10 @@ jobs and quit after them, so the jobs' kernels share the GPU instead of time-sli
 
 MPS changes no setting of the card (no compute mode, no reset): the daemon is an ordinary
 process of this user with its pipe and log under ``directory``. A job uses it when its
-``CUDA_MPS_PIPE_DIRECTORY`` points there (``client_env``); the workflow's shell prefix sets it
-only while the daemon's control socket exists. Torch-free: the planner calls this.
+``CUDA_MPS_PIPE_DIRECTORY`` points there (``client_prefix``); the workflow's shell prefix sets it
+only while the daemon's control socket exists, so the sockets go when the daemon goes (it leaves
+its control socket behind on quit: ``stop`` and ``start`` remove what no live daemon serves).
+Torch-free: the planner calls this.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from pillm.accel.gpu_slots import listed_devices
@@ -30,9 +33,37 @@ def pipe_dir(directory: Path) -> Path:
     return directory / "pipe"
 
 
+def daemon_pids(directory: Path) -> list[int]:
+    """This user's control daemons serving ``directory``: processes named CONTROL whose
+    environment points CUDA_MPS_PIPE_DIRECTORY there (read from /proc; others' are unreadable)."""
+    wanted = f"CUDA_MPS_PIPE_DIRECTORY={pipe_dir(directory)}".encode()
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            if Path(argv0.decode(errors="replace")).name != CONTROL:
+                continue
+            if wanted in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return pids
+
+
 def running(directory: Path) -> bool:
-    """Whether a control daemon listens in ``directory`` (its control socket exists)."""
-    return (pipe_dir(directory) / "control").exists()
+    """Whether a control daemon serves ``directory``: its control socket exists and its process
+    lives. A socket without a process (a daemon that quit or was killed leaves it behind) is
+    stale: a job pointed at it would not reach MPS and would run alone on the host's numbering
+    of the GPUs, not the server's (client_devices)."""
+    return (pipe_dir(directory) / "control").exists() and bool(daemon_pids(directory))
+
+
+def _clear(directory: Path) -> None:
+    """Remove what a daemon left in ``directory``: its sockets (the jobs' shell prefix tests for
+    the control socket), the GPU list it served and the workflow's marker."""
+    shutil.rmtree(pipe_dir(directory), ignore_errors=True)
+    for name in ("visible", "started_by_workflow"):
+        (directory / name).unlink(missing_ok=True)
 
 
 def _env(directory: Path) -> dict[str, str]:
@@ -48,6 +79,7 @@ def start(directory: Path) -> str:
     could not start (then the jobs time-slice the GPU, as without MPS)."""
     if running(directory):
         return f"MPS: a daemon already runs in {directory}; the GPU jobs share it"
+    _clear(directory)  # a stale socket from a daemon that no longer runs
     if shutil.which(CONTROL) is None:
         return f"MPS: {CONTROL} not found; the GPU jobs time-slice the GPU"
     (directory / "pipe").mkdir(parents=True, exist_ok=True)
@@ -66,8 +98,10 @@ def start(directory: Path) -> str:
     return f"MPS: started a daemon in {directory}; the GPU jobs share the GPU through it"
 
 
-def stop(directory: Path) -> str | None:
-    """Quit the daemon if this workflow started it (never one that ran before it)."""
+def stop(directory: Path, wait_s: float = 30.0) -> str | None:
+    """Quit the daemon if this workflow started it (never one that ran before it), wait for its
+    process to end (up to ``wait_s``) and remove its sockets: the daemon leaves its control
+    socket behind, and the next build's jobs must not take it for a running daemon."""
     marker = directory / "started_by_workflow"
     if not marker.exists():
         return None
@@ -76,7 +110,13 @@ def stop(directory: Path) -> str | None:
                        text=True, timeout=60)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as err:
         return f"MPS: could not quit the daemon in {directory} ({err})"
-    marker.unlink(missing_ok=True)
+    deadline = time.monotonic() + wait_s
+    while daemon_pids(directory) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if daemon_pids(directory):
+        marker.unlink(missing_ok=True)
+        return f"MPS: the daemon in {directory} did not end within {wait_s:g} s of quit"
+    _clear(directory)
     return f"MPS: quit the daemon in {directory}"
 
 
