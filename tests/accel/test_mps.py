@@ -4,7 +4,12 @@ binary plays nvidia-cuda-mps-control)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +164,33 @@ def test_a_build_on_two_listed_gpus_pins_each_job_to_one_as_the_server_numbers_t
     monkeypatch.setenv("PILLM_GPU_LOCK_DIR", str(tmp_path / "locks"))
     assert mps.client_devices() == "0,1"
     assert assign_gpu("auto") == "0"  # the server's device 0: the host's GPU 2
+
+
+CLIENT = """
+import subprocess, torch
+torch.ones(1, device="cuda").sum().item()  # a CUDA context: through MPS, the server holds it
+apps = subprocess.run(["nvidia-smi", "--query-compute-apps=process_name", "--format=csv,noheader"],
+                      capture_output=True, text=True, check=True).stdout
+print("mps-server" if "nvidia-cuda-mps-server" in apps else "no-server")
+"""
+
+
+@pytest.mark.gpu
+def test_two_builds_in_a_row_each_share_the_gpu_through_their_own_daemon():
+    """On a CUDA host with the real daemon: the first build's daemon quits leaving its socket;
+    the second build starts its own, and its job runs through an MPS server."""
+    if shutil.which(mps.CONTROL) is None:
+        pytest.skip(f"{mps.CONTROL} not on PATH: the jobs time-slice the GPU here")
+    d = Path(tempfile.mkdtemp(prefix="pillm-mps-test-", dir="/tmp"))  # short: socket paths
+    try:
+        for build in (1, 2):
+            assert "started" in mps.start(d), f"build {build}"
+            env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(mps.pipe_dir(d))}
+            out = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
+                                 text=True, check=True)  # fmt: skip
+            assert out.stdout.strip() == "mps-server", (build, out.stderr[-2000:])
+            assert "quit" in mps.stop(d)
+            assert not mps.running(d) and not (mps.pipe_dir(d) / "control").exists()
+    finally:
+        mps.stop(d)
+        shutil.rmtree(d, ignore_errors=True)
