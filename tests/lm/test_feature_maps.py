@@ -20,6 +20,7 @@ from pillm.lm.feature_maps import (
     width_sweep,
     width_tex,
 )
+from pillm.lm.labels import LABELS
 from pillm.lm.scaling_report import feature_dim
 from pillm.lm.variants import VARIANTS
 from pillm.models.feature_shapes import FEATURES
@@ -90,16 +91,24 @@ def test_scaling_cost_feature_count_is_read_from_the_measured_rows():
 
 
 def test_labels_and_claim_names_state_the_widths_the_model_builds():
-    # variant labels and the claims' arm names are written by hand (a label is part of the LM
-    # runs' code, a name part of the claims file): each width they state must be the map's
-    # ("$1d$" in a label reads as d)
+    # the refits' labels are made from the shape table; the claims' arm names are written by
+    # hand in the claims file: each width either states must be the map's, typed as the text
+    # types it (d, not 1d)
     def widths(text):
         return [(int(m or 1), int(w or 1)) for m, w in
                 re.findall(r"\$(?:(\d+)\{\\times\})?(\d*)d\$", text)]  # fmt: skip
 
     names = yaml.safe_load((ROOT / "paper/claims/lm.yaml").read_text())["names"]
     for v in REFITS:
-        assert widths(VARIANTS[v].label) == [shape(v)], (v, VARIANTS[v].label)
+        assert widths(LABELS[v]) == [shape(v)], (v, LABELS[v])
         if v in names:
             assert widths(names[v]) in ([], [shape(v)]), (v, names[v])
+        assert "$1d$" not in LABELS[v] + names.get(v, ""), v
     assert widths("Refit (Bi-PIL, $2{\\times}4d$)") == [(2, 4)]
+    assert LABELS["refit_single1d"] == "Refit (single, $d$)"
+
+
+def test_every_variant_has_a_label_outside_the_runs_code():
+    """Labels live in pillm.lm.labels, not in the registry the LM runs' code stamps take in."""
+    assert LABELS.keys() == VARIANTS.keys()
+    assert not hasattr(next(iter(VARIANTS.values())), "label")

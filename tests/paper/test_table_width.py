@@ -246,14 +246,14 @@ def test_lora_table_fits_the_line_after_scaling():
 
 
 def test_lm_main_table_with_both_lambada_columns_fits_the_line_after_scaling():
+    from pillm.lm.labels import LABELS
     from pillm.lm.report import LM_TABLES
-    from pillm.lm.variants import VARIANTS
 
     label, spec, header = LM_TABLES["lm_main"]
     pm = "\\ensuremath{\\pm}"
     cells = ["3.20", "2.10", f"1234.5 {pm} 12.3", f"12.34 {pm} 1.23", f"1234.5 {pm} 123.4",
              f"12.3 {pm} 1.2", f"1.234 {pm} 0.123", f"12.3 {pm} 1.2", f"12.3 {pm} 1.2", "5/5"]  # fmt: skip
-    rows = [[v.label, *cells] for v in VARIANTS.values()]
+    rows = [[name, *cells] for name in LABELS.values()]
     tex = render(Table("c", label, spec, header, rows, "t", "small", "4pt"))
     (width,) = table_widths(tex)
     assert wrapped_tables()["lm_main"]

@@ -1,13 +1,14 @@
 # Paper: the claims over every study, the provenance page, the PDF, the arXiv tarball, the results
 # page (report/index.html).
 from pillm.core.records import git_revision  # provenance rule: the build's revision
+from pillm.lm.labels import LABELS  # the LM variants' names in the claim sentences
 from pillm.paper import results_page  # the results page's sections and captions
 from pillm.paper.commands import claims_args
 
 # The studies that declare claims: one paper/claims/<study>.yaml each (pillm.paper.claims).
 CLAIM_STUDIES = sorted(p.stem for p in (ROOT / "paper" / "claims").glob("*.yaml"))
 # The arms' table labels, by study, for the claim sentences (a claims file's own names: win).
-CLAIM_LABELS = {"lm": {v: VARIANTS[v].label for v in VARIANTS}}
+CLAIM_LABELS = {"lm": dict(LABELS)}
 CLAIM_LABELS["scaling"] = scaling_plan.arm_labels(
     config,
     CLAIM_LABELS["lm"],

@@ -17,6 +17,7 @@ import polars as pl
 from scipy import stats
 
 from pillm.lm.feature_maps import shape, shape_tex, width_sweep
+from pillm.lm.labels import LABELS
 from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, finite, fmt_num, fmt_pm, mean_std
 from pillm.paper.tidy import ci95, loss_share
@@ -123,7 +124,7 @@ class LMReport:
             r = self.m[v]
             rows.append(
                 [
-                    VARIANTS[v].label,
+                    LABELS[v],
                     fmt_num(self.mean(v, "params_trainable") / 1e6, 2),
                     self.solved_cell(v),
                     self.pm(v, "grad_time_s", 1),
@@ -166,7 +167,7 @@ class LMReport:
                 s_mean, s_std = self.share(v)
                 rows.append(
                     [
-                        VARIANTS[v].label,
+                        LABELS[v],
                         self.pm(v, "test_ppl", 1),
                         fmt_pm(100 * r_mean, percent(r_std), 1),
                         fmt_pm(100 * s_mean, percent(s_std), 1),
@@ -221,7 +222,7 @@ class LMReport:
     def strategy_rows(self) -> list[list[str]]:
         return [
             [
-                VARIANTS[v].label,
+                LABELS[v],
                 self.pm(v, "test_ppl", 1),
                 self.pm(v, "test_acc", 1, 100),
                 self.pm(v, "train_time_s", 1),
@@ -247,8 +248,8 @@ class LMReport:
                 d, s, p = self.target_comparison(v, ref)
                 rows.append(
                     [
-                        VARIANTS[v].label,
-                        VARIANTS[ref].label,
+                        LABELS[v],
+                        LABELS[ref],
                         self.pm(v, "test_ppl", 1),
                         fmt_pm(d, s, 4),
                         fmt_p(p),

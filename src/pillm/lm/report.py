@@ -15,9 +15,9 @@ import polars as pl
 
 from pillm.lm.comparisons import LMReport
 from pillm.lm.feature_maps import shape, width_tex
+from pillm.lm.labels import LABELS
 from pillm.lm.macros import describe_policy, lm_numbers, numbers
 from pillm.lm.solve_table import solve_tables
-from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, tex_escape
 from pillm.paper.report import render_report
 from pillm.paper.table import Table
@@ -149,7 +149,7 @@ def sample_rows(
         cont = " ".join(text.get(v, "").split())[:max_chars]
         # Byte-level BPE can decode partial UTF-8 (U+FFFD); pdflatex cannot set arbitrary Unicode.
         cont = "".join(c if 32 <= ord(c) < 127 else "?" for c in cont)
-        rows.append([VARIANTS[v].label, f"\\textit{{{tex_escape(prompt)}}} {tex_escape(cont)}"])
+        rows.append([LABELS[v], f"\\textit{{{tex_escape(prompt)}}} {tex_escape(cont)}"])
     return rows
 
 

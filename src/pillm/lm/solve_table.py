@@ -13,6 +13,7 @@ import math
 import polars as pl
 
 from pillm.lm.comparisons import FEATURE_VARIANTS, WIDTH_SWEEP, mean_ci
+from pillm.lm.labels import LABELS
 from pillm.lm.variants import VARIANTS
 from pillm.paper.latex import MISSING, fmt_pm
 from pillm.paper.table import LongTable, Table
@@ -88,7 +89,7 @@ def solve_rows(solves: pl.DataFrame, variants: list[str]) -> list[list[str] | st
             at = mine.filter(pl.col("layer") == layer)
             rows.append(
                 [
-                    VARIANTS[v].label if i == 0 else "",
+                    LABELS[v] if i == 0 else "",
                     str(int(layer)),
                     lambda_cell(at["lambda_rel"].to_list()),
                     sci_pm_cell(at["val_mse"].to_list()),
@@ -124,8 +125,8 @@ def solve_tables(solves: pl.DataFrame, variants: list[str], seeds: str) -> LongT
     tabled = tabled_variants(variants)
     control = ""
     if "pil_random_out_attn" in variants:
-        control = (f"{VARIANTS['pil_random_out_attn'].label} is left out: it solves as "
-                   f"{VARIANTS['pil_then_attn'].label} does, then replaces each map by a random "
+        control = (f"{LABELS['pil_random_out_attn']} is left out: it solves as "
+                   f"{LABELS['pil_then_attn']} does, then replaces each map by a random "
                    "one of the same norm.")  # fmt: skip
     parts = {
         "tab:lm-solves": ("training strategies and layer targets", [v for v in tabled

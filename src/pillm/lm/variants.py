@@ -1,5 +1,6 @@
 """The LM variant registry: how each variant is built, what it builds on and the config a run
-of it depends on. Torch-free."""
+of it depends on. Torch-free. What the paper calls each variant is ``pillm.lm.labels``: the LM
+runs' code stamps take this module in, so a label kept here would rerun every LM job."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Variant:
-    label: str
     use_attn: bool = True
     use_ffn: bool = True
     base: str | None = None  # start from this variant's trained model (same seed); None: fresh init
@@ -38,45 +38,36 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "baseline": Variant("Baseline (AdamW)"),
-    "attn_only": Variant("Attention only (AdamW)", use_ffn=False),
-    "ffn_only": Variant("FFN only (AdamW)", use_attn=False),
-    "pil_pure": Variant("PIL pure (no gradient)", use_ffn=False, target="tp"),
-    "attn_then_pil": Variant("Attn$\\to$PIL (residual)", base="attn_only", target="residual"),
-    "attn_then_tp": Variant("Attn$\\to$PIL (target prop.)", base="attn_only", target="tp"),
-    "pil_then_attn": Variant("PIL$\\to$Attn", use_ffn=False, target="tp", train_after_solve=True),
+    "baseline": Variant(),
+    "attn_only": Variant(use_ffn=False),
+    "ffn_only": Variant(use_attn=False),
+    "pil_pure": Variant(use_ffn=False, target="tp"),
+    "attn_then_pil": Variant(base="attn_only", target="residual"),
+    "attn_then_tp": Variant(base="attn_only", target="tp"),
+    "pil_then_attn": Variant(use_ffn=False, target="tp", train_after_solve=True),
     # Controls (issue #14): a frozen random-init FFN with no solve (for pil_then_attn),
     # attention-only matched in parameters to the baseline (more layers), a linear FFN.
-    "frozen_ffn_attn": Variant("Frozen random FFN + Attn", freeze_ffn=True),
+    "frozen_ffn_attn": Variant(freeze_ffn=True),
     # pil_then_attn with its solved output maps replaced by random ones of the same norm: the same
     # random features (width, projections, seeds), so the pair isolates the solve
     "pil_random_out_attn": Variant(
-        "PIL$\\to$Attn, random $W_{\\mathrm{out}}$",
         use_ffn=False,
         target="tp",
         train_after_solve=True,
         random_out=True,
     ),
-    "attn_only_matched": Variant(
-        "Attention only, param.-matched", use_ffn=False, match_params="baseline"
-    ),
-    "linear_ffn": Variant("Linear FFN (AdamW)", ffn_activation="linear"),
-    "attn_then_distill": Variant(
-        "Attn$\\to$PIL (distill)", base="attn_only", teacher="baseline", target="distill"
-    ),
-    "attn_then_fgrad": Variant("Attn$\\to$PIL (func. grad.)", base="attn_only", target="fgrad"),
-    "refit": Variant(
-        "Refit (Bi-PIL, $2{\\times}4d$)", base="baseline", teacher="baseline", target="distill"
-    ),
+    "attn_only_matched": Variant(use_ffn=False, match_params="baseline"),
+    "linear_ffn": Variant(ffn_activation="linear"),
+    "attn_then_distill": Variant(base="attn_only", teacher="baseline", target="distill"),
+    "attn_then_fgrad": Variant(base="attn_only", target="fgrad"),
+    "refit": Variant(base="baseline", teacher="baseline", target="distill"),
     "refit_single": Variant(
-        "Refit (single, $4d$)",
         base="baseline",
         teacher="baseline",
         target="distill",
         features="single",
     ),
     "refit_single8d": Variant(
-        "Refit (single, $8d$)",
         base="baseline",
         teacher="baseline",
         target="distill",
@@ -85,7 +76,6 @@ VARIANTS: dict[str, Variant] = {
 }
 for _mult in (1, 2, 16):  # the feature-width sweep of the refit (single projection)
     VARIANTS[f"refit_single{_mult}d"] = Variant(
-        f"Refit (single, ${_mult}d$)",
         base="baseline",
         teacher="baseline",
         target="distill",
