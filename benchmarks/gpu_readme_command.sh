@@ -27,6 +27,7 @@
 #   remainder), so each study's GPU time and energy alone are read from one build
 #   (benchmarks/study_phases.py: $OUT/phases.txt). A phase names every rule of its study, the
 #   data rules only it needs included. Needs DETACH=1 (no time limit per phase), not UNTIL.
+#   PHASES=studies: one phase per study (`python benchmarks/study_phases.py --studies`).
 # GPU_TESTS=1: once the build has ended, the tests that need a GPU (gpu_env.sh's gpu_tests).
 # RECORDS=1: once the build has ended, $OUT/records.tgz holds its run records (every .json and
 #   .parquet under 4 MB in results/paper: metrics, curves, per-block tables) and its jobs'
@@ -37,6 +38,7 @@
 set -u
 . benchmarks/gpu_env.sh
 BUILD_DIR=${BUILD_DIR:-/tmp/pillm_build}
+[ "${PHASES:-}" = studies ] && PHASES=$(python benchmarks/study_phases.py --studies)
 if [ -z "${ATTACH:-}" ]; then
   rm -rf .snakemake/locks
   [ -n "${KEEP:-}" ] || rm -rf results/paper

@@ -11,6 +11,7 @@ the whole build's mean power) and the sums.
 
     python benchmarks/study_phases.py BUILD_DIR/phases.tsv BUILD_DIR/gpu_util.csv --logs BUILD_DIR
     python benchmarks/study_phases.py --whole BUILD_DIR/t0 BUILD_DIR/t1 BUILD_DIR/gpu_util.csv
+    python benchmarks/study_phases.py --studies   # the phases PHASES=studies runs
 
 ``phases.tsv``: name, start and end (seconds since the epoch), Snakemake's exit code, per line.
 ``--whole``: one span from the build's t0 and t1 files (the energy of a build run at once).
@@ -22,6 +23,24 @@ import argparse
 import csv
 from datetime import datetime
 from pathlib import Path
+
+# One phase per study, in build order (a study's rules need only earlier studies' outputs), each
+# naming every rule of its study; the last phase builds whatever is left. PHASES=studies of
+# gpu_readme_command.sh runs these.
+STUDIES: dict[str, tuple[str, ...]] = {
+    "lm": ("run_lm", "lm_extras", "sensitivity_run", "solve_timing"),
+    "lora": ("lora_rate", "lora"),
+    "probe": ("probe",),
+    "generative": ("gen_images", "gen_classifier", "gen_lr_grid", "gen_lr_run", "generative"),
+    "scaling": ("scaling_tokens", "scaling_point", "scaling_cost_warm", "scaling_cost"),
+    "saffu": ("saffu", "saffu_kn"),
+    "rest": (),
+}
+
+
+def phases_arg(studies: dict[str, tuple[str, ...]] = STUDIES) -> str:
+    """``name=rule ...;name=rule ...`` as gpu_readme_command.sh's PHASES reads it."""
+    return ";".join(f"{name}={' '.join(rules)}" for name, rules in studies.items())
 
 
 def read_power(path: str) -> list[tuple[float, float]]:
@@ -74,11 +93,17 @@ def read_phases(path: str) -> list[tuple[str, float, float, int]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "files", nargs="+", help="phases.tsv gpu_util.csv | (--whole) t0 t1 gpu_util.csv"
+        "files", nargs="*", help="phases.tsv gpu_util.csv | (--whole) t0 t1 gpu_util.csv"
     )
     ap.add_argument("--whole", action="store_true", help="one span: the build's t0 and t1 files")
     ap.add_argument("--logs", help="folder of the phases' Snakemake logs (snakemake.<phase>.log)")
+    ap.add_argument("--studies", action="store_true", help="print PHASES: one phase per study")
     a = ap.parse_args()
+    if a.studies:
+        print(phases_arg())
+        return
+    if len(a.files) != (3 if a.whole else 2):
+        ap.error("give phases.tsv and gpu_util.csv, or with --whole: t0, t1 and gpu_util.csv")
     if a.whole:
         t0, t1, power = a.files
         phases = [("whole", float(Path(t0).read_text()), float(Path(t1).read_text()), 0)]

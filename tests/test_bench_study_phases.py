@@ -99,3 +99,24 @@ def test_phases_build_script(tmp_path):
     assert [p[3] for p in phases] == ["0", "2", "2"]  # the runs that leave nothing more out
     assert all(float(p[1]) <= float(p[2]) for p in phases)
     assert (b / "rc").read_text().strip() == "2"  # a failed phase fails the build
+
+
+def test_one_phase_per_study_covers_every_gpu_rule_once():
+    """PHASES=studies: every GPU rule of the workflow in exactly one phase, the last phase the
+    remainder, and the string gpu_readme_command.sh reads."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from study_phases import STUDIES, phases_arg
+    finally:
+        sys.path.pop(0)
+    from pillm.estimate import GPU_RULES
+
+    named = [r for rules in STUDIES.values() for r in rules]
+    assert len(named) == len(set(named))
+    assert set(GPU_RULES) <= set(named), set(GPU_RULES) - set(named)
+    assert list(STUDIES.values())[-1] == ()
+    assert run("--studies").strip() == phases_arg()
+    assert phases_arg().startswith("lm=run_lm ") and phases_arg().endswith(";rest=")
+    rules = set(re.findall(r"^(?:local)?rule (\w+):", "\n".join(
+        p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk")), re.M))  # fmt: skip
+    assert set(named) <= rules, set(named) - rules  # no phase names a rule the workflow lacks
