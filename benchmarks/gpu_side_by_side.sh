@@ -18,7 +18,7 @@
 # side's paper build (docs/offline-gpu.md, step 3).
 # B_PHASES: build B runs in phases (gpu_readme_command.sh's PHASES), so the same host measures the
 # whole build (A) and each study alone (B's phases.txt), e.g.
-#   B_OMIT= B_PHASES="lm=run_lm lm_extras sensitivity_run solve_timing;lora=lora;probe=probe;..."
+#   B_OMIT= B_PHASES=studies DETACH=1 bash benchmarks/gpu_side_by_side.sh   # one phase per study
 # B_TREE=<archive>: build B runs another revision: the archive's files (`git archive`, with that
 # revision in .gpu_rev) with this tree's wheels and data, so two revisions of the code are
 # measured side by side on one host (their ratio, not either's time, is the figure), e.g.
