@@ -23,7 +23,13 @@ if [ "${1:-}" = "-d" ]; then
   [ -n "${FAIL:-}" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
   touch "$CUDA_MPS_PIPE_DIRECTORY/control"
   (exec -a nvidia-cuda-mps-control sleep 600) >/dev/null 2>&1 &
-  echo $! >"$CUDA_MPS_PIPE_DIRECTORY/../daemon.pid"; exit 0
+  pid=$!
+  echo $pid >"$CUDA_MPS_PIPE_DIRECTORY/../daemon.pid"
+  # return once the process bears the daemon's name, as the real one's fork does at once
+  for _ in $(seq 500); do
+    tr '\\0' ' ' </proc/$pid/cmdline | grep -q '^nvidia-cuda-mps-control' && exit 0; sleep 0.01
+  done
+  exit 1
 fi
 read -r cmd; [ "$cmd" = quit ] && kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/../daemon.pid")"
 """
