@@ -285,10 +285,11 @@ def score_test(out_dir: str, params: dict[str, Any], tokens_dir: str, device: st
     if any(r["metric"].startswith("test_") for r in rows):
         raise ValueError(f"{out}: its metrics.json already has test metrics")
     arrays, meta = load_tokens(tokens_dir)
-    model = load_checkpoint(out / "model.pt", resolve_device(device))
+    device = resolve_device(device)
+    model = load_checkpoint(out / "model.pt", device)
     say(f"run {out.parent.name}/{out.name}: scoring the test split of the kept run")
-    scores = split_scores(model, arrays, meta, "test", cfg.train.eval_batch_size,
-                          resolve_device(device), cfg.train.compile)  # fmt: skip
+    scores = split_scores(model, arrays, meta, "test", cfg.train.eval_batch_size, device,
+                          cfg.train.compile)  # fmt: skip
     del model
     _previous_end = process_seconds()
     template = {k: v for k, v in rows[0].items() if k not in ("metric", "value")}

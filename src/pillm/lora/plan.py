@@ -103,6 +103,11 @@ def job_params(config: dict[str, Any]) -> dict[str, Any]:
     return {"lora": lora, "data": config["data"]}
 
 
+def _params_arg(config: dict[str, Any]) -> str:
+    """``job_params`` as one shell-quoted JSON argument (the lora and lora-rate jobs' --params)."""
+    return shlex.quote(json.dumps(job_params(config), sort_keys=True))
+
+
 def _own_args(input: Any) -> str:
     """The pipeline's own model's checkpoint and tokenizer flags (none for a pretrained one)."""
     if "checkpoint" not in input.keys():  # noqa: SIM118 (a Namedlist: `in` looks at its files)
@@ -115,7 +120,7 @@ def job_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) ->
     (model, method), ``input`` (for the pipeline's own models: checkpoint, tokenizer; for LoRA:
     its rate files) and ``output`` (metrics): the base model, the method, ``job_params`` as
     JSON, the own model's checkpoint and tokenizer, the rate files, the output folder."""
-    cfg = shlex.quote(json.dumps(job_params(config), sort_keys=True))
+    cfg = _params_arg(config)
     rates = input.rates if "rates" in input.keys() else []  # noqa: SIM118
     rates = " ".join([rates] if isinstance(rates, str) else rates)  # one file: a str
     return (
@@ -161,7 +166,7 @@ def rate_inputs(config: dict[str, Any]) -> Callable[[Any], dict[str, list[str]]]
 
 def rate_args(config: dict[str, Any], wildcards: Any, input: Any, output: Any) -> str:
     """The arguments of ``python -m pillm lora-rate`` for one rate of one model's search."""
-    cfg = shlex.quote(json.dumps(job_params(config), sort_keys=True))
+    cfg = _params_arg(config)
     return (
         f"--model {wildcards.model} --lr {wildcards.lr} --params {cfg} {_own_args(input)}"
         f" --out {output[0]}"
